@@ -30,6 +30,8 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--plan", action="store_true", help="print the execution plan, write DAG pictures, exit")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    parser.add_argument("--config-path", "-cp", help="directory of a YAML config to start from (as in Hydra)")
+    parser.add_argument("--config-name", "-cn", help="name of that YAML config (overrides still apply on top)")
     if argv[:1] == ["plan"]:
         argv = ["--plan", *argv[1:]]
     return parser.parse_known_args(argv)
@@ -43,7 +45,7 @@ def _setup_logging() -> None:
     )
 
 
-def prepare(overrides: list[str]):
+def prepare(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
     """Everything that can be checked before Ray starts: config, device, engine, pipeline, plan."""
     from siirl.device import get_backend
     from siirl.execution.dag.builtin_pipelines import select_pipeline
@@ -51,7 +53,7 @@ def prepare(overrides: list[str]):
     from siirl.params import load_config
     from siirl.preflight import check_inputs
 
-    cfg = load_config(overrides)
+    cfg = load_config(overrides, config_path=config_path, config_name=config_name)
     backend = get_backend(cfg.trainer.device)
     engine = cfg.actor_rollout_ref.rollout.name
     if not backend.supports_rollout(engine):
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"siirl: error: unknown option {unknown_flags[0]} (see --help)", file=sys.stderr)
         return EXIT_USER_ERROR
     try:
-        cfg, backend, graph, plan = prepare(overrides)
+        cfg, backend, graph, plan = prepare(overrides, args.config_path, args.config_name)
         if args.print_config:
             print(OmegaConf.to_yaml(cfg))
             return 0

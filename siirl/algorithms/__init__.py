@@ -34,6 +34,7 @@ from siirl.algorithms.kl import (
 )
 from siirl.algorithms.logits import entropy_from_logits, logprobs_from_logits
 from siirl.algorithms.masked import masked_mean, masked_sum, masked_var, masked_whiten
+from siirl.algorithms.needs import EstimatorNeeds, declare_estimator_needs, estimator_needs
 from siirl.algorithms.outcome_advantage import CPGD_WEIGHTS
 from siirl.algorithms.policy_loss import (
     POLICY_LOSSES,
@@ -55,6 +56,7 @@ __all__ = [
     "AdaptiveKLController",
     "AdvantageInputs",
     "DynamicSamplingAccumulator",
+    "EstimatorNeeds",
     "FixedKLController",
     "GenerationBudgetExceeded",
     "KLController",
@@ -67,7 +69,9 @@ __all__ = [
     "compute_policy_loss",
     "compute_value_loss",
     "config_value",
+    "declare_estimator_needs",
     "entropy_from_logits",
+    "estimator_needs",
     "filter_zero_variance_groups",
     "get_adv_estimator",
     "get_policy_loss",

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from siirl.algorithms.needs import NEEDS_BY_NAME, EstimatorNeeds
 from siirl.algorithms.registry import Registry, config_value
 
 AdvantageFn = Callable[["AdvantageInputs"], tuple[torch.Tensor, torch.Tensor]]
@@ -33,8 +34,16 @@ AdvantageFn = Callable[["AdvantageInputs"], tuple[torch.Tensor, torch.Tensor]]
 ADV_ESTIMATORS: Registry[AdvantageFn] = Registry("advantage estimator")
 
 
-def register_adv_estimator(*names: str | Enum) -> Callable[[AdvantageFn], AdvantageFn]:
-    """Decorator: make ``fn`` available as ``algorithm.adv_estimator=<name>`` (several names: aliases)."""
+def register_adv_estimator(
+    *names: str | Enum, needs: EstimatorNeeds | None = None
+) -> Callable[[AdvantageFn], AdvantageFn]:
+    """Decorator: make ``fn`` available as ``algorithm.adv_estimator=<name>`` (several names: aliases).
+
+    ``needs`` declares what the pipeline must provide (critic values, baselines, groups) and the loss
+    ``loss_mode=auto`` pairs with it; see ``siirl.algorithms.needs``.
+    """
+    for name in names:
+        NEEDS_BY_NAME[name.value if isinstance(name, Enum) else str(name)] = needs or EstimatorNeeds()
     return ADV_ESTIMATORS.register(*names)
 
 

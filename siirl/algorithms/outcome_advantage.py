@@ -15,6 +15,7 @@ import torch
 from siirl.algorithms.advantage import AdvantageInputs, register_adv_estimator
 from siirl.algorithms.grouping import GroupStats, group_stats
 from siirl.algorithms.masked import masked_whiten
+from siirl.algorithms.needs import EstimatorNeeds
 from siirl.algorithms.registry import Registry
 from siirl.params.enums import AdvantageEstimator
 
@@ -32,7 +33,8 @@ def _std_scaled(scores: torch.Tensor, stats: GroupStats, epsilon: float) -> torc
     return _centred(scores, stats) / (std + epsilon)
 
 
-@register_adv_estimator(AdvantageEstimator.GRPO, AdvantageEstimator.GSPO)
+@register_adv_estimator(AdvantageEstimator.GSPO, needs=EstimatorNeeds(loss_mode="gspo"))
+@register_adv_estimator(AdvantageEstimator.GRPO)
 def grpo_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """GRPO (arXiv 2402.03300): ``(score - group mean) / (group std + epsilon)``.
 
@@ -83,7 +85,7 @@ def _cpgd_no_weight(scores: torch.Tensor, stats: GroupStats, inputs: AdvantageIn
     return _centred(scores, stats)
 
 
-@register_adv_estimator(AdvantageEstimator.CPGD)
+@register_adv_estimator(AdvantageEstimator.CPGD, needs=EstimatorNeeds(loss_mode="cpgd"))
 def cpgd_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """CPGD (arXiv 2505.12504): group-centred scores times the weight factor ``weight_factor_in_cpgd``."""
     weight_fn = CPGD_WEIGHTS.get(inputs.option("weight_factor_in_cpgd", "STD_weight"))

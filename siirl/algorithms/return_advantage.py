@@ -10,10 +10,11 @@ import torch
 
 from siirl.algorithms.advantage import AdvantageInputs, register_adv_estimator
 from siirl.algorithms.masked import masked_whiten
+from siirl.algorithms.needs import EstimatorNeeds
 from siirl.params.enums import AdvantageEstimator
 
 
-@register_adv_estimator(AdvantageEstimator.GAE)
+@register_adv_estimator(AdvantageEstimator.GAE, needs=EstimatorNeeds(values=True, groups=False))
 def gae_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised Advantage Estimation (arXiv 1506.02438) with ``gamma`` and ``lam``.
 
@@ -46,7 +47,7 @@ def _discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float)
     return returns
 
 
-@register_adv_estimator(AdvantageEstimator.REINFORCE_PLUS_PLUS)
+@register_adv_estimator(AdvantageEstimator.REINFORCE_PLUS_PLUS, needs=EstimatorNeeds(groups=False))
 def reinforce_plus_plus_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE++ (arXiv 2501.03262): discounted returns, whitened over the batch's valid tokens."""
     returns = _discounted_returns(
@@ -55,7 +56,7 @@ def reinforce_plus_plus_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor
     return masked_whiten(returns, inputs.response_mask), returns
 
 
-@register_adv_estimator(AdvantageEstimator.REMAX)
+@register_adv_estimator(AdvantageEstimator.REMAX, needs=EstimatorNeeds(reward_baselines=True, groups=False))
 def remax_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """ReMax (arXiv 2310.10505): undiscounted return-to-go minus the greedy response's reward."""
     mask = inputs.response_mask

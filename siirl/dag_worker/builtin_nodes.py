@@ -2,7 +2,8 @@
 
 Each has the public node signature ``fn(batch, config=None, **kwargs) -> NodeOutput`` and finds the
 worker's models in ``kwargs["ctx"]`` (a :class:`siirl.dag_worker.context.WorkerContext`), so a custom
-pipeline can reuse any of them next to its own nodes.
+pipeline can reuse any of them next to its own nodes. Each declares its contract (batch keys read and
+written, model roles) with ``node_contract``; the planner checks the whole graph against them.
 """
 
 from __future__ import annotations
@@ -15,13 +16,37 @@ from tensordict import TensorDict
 
 from siirl import algorithms
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.execution.config_access import cfg_get
 from siirl.execution.dag import NodeOutput
+from siirl.execution.dag.contract import NodeContract, node_contract
+from siirl.execution.dag.contract_check import uses_reference
+
+#: What a model forward over prompt + response reads.
+SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
+ROLLOUT_WRITES = ("prompts", "responses", "response_mask", "input_ids", "attention_mask", "position_ids", "uid")
+
+
+def _advantage_inputs(cfg: Any) -> NodeContract:
+    """KL-in-reward needs both log-probs; the estimator adds what it declared (values, baselines, uids)."""
+    kl = ("old_log_probs", "ref_log_prob") if cfg_get(cfg, "algorithm.use_kl_in_reward", False) else ()
+    needs = algorithms.estimator_needs(cfg_get(cfg, "algorithm.adv_estimator", "grpo"))
+    return NodeContract(reads=(*kl, *needs.batch_keys()))
+
+
+def _reference_output(cfg: Any) -> NodeContract:
+    return NodeContract(writes=("ref_log_prob",), roles=("reference",)) if uses_reference(cfg) else NodeContract()
+
+
+def _kl_loss_input(cfg: Any) -> NodeContract:
+    use_kl_loss = cfg_get(cfg, "actor_rollout_ref.actor.use_kl_loss", False)
+    return NodeContract(reads=("ref_log_prob",)) if use_kl_loss else NodeContract()
 
 
 def _timed(metrics: dict[str, float], key: str, start: float) -> None:
     metrics[f"timing_s/{key}"] = time.perf_counter() - start
 
 
+@node_contract(reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",))
 def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Roll out ``n`` responses per prompt with the current policy (weights synced when stale)."""
     start = time.perf_counter()
@@ -39,6 +64,9 @@ def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOut
     return NodeOutput(out, metrics=metrics)
 
 
+@node_contract(
+    reads=("responses", "response_mask", "data_source", "ground_truth"), writes=("token_level_scores",)
+)
 def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Rule (or model) reward on the last response token -> ``token_level_scores``."""
     start = time.perf_counter()
@@ -50,6 +78,11 @@ def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> N
     return NodeOutput(batch, metrics=metrics)
 
 
+@node_contract(
+    reads=("token_level_scores", "response_mask"),
+    writes=("token_level_rewards", "advantages", "returns"),
+    when=_advantage_inputs,
+)
 def compute_advantage(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """KL-in-reward (optional), then the configured estimator over uid groups."""
     algo = ctx.cfg.algorithm
@@ -71,8 +104,9 @@ def compute_advantage(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -
         algo.adv_estimator,
         token_level_rewards=batch["token_level_rewards"],
         response_mask=batch["response_mask"],
-        index=non_tensor_list(batch, "uid"),
+        index=non_tensor_list(batch, "uid") if "uid" in batch.keys() else None,  # noqa: SIM118
         values=batch.get("values", None),
+        reward_baselines=batch.get("reward_baselines", None),
         config=algo,
     )
     batch["advantages"], batch["returns"] = advantages, returns
@@ -81,6 +115,7 @@ def compute_advantage(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -
     return NodeOutput(batch, metrics=metrics)
 
 
+@node_contract(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",))
 def compute_old_log_prob(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Log-probs of the sampled tokens under the policy that generated them (the PPO 'old' policy)."""
     start = time.perf_counter()
@@ -93,6 +128,7 @@ def compute_old_log_prob(batch: TensorDict, config: Any = None, *, ctx, **_: Any
     return NodeOutput(batch, metrics=metrics)
 
 
+@node_contract(reads=SEQUENCE_KEYS, when=_reference_output)
 def compute_ref_log_prob(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Reference-policy log-probs; only computed when a KL term (loss or reward) needs them."""
     if ctx.ref is None:
@@ -104,6 +140,7 @@ def compute_ref_log_prob(batch: TensorDict, config: Any = None, *, ctx, **_: Any
     return NodeOutput(batch, metrics=metrics)
 
 
+@node_contract(reads=SEQUENCE_KEYS, writes=("values",), roles=("critic",))
 def compute_value(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Critic values for GAE."""
     start = time.perf_counter()
@@ -113,6 +150,9 @@ def compute_value(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> No
     return NodeOutput(batch, metrics=metrics)
 
 
+@node_contract(
+    reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=_kl_loss_input
+)
 def train_actor(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """PPO-style policy update; marks the rollout engine's weights stale."""
     start = time.perf_counter()
@@ -122,9 +162,26 @@ def train_actor(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> Node
     return NodeOutput(batch, metrics=metrics)
 
 
+@node_contract(reads=(*SEQUENCE_KEYS, "values", "returns"), roles=("critic",))
 def train_critic(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Clipped value-loss update of the critic."""
     start = time.perf_counter()
     metrics = ctx.critic.update_critic(batch)
     _timed(metrics, "update_critic", start)
     return NodeOutput(batch, metrics=metrics)
+
+
+class BuiltinNodeMethods:
+    """The built-in steps as static methods, so ``"module:DAGWorker.generate"`` references resolve.
+
+    ``DAGWorker`` inherits this; static methods need no worker instance and keep their contracts.
+    """
+
+    generate = staticmethod(generate)
+    compute_reward = staticmethod(compute_reward)
+    compute_advantage = staticmethod(compute_advantage)
+    compute_old_log_prob = staticmethod(compute_old_log_prob)
+    compute_ref_log_prob = staticmethod(compute_ref_log_prob)
+    compute_value = staticmethod(compute_value)
+    train_actor = staticmethod(train_actor)
+    train_critic = staticmethod(train_critic)

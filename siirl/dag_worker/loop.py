@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 class TrainingLoop:
     def __init__(self, ctx, graph: TaskGraph) -> None:
         self.ctx, self.cfg, self.rank = ctx, ctx.cfg, ctx.rank
-        self.nodes = [graph.nodes[node_id] for node_id in graph.get_execution_order()]
+        self.nodes = graph.get_nodes()
+        self.node_configs = {node.node_id: node.node_config() for node in self.nodes}
         self.layouts = role_layouts(ctx.plan)
         self.data_layout = self.layouts.get("rollout")
         self.step = 0
@@ -67,7 +68,7 @@ class TrainingLoop:
                     producer_layout=layout, consumer_layout=wanted,
                 )
                 layout = wanted
-            out = node.executable(batch, config=self.cfg, node_config=node.config, ctx=self.ctx)
+            out = node.executable(batch, config=self.cfg, node_config=self.node_configs[node.node_id], ctx=self.ctx)
             metrics.update(out.metrics)
             if out.info.get(NEED_MORE_DATA):
                 index = 0

@@ -12,6 +12,7 @@ from typing import Any
 import torch.distributed as dist
 from omegaconf import OmegaConf
 
+from siirl.dag_worker.builtin_nodes import BuiltinNodeMethods
 from siirl.device import get_backend
 from siirl.device.pinning import pin_process
 from siirl.execution.scheduler.plan import ExecutionPlan
@@ -25,8 +26,11 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-class DAGWorker:
-    """Owns one rank: its device, its process groups, its model workers, its data shard."""
+class DAGWorker(BuiltinNodeMethods):
+    """Owns one rank: its device, its process groups, its model workers, its data shard.
+
+    The built-in node functions are reachable as its static methods (``DAGWorker.generate`` ...).
+    """
 
     def __init__(self, cfg: dict[str, Any], plan: ExecutionPlan, rank: int, device_name: str) -> None:
         logging.basicConfig(level=os.environ.get("SIIRL_LOG_LEVEL", "INFO"),

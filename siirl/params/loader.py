@@ -7,7 +7,9 @@ We use ``compose`` rather than ``@hydra.main`` so that Hydra writes nothing into
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
@@ -44,6 +46,8 @@ def _one_line(exc: BaseException) -> str:
     """OmegaConf messages carry 'full_key: ...' lines; keep the first line and name the key."""
     cause = _root_cause(exc)
     lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith("while composing config:"):
+        lines = lines[1:]  # Hydra's wrapper line; the next one says what is wrong
     first = lines[0] if lines else type(cause).__name__
     key = getattr(cause, "full_key", None)
     if key and key not in first:
@@ -61,13 +65,71 @@ def _explain_group_error(message: str) -> str:
     return message
 
 
-def load_config(overrides: list[str] | None = None) -> DictConfig:
-    """Compose ``configs/siirl.yaml`` with command-line overrides, check it, and return it read-only."""
-    register_schema()
-    overrides = list(overrides or [])
-    try:
+#: List-valued keys that also accept one plain path, as verl does (``data.train_files=/x.parquet``).
+PATH_LIST_KEYS = ("data.train_files", "data.val_files")
+
+
+def _listify_override(override: str) -> str:
+    """``data.train_files=/x.parquet`` -> ``data.train_files=[/x.parquet]``; other overrides unchanged."""
+    key, sep, value = override.partition("=")
+    if sep and key.lstrip("+") in PATH_LIST_KEYS and value and not value.lstrip().startswith("["):
+        return f"{key}=[{value}]"
+    return override
+
+
+def _listify_paths(tree: dict[str, Any]) -> None:
+    for dotted in PATH_LIST_KEYS:
+        section, _, leaf = dotted.partition(".")
+        node = tree.get(section)
+        if isinstance(node, dict) and isinstance(node.get(leaf), str):
+            node[leaf] = [node[leaf]] if node[leaf] else []
+
+
+def _user_config(config_path: str, config_name: str) -> dict[str, Any]:
+    """The user's YAML file composed in its own directory (its ``defaults`` list is honoured)."""
+    folder = Path(config_path).expanduser().resolve()
+    if not (folder / f"{config_name.removesuffix('.yaml')}.yaml").is_file():
+        raise ConfigError(f"--config-name {config_name}: no such file in --config-path {folder}")
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
+        tree = OmegaConf.to_container(compose(config_name=config_name.removesuffix(".yaml")))
+    tree.pop("hydra", None)
+    _listify_paths(tree)
+    return tree
+
+
+def _primary_with(user: dict[str, Any], folder: Path) -> None:
+    """Write into ``folder`` a primary config: siiRL's defaults list and values, the user's file on top."""
+    import yaml
+
+    base = yaml.safe_load((config_dir() / f"{PRIMARY_CONFIG}.yaml").read_text(encoding="utf-8")) or {}
+    defaults = base.pop("defaults", [])
+    merged = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(user)))
+    (folder / f"{PRIMARY_CONFIG}.yaml").write_text(yaml.safe_dump({"defaults": defaults, **merged}))
+    for group in config_dir().iterdir():
+        if group.is_dir():
+            (folder / group.name).symlink_to(group, target_is_directory=True)
+
+
+def _compose(overrides: list[str], config_path: str | None, config_name: str | None) -> DictConfig:
+    if config_name is None:
         with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
-            cfg = compose(config_name=PRIMARY_CONFIG, overrides=overrides)
+            return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
+    user = _user_config(config_path or ".", config_name)
+    with tempfile.TemporaryDirectory(prefix="siirl_config_") as folder:
+        _primary_with(user, Path(folder))
+        with initialize_config_dir(config_dir=folder, version_base=None):
+            return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
+
+
+def load_config(
+    overrides: list[str] | None = None, config_path: str | None = None, config_name: str | None = None
+) -> DictConfig:
+    """Compose ``configs/siirl.yaml`` (with the user's ``config_path/config_name`` YAML on top, as Hydra's
+    ``--config-path/--config-name`` do) and the command-line overrides; check it; return it read-only."""
+    register_schema()
+    overrides = [_listify_override(o) for o in overrides or []]
+    try:
+        cfg = _compose(overrides, config_path, config_name)
         OmegaConf.resolve(cfg)
         # '+key=value' may add keys Hydra's struct mode lets through; the schema may not.
         cfg = OmegaConf.merge(OmegaConf.structured(SiirlConfig), OmegaConf.to_container(cfg))

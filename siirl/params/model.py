@@ -39,12 +39,14 @@ class OptimConfig:
 
 @dataclass
 class PolicyLossConfig:
-    #: vanilla | gspo | cpgd (registered in siirl.algorithms)
-    loss_mode: str = "vanilla"
+    #: auto (follows algorithm.adv_estimator: cpgd -> cpgd, gspo -> gspo, else vanilla) | vanilla | gspo |
+    #: cpgd | module:function (registered in siirl.algorithms)
+    loss_mode: str = "auto"
 
 
 @dataclass
 class ActorConfig:
+    #: fsdp2 (fsdp is accepted as its verl name); megatron is not implemented and refused
     strategy: str = "fsdp2"
     #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
     ppo_mini_batch_size: int = 16
@@ -128,6 +130,8 @@ class ActorRolloutRefConfig:
 @dataclass
 class CriticConfig:
     enable: bool = False
+    #: fsdp2 (fsdp is accepted as its verl name); megatron is not implemented and refused
+    strategy: str = "fsdp2"
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
     ppo_mini_batch_size: int = 16

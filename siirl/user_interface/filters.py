@@ -17,6 +17,7 @@ from tensordict import NonTensorData, NonTensorStack, TensorDictBase
 from siirl.algorithms import DynamicSamplingAccumulator, filter_zero_variance_groups
 from siirl.errors import ConfigError
 from siirl.execution.config_access import cfg_get
+from siirl.execution.dag.contract import NodeContract, node_contract
 from siirl.execution.dag.node import NEED_MORE_DATA, NodeOutput
 
 #: ``algorithm.filter_groups.metric`` -> the token-level tensor summed over the response.
@@ -80,6 +81,12 @@ def _keep_varied_groups(
     return NodeOutput(batch=select_rows(batch, kept), metrics=metrics, info=info)
 
 
+def _dynamic_sampling_reads(cfg: Any) -> NodeContract:
+    metric = cfg_get(cfg, "algorithm.filter_groups.metric", "seq_reward")
+    return NodeContract(reads=(SEQUENCE_METRICS[metric],) if metric in SEQUENCE_METRICS else ())
+
+
+@node_contract(reads=("uid", "response_mask"), when=_dynamic_sampling_reads)
 def dynamic_sampling(batch: TensorDictBase, config: Any = None, **kwargs: Any) -> NodeOutput:
     """DAPO: drop uid groups whose sequence score (``algorithm.filter_groups.metric``) has zero variance.
 
@@ -122,6 +129,7 @@ def _success(batch: TensorDictBase) -> list[float]:
     raise ValueError("embodied_sampling needs a 'task_success' or 'token_level_scores' field in the batch")
 
 
+@node_contract(reads=("uid", "task_success"))
 def embodied_sampling(batch: TensorDictBase, config: Any = None, **kwargs: Any) -> NodeOutput:
     """SRPO-style: drop uid groups whose success rate is 0 or 1 (every attempt failed, or every one won)."""
     success = _success(batch)

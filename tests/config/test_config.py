@@ -34,7 +34,7 @@ def test_overrides_and_device_group():
         ("+trainer.bogus=2", "bogus"),
         ("trainer.nnodes=abc", "trainer.nnodes"),
         ("actor_rollout_ref.rollout.n=0", "actor_rollout_ref.rollout.n"),
-        ("algorithm.adv_estimator=magic", "grpo, gae"),
+        ("algorithm.adv_estimator=magic", "registered: cpgd, gae"),
         ("data.truncation=middle", "data.truncation"),
         ("device=tpu", "valid devices: auto, cpu, cuda, npu"),
     ],

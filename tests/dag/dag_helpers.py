@@ -1,5 +1,6 @@
 """Importable targets for ``func`` / ``custom_pipeline_fn`` references used by the DAG tests."""
 
+from siirl.algorithms import declare_estimator_needs
 from siirl.execution.dag import NodeOutput, Pipeline, TaskGraph
 
 NOT_CALLABLE = 42
@@ -39,3 +40,14 @@ def returns_cyclic_graph() -> TaskGraph:
     graph.add_node(Node("x", "COMPUTE", "DEFAULT", "dag_helpers:passthrough", ["y"]))
     graph.add_node(Node("y", "COMPUTE", "DEFAULT", "dag_helpers:passthrough", ["x"]))
     return graph
+
+
+@declare_estimator_needs(values=True, groups=False)
+def value_estimator(inputs):
+    """Advantage = value-free return minus the critic's value (declares that it needs values)."""
+    return inputs.token_level_rewards - inputs.require("values"), inputs.token_level_rewards
+
+
+def plain_estimator(inputs):
+    """Raw outcome scores as advantages; declares nothing, so it is treated like GRPO."""
+    return inputs.token_level_rewards, inputs.token_level_rewards

@@ -57,11 +57,14 @@ def test_executable_is_resolved_lazily_and_cached():
     assert good._executable is good.executable
 
 
-def test_class_method_reference_resolves_to_the_function_on_the_class():
+def test_instance_method_reference_is_bound_so_the_batch_is_not_self():
     graph = Pipeline("cls").add_node("stage", func="dag_helpers:Stage.run").build()
     import dag_helpers
 
-    assert graph.nodes["stage"].executable is dag_helpers.Stage.run
+    out = graph.nodes["stage"].executable("batch")
+    assert out.batch == "batch" and isinstance(out.info["stage"], dag_helpers.Stage)
+    again = graph.copy().nodes["stage"].executable("other").info["stage"]
+    assert again is out.info["stage"]  # one instance per class and process
     assert graph.nodes["stage"].executable_ref == "dag_helpers:Stage.run"
 
 

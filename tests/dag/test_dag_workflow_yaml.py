@@ -108,7 +108,7 @@ def _node(**overrides):
         ),
         ({"pipeline_id": "p", "nodes": [_node(func="nowhere_xyz:f")]}, "cannot import module 'nowhere_xyz'"),
         ({"pipeline_id": "p", "nodes": [_node(func="dag_helpers:NOT_CALLABLE")]}, "not callable"),
-        ({"pipeline_id": "p", "nodes": [_node(func=None)]}, "node 'a' is missing required key 'func'"),
+        ({"pipeline_id": "p", "nodes": [_node(func=None)]}, "node 'a' has no 'func' and role DEFAULT has no built-in function"),
         ({"pipeline_id": "p", "nodes": [_node(fun=FN)]}, "node 'a' has unknown key 'fun'"),
         ({"pipeline_id": "p", "nodes": [_node(config=[1])]}, "node 'a' config must be a mapping"),
         (
@@ -118,7 +118,7 @@ def _node(**overrides):
         ({"pipeline_id": "p", "nodes": ["a"]}, "nodes[0] must be a mapping"),
         ({"pipeline_id": "p", "nodes": []}, "graph 'p' is empty"),
         ({"pipeline_id": "p"}, "graph 'p' is empty"),
-        ({"nodes": [_node()]}, "workflow is missing required key 'pipeline_id'"),
+        ({"pipeline_id": "p", "dag_id": "q", "nodes": [_node()]}, "sets both 'pipeline_id' and 'dag_id'"),
         ({"pipeline_id": "p", "nodes": [_node()], "stages": 1}, "workflow has unknown key 'stages'"),
         ({"pipeline_id": "p", "nodes": {"a": 1}}, "workflow 'nodes' must be a list"),
         ("- just\n- a list\n", "a workflow must be a mapping"),
@@ -175,3 +175,28 @@ def test_random_graphs_round_trip(tmp_path_factory, node_ids, data):
     text = dump_workflow_yaml(graph, path)
     loaded = load_workflow_yaml(path)
     assert loaded == graph and dump_workflow_yaml(loaded) == text
+
+
+def test_pipeline_id_defaults_to_the_file_name_and_dag_id_is_an_alias(tmp_path):
+    assert load_workflow_yaml(_write(tmp_path, {"nodes": [_node()]})).graph_id == "bad"
+    path = _write(tmp_path, {"dag_id": "seed_dag", "nodes": [_node()]})
+    assert load_workflow_yaml(path).graph_id == "seed_dag"
+
+
+def test_node_without_func_runs_the_builtin_function_of_its_role(tmp_path):
+    nodes = [
+        {"node_id": "old", "node_type": "MODEL_TRAIN", "node_role": "ACTOR", "only_forward_compute": True},
+        {"node_id": "train", "node_type": "MODEL_TRAIN", "node_role": "ACTOR", "dependencies": ["old"]},
+        {"node_id": "ref", "node_type": "MODEL_TRAIN", "node_role": "REFERENCE", "dependencies": ["train"]},
+    ]
+    graph = load_workflow_yaml(_write(tmp_path, {"pipeline_id": "p", "nodes": nodes}))
+    refs = {node_id: node.executable_ref.split(":")[1] for node_id, node in graph.nodes.items()}
+    assert refs == {"old": "compute_old_log_prob", "train": "train_actor", "ref": "compute_ref_log_prob"}
+
+
+def test_contract_keys_round_trip(tmp_path):
+    node = _node(reads=["responses"], writes=["my_key"], roles=["actor"])
+    graph = load_workflow_yaml(_write(tmp_path, {"pipeline_id": "p", "nodes": [node]}))
+    contract = graph.nodes["a"].contract
+    assert (contract.reads, contract.writes, contract.roles) == (("responses",), ("my_key",), ("actor",))
+    assert load_workflow_yaml(_write(tmp_path, yaml.safe_load(dump_workflow_yaml(graph)))) == graph

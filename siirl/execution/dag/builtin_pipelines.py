@@ -1,8 +1,9 @@
 """The built-in algorithm graphs (grpo, ppo, dapo, embodied) and the config-driven choice between them.
 
-Every built-in graph is a single chain: all nodes run colocated on every worker, as in siiRL, and the
-estimator / loss variants (gspo, cpgd, rloo, reinforce++, remax) reuse the grpo graph; their maths comes
-from ``algorithm.adv_estimator`` and ``actor.policy_loss.loss_mode`` at run time.
+Every built-in graph is a single chain: all nodes run colocated on every worker, as in siiRL. The chain is
+derived from what the configured estimator declares it needs (``siirl.algorithms.needs``): values add the
+critic nodes, reward baselines add the greedy-baseline node; then the node contracts order it, so a step
+always runs after the step writing what it reads (KL in the reward puts the log-prob passes first).
 """
 
 from __future__ import annotations
@@ -11,19 +12,20 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any
 
+from siirl.algorithms.needs import estimator_needs
 from siirl.errors import ConfigError
 from siirl.execution.config_access import cfg_get
-from siirl.execution.dag.node import resolve_callable
+from siirl.execution.dag.contract import NodeContract, declared_contract
+from siirl.execution.dag.contract_check import uses_critic
+from siirl.execution.dag.node import resolve_callable, resolve_node_callable
 from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
+from siirl.execution.dag.role_defaults import FILTERS, NODES
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.dag.workflow_yaml import load_workflow_yaml
-from siirl.params.enums import AdvantageEstimator, WorkflowType
-
-NODES = "siirl.dag_worker.builtin_nodes"
-FILTERS = "siirl.user_interface.filters"
+from siirl.params.enums import WorkflowType
 
 
 @dataclass(frozen=True)
@@ -52,14 +54,19 @@ STEPS: dict[str, _Step] = {
     ),
     "critic_train": _Step(f"{NODES}:train_critic", NodeType.MODEL_TRAIN, NodeRole.CRITIC),
     "actor_train": _Step(f"{NODES}:train_actor", NodeType.MODEL_TRAIN, NodeRole.ACTOR),
+    "reward_baseline": _Step(
+        "siirl.dag_worker.reward_baseline:compute_reward_baseline", NodeType.MODEL_INFERENCE, NodeRole.ROLLOUT
+    ),
 }
 
-PipelineBuilder = Callable[[], TaskGraph]
+_HEAD = ["rollout_actor", "function_reward"]
+
+PipelineBuilder = Callable[..., TaskGraph]
 PIPELINES: dict[str, PipelineBuilder] = {}
 
 
 def register_pipeline(name: str) -> Callable[[PipelineBuilder], PipelineBuilder]:
-    """Decorator adding a built-in graph builder to ``PIPELINES`` under ``name``."""
+    """Decorator adding a built-in graph builder (``fn(cfg=None) -> TaskGraph``) under ``name``."""
 
     def wrap(fn: PipelineBuilder) -> PipelineBuilder:
         if name in PIPELINES:
@@ -86,73 +93,89 @@ def chain_pipeline(pipeline_id: str, description: str, node_ids: list[str]) -> P
     return pipeline
 
 
-_GRPO_TAIL = ["calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
+def _contract(node_id: str, cfg: Any) -> NodeContract:
+    declared = declared_contract(resolve_node_callable(STEPS[node_id].func, f"node {node_id!r}"))
+    return declared.resolve(cfg) if declared is not None else NodeContract()
+
+
+def order_by_contracts(node_ids: list[str], cfg: Any) -> list[str]:
+    """``node_ids`` in their preferred order, except that a step moves up to just before the first step
+    reading one of its outputs (e.g. the log-prob passes before the advantage when KL is in the reward)."""
+    ordered = list(node_ids)
+    contracts = {node_id: _contract(node_id, cfg) for node_id in node_ids}
+    moved = True
+    while moved:
+        moved = False
+        for i, reader in enumerate(ordered):
+            later = [w for w in ordered[i + 1 :] if set(contracts[w].writes) & set(contracts[reader].reads)]
+            if later:
+                ordered.remove(later[0])
+                ordered.insert(i, later[0])
+                moved = True
+                break
+    return ordered
+
+
+def _steps(head: list[str], cfg: Any) -> list[str]:
+    """The chain after ``head``, derived from the estimator's needs and the critic setting."""
+    needs = estimator_needs(cfg_get(cfg, "algorithm.adv_estimator", "grpo"))
+    baseline = ["reward_baseline"] if needs.reward_baselines else []
+    if uses_critic(cfg):
+        critic = ["actor_old_log_prob", "reference_log_prob", "critic_value", "calculate_advantages", "critic_train"]
+        return [*head, *baseline, *critic, "actor_train"]
+    return [*head, *baseline, "calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
+
+
+def derived_pipeline(pipeline_id: str, description: str, head: list[str], cfg: Any) -> TaskGraph:
+    """The chain for ``cfg`` (``None``: the defaults), ordered so that every read comes after its writer."""
+    return chain_pipeline(pipeline_id, description, order_by_contracts(_steps(head, cfg), cfg)).build()
 
 
 @register_pipeline("grpo")
-def grpo_pipeline() -> TaskGraph:
+def grpo_pipeline(cfg: Any = None) -> TaskGraph:
     """Group-relative advantages need no critic: reward -> advantage, then log-probs and the update."""
-    steps = ["rollout_actor", "function_reward", *_GRPO_TAIL]
-    return chain_pipeline("grpo", "GRPO-family training step (critic-free)", steps).build()
+    return derived_pipeline("grpo", "GRPO-family training step (critic-free)", _HEAD, cfg)
 
 
 @register_pipeline("ppo")
-def ppo_pipeline() -> TaskGraph:
+def ppo_pipeline(cfg: Any = None) -> TaskGraph:
     """GAE needs the critic's values before advantages, and the critic trains on the returns."""
-    steps = [
-        "rollout_actor",
-        "function_reward",
-        "actor_old_log_prob",
-        "reference_log_prob",
-        "critic_value",
-        "calculate_advantages",
-        "critic_train",
-        "actor_train",
-    ]
-    return chain_pipeline("ppo", "PPO training step with a critic (GAE)", steps).build()
+    cfg = cfg if cfg is not None else {"algorithm": {"adv_estimator": "gae"}}
+    return derived_pipeline("ppo", "PPO training step with a critic (GAE)", _HEAD, cfg)
 
 
 @register_pipeline("dapo")
-def dapo_pipeline() -> TaskGraph:
+def dapo_pipeline(cfg: Any = None) -> TaskGraph:
     """GRPO with dynamic sampling: zero-variance groups are dropped right after scoring."""
-    steps = ["rollout_actor", "function_reward", "dynamic_sampling", *_GRPO_TAIL]
-    return chain_pipeline("dapo", "DAPO training step (GRPO + dynamic sampling)", steps).build()
+    return derived_pipeline("dapo", "DAPO training step (GRPO + dynamic sampling)", [*_HEAD, "dynamic_sampling"], cfg)
 
 
 @register_pipeline("embodied")
-def embodied_pipeline() -> TaskGraph:
+def embodied_pipeline(cfg: Any = None) -> TaskGraph:
     """SRPO-style embodied training: groups that all succeed or all fail are dropped before scoring."""
-    steps = ["rollout_actor", "embodied_sampling", "function_reward", *_GRPO_TAIL]
-    return chain_pipeline("embodied", "Embodied (SRPO-style) training step", steps).build()
+    head = ["rollout_actor", "embodied_sampling", "function_reward"]
+    return derived_pipeline("embodied", "Embodied (SRPO-style) training step", head, cfg)
 
 
-E = TypeVar("E", AdvantageEstimator, WorkflowType)
-
-
-def _enum_from_cfg(enum_cls: type[E], cfg: Any, key: str, default: E) -> E:
-    value = cfg_get(cfg, key, default)
+def _workflow_from_cfg(cfg: Any) -> WorkflowType:
+    value = cfg_get(cfg, "algorithm.workflow_type", WorkflowType.DEFAULT)
     text = str(value.value if isinstance(value, Enum) else value)
-    for member in enum_cls:
+    for member in WorkflowType:
         if text.lower() == member.value.lower():
             return member
-    choices = ", ".join(member.value for member in enum_cls)
-    raise ConfigError(f"{key}={text!r} is not one of {choices}")
+    choices = ", ".join(member.value for member in WorkflowType)
+    raise ConfigError(f"algorithm.workflow_type={text!r} is not one of {choices}")
 
 
 def builtin_pipeline_name(cfg: Any) -> str:
-    """Which built-in graph the config asks for (``algorithm.*`` and ``critic.enable``)."""
-    estimator = _enum_from_cfg(AdvantageEstimator, cfg, "algorithm.adv_estimator", AdvantageEstimator.GRPO)
-    workflow = _enum_from_cfg(WorkflowType, cfg, "algorithm.workflow_type", WorkflowType.DEFAULT)
+    """Which built-in family the config asks for; the estimator's needs shape the graph inside it."""
+    estimator = cfg_get(cfg, "algorithm.adv_estimator", "grpo")
+    estimator_needs(estimator.value if isinstance(estimator, Enum) else estimator)  # unknown -> one line
+    workflow = _workflow_from_cfg(cfg)
     if workflow is WorkflowType.DEFAULT and bool(cfg_get(cfg, "algorithm.filter_groups.enable", False)):
         workflow = WorkflowType.DAPO
-    needs_critic = estimator is AdvantageEstimator.GAE or bool(cfg_get(cfg, "critic.enable", False))
     if workflow is WorkflowType.DEFAULT:
-        return "ppo" if needs_critic else "grpo"
-    if needs_critic:
-        raise ConfigError(
-            f"algorithm.workflow_type={workflow.value} has no critic stage; "
-            "use a critic-free adv_estimator and critic.enable=false"
-        )
+        return "ppo" if uses_critic(cfg) else "grpo"
     return workflow.value.lower()
 
 
@@ -180,4 +203,4 @@ def select_pipeline(cfg: Any) -> TaskGraph:
         return _run_custom_pipeline_fn(custom_fn, cfg)
     if workflow_path:
         return load_workflow_yaml(workflow_path)
-    return PIPELINES[builtin_pipeline_name(cfg)]()
+    return PIPELINES[builtin_pipeline_name(cfg)](cfg)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from siirl.execution.dag.contract import NodeContract, as_keys
 from siirl.execution.dag.node import Node, callable_ref
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.task_graph import TaskGraph
@@ -33,9 +34,25 @@ class Pipeline:
         node_role: NodeRole | str = NodeRole.DEFAULT,
         only_forward_compute: bool = False,
         config: dict[str, Any] | None = None,
+        reads: Sequence[str] | None = None,
+        writes: Sequence[str] | None = None,
+        roles: Sequence[str] | None = None,
     ) -> Pipeline:
-        """Add one step; ``func`` is ``"module:function"``, ``"module:Class.method"`` or a module-level function."""
+        """Add one step; ``func`` is ``"module:function"``, ``"module:Class.method"`` or a module-level function.
+
+        ``reads`` / ``writes`` / ``roles`` declare the node's contract (batch keys, model roles) when its
+        function does not carry one; the planner checks them before any worker starts.
+        """
         ref = func if isinstance(func, str) else callable_ref(func, f"node {node_id!r}")
+        owner = f"node {node_id!r}"
+        declared = (reads, writes, roles) != (None, None, None)
+        contract = (
+            NodeContract(
+                as_keys(reads, f"{owner} reads"), as_keys(writes, f"{owner} writes"), as_keys(roles, f"{owner} roles")
+            )
+            if declared
+            else None
+        )
         self._graph.add_node(
             Node(
                 node_id=node_id,
@@ -45,6 +62,7 @@ class Pipeline:
                 dependencies=[] if deps is None else deps,
                 only_forward_compute=only_forward_compute,
                 config=dict(config or {}),
+                contract=contract,
             )
         )
         return self

@@ -40,6 +40,22 @@ class TaskGraph:
             raise KeyError(f"graph {self.graph_id!r} has no node {node_id!r}")
         return self.nodes[node_id]
 
+    def get_nodes(self) -> list[Node]:
+        """The nodes in execution (topological) order, as a worker runs them."""
+        return [self.nodes[node_id] for node_id in self.get_execution_order()]
+
+    def ancestors(self, node_id: str) -> set[str]:
+        """Every node ``node_id`` depends on, directly or through others."""
+        self.build_adjacency_lists()
+        seen: set[str] = set()
+        stack = list(self.rev_adj[node_id])
+        while stack:
+            parent = stack.pop()
+            if parent not in seen:
+                seen.add(parent)
+                stack.extend(self.rev_adj[parent])
+        return seen
+
     def build_adjacency_lists(self) -> None:
         """Fill ``adj`` / ``rev_adj``; a dependency on a node that is not in the graph is an error."""
         adj: dict[str, list[str]] = {node_id: [] for node_id in self.nodes}

@@ -12,6 +12,13 @@ Format::
         func: siirl.dag_worker.builtin_nodes:generate
         only_forward_compute: true   # optional, default false
         config: {placement_group: a} # optional, default {}
+        reads: [responses]           # optional contract: batch keys read / written, model roles
+        writes: [token_level_scores]
+        roles: [actor]
+
+siiRL's published format is read unchanged: ``dag_id`` may stand for ``pipeline_id`` (which defaults to
+the file name), and a node without ``func`` runs the built-in function of its role
+(``siirl.execution.dag.role_defaults``).
 """
 
 from __future__ import annotations
@@ -22,13 +29,16 @@ from typing import Any
 
 import yaml
 
+from siirl.execution.dag.contract import NodeContract, as_keys
 from siirl.execution.dag.node import Node
-from siirl.execution.dag.node_types import DAGValidationError
+from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType, parse_enum
+from siirl.execution.dag.role_defaults import default_func
 from siirl.execution.dag.task_graph import TaskGraph
 
-_TOP_KEYS = ("pipeline_id", "description", "nodes")
-_REQUIRED_NODE_KEYS = ("node_id", "node_type", "node_role", "func")
-_NODE_KEYS = (*_REQUIRED_NODE_KEYS, "dependencies", "only_forward_compute", "config")
+_TOP_KEYS = ("pipeline_id", "dag_id", "description", "nodes")
+_REQUIRED_NODE_KEYS = ("node_id", "node_type", "node_role")
+_CONTRACT_KEYS = ("reads", "writes", "roles")
+_NODE_KEYS = (*_REQUIRED_NODE_KEYS, "func", "dependencies", "only_forward_compute", "config", *_CONTRACT_KEYS)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -49,28 +59,43 @@ def _node_from_entry(entry: Any, index: int) -> Node:
     missing = [key for key in _REQUIRED_NODE_KEYS if key not in entry]
     if missing:
         raise DAGValidationError(f"{where} is missing required key {missing[0]!r}")
+    node_type = parse_enum(NodeType, entry["node_type"], f"{where} node_type")
+    node_role = parse_enum(NodeRole, entry["node_role"], f"{where} node_role")
+    forward_only = entry.get("only_forward_compute", False)
+    func = entry.get("func") or default_func(node_type, node_role, bool(forward_only))
+    if func is None:
+        raise DAGValidationError(f"{where} has no 'func' and role {node_role.name} has no built-in function")
+    contract = None
+    if any(key in entry for key in _CONTRACT_KEYS):
+        contract = NodeContract(*(as_keys(entry.get(key), f"{where} {key}") for key in _CONTRACT_KEYS))
     return Node(
         node_id=entry["node_id"],
-        node_type=entry["node_type"],
-        node_role=entry["node_role"],
-        executable_ref=entry["func"],
+        node_type=node_type,
+        node_role=node_role,
+        executable_ref=func,
         dependencies=entry.get("dependencies") or [],
-        only_forward_compute=entry.get("only_forward_compute", False),
+        only_forward_compute=forward_only,
         config=entry.get("config") or {},
+        contract=contract,
     )
 
 
-def workflow_from_dict(data: Any, resolve_executables: bool = True) -> TaskGraph:
-    """Build and validate a TaskGraph from the parsed YAML mapping."""
+def workflow_from_dict(
+    data: Any, resolve_executables: bool = True, default_id: str | None = None
+) -> TaskGraph:
+    """Build and validate a TaskGraph from the parsed YAML mapping (``default_id``: id when none is given)."""
     if not isinstance(data, Mapping):
         raise DAGValidationError(f"a workflow must be a mapping with {', '.join(_TOP_KEYS)}")
     _check_keys(data, _TOP_KEYS, "workflow")
-    if "pipeline_id" not in data:
+    if "pipeline_id" in data and "dag_id" in data:
+        raise DAGValidationError("workflow sets both 'pipeline_id' and 'dag_id'; keep one")
+    graph_id = data.get("pipeline_id", data.get("dag_id", default_id))
+    if graph_id is None:
         raise DAGValidationError("workflow is missing required key 'pipeline_id'")
     nodes = data.get("nodes") or []
     if not isinstance(nodes, list):
         raise DAGValidationError(f"workflow 'nodes' must be a list, got {type(nodes).__name__}")
-    graph = TaskGraph(data["pipeline_id"], data.get("description") or "")
+    graph = TaskGraph(graph_id, data.get("description") or "")
     for index, entry in enumerate(nodes):
         graph.add_node(_node_from_entry(entry, index))
     graph.validate_graph(resolve_executables=resolve_executables)
@@ -82,7 +107,7 @@ def load_workflow_yaml(path: str | Path, resolve_executables: bool = True) -> Ta
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return workflow_from_dict(data, resolve_executables)
+        return workflow_from_dict(data, resolve_executables, default_id=path.stem)
     except OSError as exc:
         raise DAGValidationError(f"{path}: cannot read workflow file ({_one_line(exc)})") from exc
     except yaml.YAMLError as exc:
@@ -106,6 +131,8 @@ def workflow_to_dict(graph: TaskGraph) -> dict[str, Any]:
             entry["only_forward_compute"] = True
         if node.config:
             entry["config"] = node.config
+        if node.contract is not None:
+            entry.update({key: list(getattr(node.contract, key)) for key in _CONTRACT_KEYS})
         nodes.append(entry)
     return {"pipeline_id": graph.graph_id, "description": graph.description, "nodes": nodes}
 

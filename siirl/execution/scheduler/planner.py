@@ -14,6 +14,7 @@ from typing import Any
 
 from siirl.errors import ConfigError
 from siirl.execution.config_access import cfg_get
+from siirl.execution.dag.contract_check import check_contracts
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.scheduler.placement import check_parallel_branches, node_placements, split_ranks
@@ -154,7 +155,12 @@ def make_plan(
 
 def plan_from_config(graph: TaskGraph, cfg: Any) -> ExecutionPlan:
     """``make_plan`` with the run config: ``trainer.nnodes``, ``trainer.n_gpus_per_node`` (when > 0) else
-    ``trainer.n_devices_per_node``, and the rollout's ``tensor_model_parallel_size``."""
+    ``trainer.n_devices_per_node``, and the rollout's ``tensor_model_parallel_size``.
+
+    First the node contracts are checked against the config (``check_contracts``), so a graph that
+    would fail at step 1 for a missing key or model is refused here, in one line.
+    """
+    check_contracts(graph, cfg)
     per_node = cfg_get(cfg, "trainer.n_gpus_per_node", 0) or cfg_get(cfg, "trainer.n_devices_per_node", 1)
     rollout_tp = cfg_get(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
     has_rollout = any(n.node_role is NodeRole.ROLLOUT and n.node_type in _MODEL_TYPES for n in graph)
