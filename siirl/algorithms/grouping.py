@@ -36,13 +36,24 @@ class GroupStats:
 
 
 def group_stats(scores: torch.Tensor, index: Sequence[object]) -> GroupStats:
-    """Count, mean and unbiased std of ``scores`` (shape ``(batch,)``) within each uid group."""
+    """Count, mean and unbiased std of ``scores`` (shape ``(batch,)``) within each uid group.
+
+    Sums run in float64 and a group whose scores are all equal gets exactly its score as mean and 0 as
+    std, so its centred scores are exactly 0 in any dtype (a float32 mean of 16 x 2.2 is not 2.2).
+    """
     gid, n_groups = group_ids(index, scores.shape[0])
     gid = gid.to(scores.device)
-    count = torch.zeros(n_groups, dtype=scores.dtype, device=scores.device).index_add_(
-        0, gid, torch.ones_like(scores)
+    values = scores.to(torch.float64)
+    count = torch.zeros(n_groups, dtype=torch.float64, device=scores.device).index_add_(
+        0, gid, torch.ones_like(values)
     )
-    mean = torch.zeros_like(count).index_add_(0, gid, scores) / count
-    sq_dev = torch.zeros_like(count).index_add_(0, gid, (scores - mean[gid]) ** 2)
+    mean = torch.zeros_like(count).index_add_(0, gid, values) / count
+    sq_dev = torch.zeros_like(count).index_add_(0, gid, (values - mean[gid]) ** 2)
     std = torch.sqrt(sq_dev / (count - 1).clamp(min=1))
-    return GroupStats(count=count[gid], mean=mean[gid], std=std[gid])
+    high = torch.full_like(count, -torch.inf).scatter_reduce(0, gid, values, "amax")
+    low = torch.full_like(count, torch.inf).scatter_reduce(0, gid, values, "amin")
+    constant = (high == low)[gid]
+    row_mean = torch.where(constant, values, mean[gid])
+    row_std = torch.where(constant, torch.zeros_like(values), std[gid])
+    dtype = scores.dtype
+    return GroupStats(count=count[gid].to(dtype), mean=row_mean.to(dtype), std=row_std.to(dtype))

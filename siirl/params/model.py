@@ -60,7 +60,8 @@ class ActorConfig:
     clip_ratio_high: float = 0.2
     clip_ratio_c: float = 3.0
     loss_agg_mode: str = "token-mean"
-    #: Constant divisor of seq-mean-token-sum-norm (0: the response width).
+    #: Constant divisor of seq-mean-token-sum-norm (0: the response width); applies to every loss term
+    #: (policy, entropy, KL).
     loss_agg_horizon: int = 0
     #: GSPO's own (tiny) clip range on the sequence-level ratio.
     gspo_clip_ratio_low: float = 3e-4
@@ -141,4 +142,6 @@ class CriticConfig:
     ppo_epochs: int = 1
     cliprange_value: float = 0.5
     loss_agg_mode: str = "token-mean"
+    #: Constant divisor of seq-mean-token-sum-norm (0: the response width), as for the actor.
+    loss_agg_horizon: int = 0
     grad_clip: float = 1.0

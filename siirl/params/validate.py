@@ -40,6 +40,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": _POSITIVE,
     "actor_rollout_ref.actor.ppo_epochs": _POSITIVE,
     "actor_rollout_ref.actor.loss_agg_horizon": _NON_NEGATIVE,
+    "critic.loss_agg_horizon": _NON_NEGATIVE,
     "actor_rollout_ref.actor.optim.lr": _NON_NEGATIVE,
     "actor_rollout_ref.actor.optim.lr_scheduler_type": _one_of("constant", "cosine"),
     "actor_rollout_ref.model.dtype": _one_of("auto", "float32", "bfloat16", "float16"),

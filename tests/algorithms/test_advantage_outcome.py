@@ -131,3 +131,14 @@ def test_group_estimators_need_index() -> None:
 def test_unknown_cpgd_weight_lists_choices() -> None:
     with pytest.raises(ValueError, match="clip_filter_like_weight"):
         _run("cpgd", weight_factor_in_cpgd="sqrt")
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gspo", "cpgd"])
+def test_constant_group_gives_exactly_zero_in_float32(estimator):
+    """16 responses all scoring 2.2: the float32 group mean is not 2.2, the advantages must still be 0."""
+
+    rewards = torch.zeros(16, 3, dtype=torch.float32)
+    rewards[:, -1] = 2.2
+    mask = torch.ones(16, 3)
+    adv, _ = compute_advantage(estimator, token_level_rewards=rewards, response_mask=mask, index=["u"] * 16)
+    assert adv.dtype == torch.float32 and torch.equal(adv, torch.zeros_like(adv))

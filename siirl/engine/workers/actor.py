@@ -93,6 +93,9 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         )
         self.optimizer = build_optimizer(self.model, actor_cfg.optim)
         self.lr_scheduler = build_lr_scheduler(self.optimizer, actor_cfg.optim)
+        # load_config resolves 'auto' from the estimator; a bare ActorConfig has none, so auto is vanilla.
+        mode = str(actor_cfg.policy_loss.loss_mode)
+        self.loss_mode = "vanilla" if mode == "auto" else mode
 
     def compute_log_prob(self, batch: TensorDict, calculate_entropy: bool = True) -> TensorDict:
         """``old_log_probs`` (and ``entropys``) of ``responses``: ``(B, R)``, 0 on padding."""
@@ -115,8 +118,10 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         )
         log_prob = out[..., 0] if entropy_coeff != 0 else out
         mask = micro["response_mask"]
+        # Every loss term is aggregated alike: same counts and the same seq-mean-token-sum-norm horizon.
+        agg = {**scale.kwargs(), "horizon": int(cfg.loss_agg_horizon) or None}
         pg_loss, pg_metrics = compute_policy_loss(
-            cfg.policy_loss.loss_mode,
+            self.loss_mode,
             old_log_prob=micro["old_log_probs"],
             log_prob=log_prob,
             advantages=micro["advantages"],
@@ -128,13 +133,11 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         loss = pg_loss
         summed: dict[str, torch.Tensor | float] = {"pg_loss": pg_loss}
         if entropy_coeff != 0:
-            entropy = agg_loss(out[..., 1], mask.to(out.dtype), cfg.loss_agg_mode, **scale.kwargs())
+            entropy = agg_loss(out[..., 1], mask.to(out.dtype), cfg.loss_agg_mode, **agg)
             loss = loss - entropy_coeff * entropy
             summed["entropy"] = entropy
         if bool(cfg.use_kl_loss):
-            kl = kl_loss(
-                log_prob, micro["ref_log_prob"], mask, cfg.kl_loss_type, cfg.loss_agg_mode, **scale.kwargs()
-            )
+            kl = kl_loss(log_prob, micro["ref_log_prob"], mask, cfg.kl_loss_type, cfg.loss_agg_mode, **agg)
             loss = loss + float(cfg.kl_loss_coef) * kl
             summed["kl_loss"] = kl
         averaged: dict[str, torch.Tensor | float] = {

@@ -72,6 +72,7 @@ class CriticWorker(CheckpointMixin, FSDPWorker):
             float(self.cfg.cliprange_value),
             str(self.cfg.loss_agg_mode),
             **scale.kwargs(),
+            horizon=int(self.cfg.loss_agg_horizon) or None,
         )
         return MicroLoss(
             loss,
