@@ -2,21 +2,40 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from tensordict import TensorDictBase
 
 from siirl.execution.dag import NodeOutput
+from siirl.execution.dag.contract import node_contract
 
 
-def length_penalty(batch: TensorDictBase, config: dict[str, Any] | None = None, **kwargs: Any) -> NodeOutput:
+@dataclass
+class LengthPenaltyConfig:
+    """The node's own config section (``config={"coef": ...}`` in the pipeline)."""
+
+    #: Penalty of a response as long as ``max_response_length``; shorter ones pay proportionally less.
+    coef: float = 0.1
+
+
+@node_contract(
+    reads=("response_mask", "token_level_scores"), writes=("token_level_scores",), config=LengthPenaltyConfig
+)
+def length_penalty(
+    batch: TensorDictBase,
+    config: Any = None,
+    *,
+    node_config: LengthPenaltyConfig | None = None,
+    **kwargs: Any,
+) -> NodeOutput:
     """Subtract ``coef * length / max_length`` from each response's score, on its last response token.
 
     Placing the penalty where the outcome reward sits keeps ``token_level_scores`` summing to the
     sequence score, so every advantage estimator sees the penalised reward unchanged in form.
-    ``config`` is the node's own config (``{"coef": 0.1}``).
+    ``config`` is the run's global config; the node's own section arrives typed as ``node_config``.
     """
-    coef = float((config or {}).get("coef", 0.1))
+    coef = (node_config or LengthPenaltyConfig()).coef
     mask = batch["response_mask"].to(batch["token_level_scores"].dtype)
     lengths = mask.sum(dim=-1)
     penalty = coef * lengths / mask.shape[-1]
@@ -27,5 +46,23 @@ def length_penalty(batch: TensorDictBase, config: dict[str, Any] | None = None, 
     metrics = {
         "length_penalty/mean_response_length": lengths.mean().item(),
         "length_penalty/mean_penalty": penalty.mean().item(),
+        "length_penalty/coef": coef,
     }
     return NodeOutput(batch, metrics=metrics)
+
+
+class ResponseStats:
+    """Node functions as instance methods: ``func="examples.custom_pipeline.nodes:ResponseStats.log"``.
+
+    The worker creates one instance per process and binds the method to it, so state (here a step
+    counter) lives across steps.
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @node_contract(reads=("response_mask",))
+    def log(self, batch: TensorDictBase, config: Any = None, **kwargs: Any) -> NodeOutput:
+        self.calls += 1
+        lengths = batch["response_mask"].sum(dim=-1).float()
+        return NodeOutput(batch, metrics={"response_stats/calls": self.calls, "response_stats/max": lengths.max().item()})

@@ -1,8 +1,9 @@
 """GRPO plus a length penalty, built with the public Pipeline API.
 
 Run it with ``python -m siirl.main_dag dag.custom_pipeline_fn=examples.custom_pipeline.pipeline:build``
-from the repository root.
+from the repository root. ``length_penalty_pipeline(coef)`` builds the same graph with another penalty.
 """
+
 
 from siirl.execution.dag import NodeRole, NodeType, Pipeline, TaskGraph
 
@@ -10,7 +11,12 @@ NODES = "siirl.dag_worker.builtin_nodes"
 
 
 def build() -> TaskGraph:
-    """rollout -> reward -> length penalty -> advantage -> old / ref log-probs -> actor update."""
+    """The example's graph with a penalty coefficient of 0.5."""
+    return length_penalty_pipeline(coef=0.5)
+
+
+def length_penalty_pipeline(coef: float) -> TaskGraph:
+    """rollout -> reward -> stats -> length penalty -> advantage -> old / ref log-probs -> actor update."""
     return (
         Pipeline("grpo_length_penalty", "GRPO with a response-length penalty on the reward")
         .add_node(
@@ -27,12 +33,17 @@ def build() -> TaskGraph:
             node_role=NodeRole.REWARD,
         )
         .add_node(
+            "response_stats",
+            func="examples.custom_pipeline.nodes:ResponseStats.log",
+            deps=["function_reward"],
+        )
+        .add_node(
             "length_penalty",
             func="examples.custom_pipeline.nodes:length_penalty",
-            deps=["function_reward"],
+            deps=["response_stats"],
             node_type=NodeType.COMPUTE,
             node_role=NodeRole.REWARD,
-            config={"coef": 0.1},
+            config={"coef": coef},
         )
         .add_node(
             "calculate_advantages",

@@ -1,6 +1,7 @@
 """``trainer.*`` (run length, placement, checkpoints, logging) and ``dag.*``."""
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 
 @dataclass
@@ -33,7 +34,7 @@ class TrainerConfig:
 
 @dataclass
 class DagConfig:
-    #: "module:function" returning a TaskGraph; replaces the built-in pipeline choice.
-    custom_pipeline_fn: str = ""
+    #: "module:function" returning a TaskGraph; replaces the built-in pipeline choice (null/empty: none).
+    custom_pipeline_fn: Optional[str] = ""  # noqa: UP045 - OmegaConf reads Optional, not "str | None"
     #: A workflow YAML (configs/workflows/*.yaml format) to run instead of a built-in pipeline.
-    workflow_path: str = ""
+    workflow_path: Optional[str] = ""  # noqa: UP045

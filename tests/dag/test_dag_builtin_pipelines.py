@@ -170,10 +170,12 @@ def test_custom_pipeline_fn_replaces_builtin_example():
     assert graph.get_execution_order() == [
         "rollout_actor",
         "function_reward",
+        "response_stats",
         "length_penalty",
         *GRPO_TAIL,
     ]
-    assert graph.nodes["length_penalty"].config == {"coef": 0.1}
+    assert graph.nodes["length_penalty"].config == {"coef": 0.5}
+    assert graph.nodes["length_penalty"].node_config().coef == 0.5
     assert graph.nodes["length_penalty"].executable.__name__ == "length_penalty"
 
 

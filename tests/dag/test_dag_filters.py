@@ -86,12 +86,13 @@ def test_select_rows_splits_whole_list_fields():
 
 
 def test_example_length_penalty_node_lowers_the_last_response_token():
-    from examples.custom_pipeline.nodes import length_penalty
+    from examples.custom_pipeline.nodes import LengthPenaltyConfig, length_penalty
 
     scores = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
     batch = TensorDict({"token_level_scores": scores, "response_mask": mask}, [3])
-    out = length_penalty(batch, {"coef": 0.4})
+    global_config = {"coef": 9.0}  # the run's config: never where the node's coef comes from
+    out = length_penalty(batch, global_config, node_config=LengthPenaltyConfig(coef=0.4))
     expected = torch.tensor([[0.0, 0.8, 0.0, 0.0], [0.0, 0.0, 0.0, 0.6], [0.0, 0.0, 0.0, 0.0]])
     torch.testing.assert_close(out.batch["token_level_scores"], expected)
     assert out.metrics["length_penalty/mean_response_length"] == pytest.approx(2.0)

@@ -40,7 +40,8 @@ def test_custom_pipeline_runs(tmp_path, ray_session):
     assert run_main(run_dir, "trainer.total_training_steps=2", fn) == 0
     steps = [r for r in read_metrics(run_dir) if "actor/pg_loss" in r]
     assert len(steps) == 2
-    assert any(key.startswith("length_penalty/") for key in steps[0])
+    assert all(r["length_penalty/coef"] == 0.5 for r in steps)  # the node's own config section
+    assert [r["response_stats/calls"] for r in steps] == [1, 2]  # bound instance method keeps its state
 
 
 def test_training_crosses_epoch_boundaries(tmp_path, ray_session):
