@@ -1,0 +1,133 @@
+"""Every row of the README's option table, every estimator, loss mode and workflow type: 2 real training
+steps on the CPU, or (where the option needs what this machine or siiRL lacks) one line and exit 2."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from siirl.device import get_backend
+from siirl.errors import DeviceUnavailableError
+from siirl.main_dag import EXIT_USER_ERROR, main
+
+from .conftest import REPO
+from .e2e_helpers import FAST, read_metrics
+
+pytestmark = pytest.mark.slow
+
+SEED_WORKFLOW = REPO / "tests" / "fixtures" / "seeds" / "workflow_grpo_full.yaml"
+DAPO = ["algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_num_gen_batches=0"]
+
+
+def readme_rows() -> list[str]:
+    """The override cells of the README's option table."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    table = text.split("| override | meaning |", 1)[1].split("\n\n", 1)[0]
+    return [m.group(1) for m in re.finditer(r"^\| `([^`]+)` \|", table, flags=re.MULTILINE)]
+
+
+def _embedded(kind: str) -> str:
+    from siirl.tasks import default_data_files, default_model_path
+
+    return default_model_path() if kind == "model" else default_data_files()[0 if kind == "train" else 1]
+
+
+#: Placeholders of the table -> the concrete value a run uses here.
+CONCRETE = {
+    "module:function": None,  # per row, below
+    "/path/to/hf_model": lambda: _embedded("model"),
+    "a.parquet": lambda: _embedded("train"),
+    "[b.parquet]": lambda: f"[{_embedded('val')}]",
+    "file.yaml": lambda: str(SEED_WORKFLOW),
+    "N": lambda: "1",
+    "M": lambda: "1",
+}
+#: Placeholders whose value depends on the key.
+PER_KEY = {
+    "algorithm.adv_estimator": "siirl.algorithms.outcome_advantage:rloo_advantage",
+    "dag.custom_pipeline_fn": "examples.custom_pipeline.pipeline:build",
+    "actor_rollout_ref.actor.loss_agg_horizon": "64",
+}
+#: Companions an alternative needs to run as documented.
+COMPANIONS = {
+    "algorithm.workflow_type=DAPO": DAPO,
+}
+
+
+def _value(key: str, alt: str) -> str:
+    if key in PER_KEY and alt in ("module:function", "N"):
+        return PER_KEY[key]
+    return CONCRETE[alt]() if alt in CONCRETE else alt
+
+
+def _device_usable(name: str) -> bool:
+    try:
+        get_backend(name)
+        return True
+    except DeviceUnavailableError:
+        return False
+
+
+def expand(row: str) -> list[list[str]]:
+    """One override list per alternative of the row (``a\\|b`` alternatives, space-separated pairs)."""
+    parts = [part.split("=", 1) for part in row.split()]
+    if len(parts) == 1 and "\\|" in parts[0][1]:
+        key = parts[0][0]
+        return [[f"{key}={_value(key, alt)}"] for alt in parts[0][1].split("\\|")]
+    return [[f"{key}={_value(key, value)}" for key, value in parts]]
+
+
+def cases() -> list[tuple[str, list[str]]]:
+    out = []
+    for row in readme_rows():
+        for overrides in expand(row):
+            extra = [c for o in overrides for c in COMPANIONS.get(o, [])]
+            out.append((" ".join(overrides), [*overrides, *extra]))
+    # Every loss mode explicitly, each with the estimator that pairs with it.
+    out += [("loss_mode=gspo + gspo", ["algorithm.adv_estimator=gspo", "actor_rollout_ref.actor.policy_loss.loss_mode=gspo"]),
+            ("loss_mode=cpgd + cpgd", ["algorithm.adv_estimator=cpgd", "actor_rollout_ref.actor.policy_loss.loss_mode=cpgd"])]
+    return out
+
+
+def expected_refusal(overrides: list[str]) -> str | None:
+    """Why this combination must be refused on this machine, or None when it must train."""
+    joined = " ".join(overrides)
+    if "workflow_type=EMBODIED" in joined:
+        return "task_success"
+    device = next((o.split("=")[1] for o in overrides if o.startswith("device=")), "cpu")
+    if device != "auto" and not _device_usable(device):
+        return device
+    engine = next((o.split("=")[1] for o in overrides if o.startswith("actor_rollout_ref.rollout.name=")), "hf")
+    if engine != "hf" and not get_backend("cpu").supports_rollout(engine):
+        return engine
+    return None
+
+
+CASES = cases()
+
+
+def test_every_readme_row_is_covered():
+    assert len(readme_rows()) >= 14 and all(expand(row) for row in readme_rows())
+
+
+def _launch(run_dir, overrides: list[str]) -> int:
+    """The e2e launch (FAST settings, 2 steps), with the row's own device when it names one."""
+    names_device = any(o.startswith("device=") for o in overrides)
+    base = [f for f in FAST if not (names_device and f.startswith("device="))]
+    return main([*base, f"trainer.output_dir={run_dir}", "trainer.total_training_steps=2",
+                 "data.val_batch_size=8", *overrides])
+
+
+@pytest.mark.parametrize(("name", "overrides"), CASES, ids=[name for name, _ in CASES])
+def test_option_trains_two_steps_or_is_refused(name, overrides, tmp_path, ray_session, capsys):
+    refusal = expected_refusal(overrides)
+    code = _launch(tmp_path / "run", overrides)
+    if refusal is not None:
+        # Earlier runs' Ray workers may still flush logs into stderr; the launcher's line is the last.
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and refusal in err, err
+        return
+    assert code == 0
+    steps = [r for r in read_metrics(tmp_path / "run") if "actor/pg_loss" in r]
+    assert [r["step"] for r in steps] == [1, 2]
