@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 import torch
-from tensordict import NonTensorData, TensorDict
+from tensordict import TensorDict
 
 from siirl.algorithms.grouping import group_ids, hashable_uid
 
@@ -45,18 +45,12 @@ def filter_zero_variance_groups(
 
 
 def batch_uids(batch: TensorDict, key: str = "uid") -> list[Hashable]:
-    """Per-row uids of a TensorDict (a tensor or a ``NonTensorStack`` field), as hashable values."""
-    if key not in batch:
+    """Per-row uids of a TensorDict (read with the one per-row reader), as hashable values."""
+    from siirl.data_coordinator.tensordict_ops import row_values
+
+    if key not in batch.keys():  # noqa: SIM118 - keys() works on every tensordict release
         raise ValueError(f"batch has no '{key}' field; cannot group responses by prompt")
-    shared_by_all_rows = isinstance(batch.get(key), NonTensorData)
-    if shared_by_all_rows:
-        raise ValueError(
-            f"field '{key}' holds one value shared by the whole batch (set_non_tensor); store per-row uids as a "
-            "tensor or a NonTensorStack (batch[key] = list_of_uids)"
-        )
-    raw = batch[key]
-    uids = raw.tolist() if isinstance(raw, torch.Tensor) else list(raw)
-    return [hashable_uid(uid) for uid in uids]
+    return [hashable_uid(uid) for uid in row_values(batch, key)]
 
 
 class GenerationBudgetExceeded(RuntimeError):

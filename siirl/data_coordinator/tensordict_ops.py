@@ -39,15 +39,38 @@ def _leaves(td: TensorDictBase) -> tuple[dict[Key, torch.Tensor], dict[Key, Any]
     return tensors, others
 
 
-def non_tensor_list(td: TensorDictBase, key: Key) -> list:
-    """The per-sample values of a non-tensor field; a single shared value is repeated for every row."""
+_MISSING: Any = object()
+
+
+def row_values(td: TensorDictBase, key: Key, default: Any = _MISSING) -> list:
+    """One Python value per row for ``key``: the single per-row reader every batch helper uses.
+
+    - ``NonTensorStack`` (``td[key] = [...]``, ``set_non_tensor_list``): its per-row values;
+    - ``NonTensorData`` (``td.set_non_tensor(key, v)``): a list or tuple as long as the batch is read as
+      per-row values, anything else is one value shared by every row;
+    - a tensor: its rows as Python values.
+
+    A missing field gives ``[default] * rows`` when a default is given, else ``ValueError``.
+    """
     n = _check_one_dim(td)
+    if key not in td.keys(include_nested=isinstance(key, tuple)):
+        if default is _MISSING:
+            fields = ", ".join(sorted(map(str, td.keys())))
+            raise ValueError(f"batch has no field {key!r}; fields: {fields}")
+        return [default] * n
     value = td.get(key)
-    if not is_non_tensor(value):
-        raise ValueError(f"field {key!r} is not a non-tensor field")
     if isinstance(value, NonTensorStack):
         return list(value.tolist())
-    return [value.data] * n
+    if is_non_tensor(value):
+        data = value.data
+        return list(data) if isinstance(data, (list, tuple)) and len(data) == n else [data] * n
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    raise ValueError(f"field {key!r} holds a nested TensorDict, not one value per row")
+
+
+#: Historical name of ``row_values`` (data coordinator code).
+non_tensor_list = row_values
 
 
 def set_non_tensor_list(td: TensorDictBase, key: Key, values: Sequence) -> None:

@@ -8,13 +8,13 @@ reward (``dynamic_sampling``); SRPO-style embodied training drops tasks that alw
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tensordict import NonTensorData, NonTensorStack, TensorDictBase
+from tensordict import TensorDictBase
 
 from siirl.algorithms import DynamicSamplingAccumulator, filter_zero_variance_groups
+from siirl.data_coordinator.tensordict_ops import row_values, select_rows
 from siirl.errors import ConfigError
 from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract, node_contract
@@ -25,37 +25,6 @@ SEQUENCE_METRICS: dict[str, str] = {
     "seq_reward": "token_level_scores",
     "seq_final_reward": "token_level_rewards",
 }
-
-
-def row_values(batch: TensorDictBase, key: str) -> list[Any]:
-    """One value per row for ``key``, whether stored as a tensor or as non-tensor data.
-
-    ``td[key] = [...]`` stores a per-row ``NonTensorStack``; ``td.set_non_tensor(key, [...])`` stores the
-    whole list as one ``NonTensorData``, which is read here as per-row when its length is the batch size.
-    """
-    if key not in batch:
-        raise ValueError(f"batch has no {key!r} field; fields: {', '.join(map(str, batch.keys()))}")
-    value = batch.get(key)
-    rows = batch.batch_size[0]
-    if isinstance(value, NonTensorStack):
-        return value.tolist()
-    if isinstance(value, NonTensorData):
-        data = value.data
-        return list(data) if isinstance(data, (list, tuple)) and len(data) == rows else [data] * rows
-    return value.tolist()
-
-
-def select_rows(batch: TensorDictBase, keep: Sequence[int]) -> TensorDictBase:
-    """``batch`` restricted to rows ``keep``, with whole-list non-tensor fields split per row first.
-
-    Plain indexing would carry a list stored as one ``NonTensorData`` over unchanged (all N entries).
-    """
-    out = batch[torch.tensor(list(keep), dtype=torch.long)]
-    for key, value in batch.items():
-        if isinstance(value, NonTensorData) and isinstance(value.data, (list, tuple)):
-            values = row_values(batch, key)
-            out.set(key, NonTensorStack.from_list([values[i] for i in keep]))
-    return out
 
 
 def _sequence_sum(batch: TensorDictBase, key: str) -> torch.Tensor:

@@ -87,9 +87,8 @@ def test_accumulator_bad_usage() -> None:
     with pytest.raises(RuntimeError, match="0 of 1 groups"):
         acc.get_batch()
     shared = TensorDict({"x": torch.zeros(2)}, batch_size=[2])
-    shared.set_non_tensor("uid", ["a", "b"])  # one value for the whole batch, not per row
-    with pytest.raises(ValueError, match="NonTensorStack"):
-        acc.add(shared)
+    shared.set_non_tensor("uid", ["a", "b"])  # a whole list stored at once reads as one uid per row
+    assert batch_uids(shared) == ["a", "b"]
     with pytest.raises(ValueError, match="no 'uid' field"):
         acc.add(TensorDict({"x": torch.zeros(2)}, batch_size=[2]))
 

@@ -61,7 +61,7 @@ def test_filters_name_missing_fields():
     with pytest.raises(ValueError, match="needs a 'task_success' or 'token_level_scores'"):
         embodied_sampling(batch)
     batch["token_level_scores"] = torch.zeros(2, 3)
-    with pytest.raises(ValueError, match="batch has no 'uid' field"):
+    with pytest.raises(ValueError, match="batch has no field 'uid'"):
         dynamic_sampling(batch)
 
 

@@ -4,7 +4,8 @@ tensordict stores such fields in ways that look alike but behave differently:
 ``NonTensorStack.from_list(values)`` keeps one value per sample (indexing and splitting follow the
 batch), reading it back gives a ``LinkedList``; ``td.set_non_tensor(key, values)`` stores the *whole*
 list as one shared value (indexing does not split it); a plain string is broadcast to every sample.
-These helpers accept all of them and always return one Python value per sample.
+These helpers accept all of them and always return one Python value per sample; the reading itself is
+``siirl.data_coordinator.tensordict_ops.row_values``, the one per-row reader of the code base.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tensordict import NonTensorStack, TensorDictBase
+from tensordict import TensorDictBase
+
+from siirl.data_coordinator.tensordict_ops import row_values, set_non_tensor_list
 
 
 def batch_size(batch: TensorDictBase) -> int:
@@ -22,28 +25,13 @@ def batch_size(batch: TensorDictBase) -> int:
     return int(batch.batch_size[0])
 
 
-def _as_list(value: Any, size: int, key: str) -> list[Any]:
-    if isinstance(value, (str, bytes, dict)) or value is None:
-        return [value] * size
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    values = list(value)
-    if len(values) != size:
-        raise ValueError(f"batch field {key!r} has {len(values)} entries but the batch has {size} samples")
-    return values
-
-
 def get_list(batch: TensorDictBase, key: str, default: Any = ...) -> list[Any]:
-    """One value per sample for the non-tensor field ``key``.
+    """One value per sample for the field ``key`` (``siirl.data_coordinator.tensordict_ops.row_values``).
 
     A missing field returns ``[default] * B`` when a default is given, else raises ValueError.
     """
-    size = batch_size(batch)
-    if key not in batch.keys():  # noqa: SIM118 - keys() works on every tensordict release
-        if default is ...:
-            raise ValueError(f"batch has no field {key!r}; fields: {sorted(batch.keys())}")
-        return [default] * size
-    return _as_list(batch[key], size, key)
+    batch_size(batch)
+    return row_values(batch, key) if default is ... else row_values(batch, key, default)
 
 
 def get_str_list(batch: TensorDictBase, key: str) -> list[str]:
@@ -64,7 +52,5 @@ def get_ground_truths(batch: TensorDictBase) -> list[str]:
 
 def set_list(batch: TensorDictBase, key: str, values: Sequence[Any]) -> None:
     """Store one value per sample so that indexing and splitting the batch keep them aligned."""
-    size = batch_size(batch)
-    if len(values) != size:
-        raise ValueError(f"cannot set {key!r}: got {len(values)} values for a batch of {size}")
-    batch.set(key, NonTensorStack.from_list(list(values)))
+    batch_size(batch)
+    set_non_tensor_list(batch, key, values)
