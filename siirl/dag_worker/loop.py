@@ -21,6 +21,7 @@ from siirl.dag_worker.metrics import MetricsLogger, reduce_metrics
 from siirl.dag_worker.plot import plot_run
 from siirl.data_coordinator import needs_redistribution
 from siirl.execution.dag import NEED_MORE_DATA, TaskGraph
+from siirl.execution.dag.contract_check import check_declared_writes
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class TrainingLoop:
         self.ctx, self.cfg, self.rank = ctx, ctx.cfg, ctx.rank
         self.nodes = graph.get_nodes()
         self.node_configs = {node.node_id: node.node_config() for node in self.nodes}
+        self.contracts = {node.node_id: node.effective_contract(self.cfg) for node in self.nodes}
         self.layouts = role_layouts(ctx.plan)
         self.data_layout = self.layouts.get("rollout")
         self.step = 0
@@ -73,6 +75,7 @@ class TrainingLoop:
             if out.info.get(NEED_MORE_DATA):
                 index = 0
                 continue
+            check_declared_writes(node.node_id, self.contracts[node.node_id], out.batch)
             batch, index = out.batch, index + 1
         return metrics
 

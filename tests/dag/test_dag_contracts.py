@@ -108,3 +108,24 @@ def test_node_config_becomes_its_dataclass_and_unknown_keys_are_refused():
     graph = _custom(("scale", "contract_nodes:scaled", ["rollout"], {"config": {"facter": 0.5}}))
     with pytest.raises(Exception, match="node 'scale' config has unknown key 'facter'; ScaleConfig has: factor"):
         check_contracts(graph, _cfg())
+
+
+def test_a_node_must_write_what_it_declares():
+    import torch
+    from tensordict import TensorDict
+
+    from siirl.execution.dag.contract import NodeContract
+    from siirl.execution.dag.contract_check import check_declared_writes
+
+    batch = TensorDict({"bonus": torch.zeros(2)}, batch_size=[2])
+    check_declared_writes("adds", NodeContract(writes=("bonus",)), batch)
+    check_declared_writes("free", None, batch)
+    with pytest.raises(ContractError, match="node 'adds' declares that it writes 'other', but its output"):
+        check_declared_writes("adds", NodeContract(writes=("bonus", "other")), batch)
+
+
+def test_node_output_accepts_the_published_none_defaults():
+    from siirl.execution.dag import NodeOutput
+
+    out = NodeOutput(batch="b", metrics=None, info=None)
+    assert out.metrics == {} and out.info == {}

@@ -33,7 +33,11 @@ MODEL_ROLES: dict[str, RoleCheck] = {}
 
 
 def register_model_role(name: str) -> Callable[[RoleCheck], RoleCheck]:
-    """Decorator adding the availability check of a model role (``actor``, ``critic``, ``environment`` ...)."""
+    """Decorator adding the availability check of a model role (``actor``, ``critic``, ``environment`` ...).
+
+    Registering a name again replaces its check: an environment package replaces ``environment``'s
+    "none configured" with a check of its own config section.
+    """
 
     def wrap(check: RoleCheck) -> RoleCheck:
         MODEL_ROLES[name] = check
@@ -128,3 +132,13 @@ def check_contracts(graph: TaskGraph, cfg: Any) -> dict[str, NodeContract | None
     for node_id in order:
         graph.nodes[node_id].node_config()  # a node's own section must fit its config dataclass
     return contracts
+
+
+def check_declared_writes(node_id: str, contract: NodeContract | None, batch: Any) -> None:
+    """At run time: a node must really write what its contract promises (keeps contracts honest)."""
+    if contract is None or not hasattr(batch, "keys"):
+        return
+    present = set(batch.keys())
+    missing = [key for key in contract.writes if key not in present]
+    if missing:
+        raise ContractError(f"node {node_id!r} declares that it writes {missing[0]!r}, but its output batch lacks it")

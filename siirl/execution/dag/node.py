@@ -36,6 +36,11 @@ class NodeOutput:
     metrics: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # siiRL's published NodeOutput defaulted both to None; treat an explicit None as empty.
+        self.metrics = {} if self.metrics is None else self.metrics
+        self.info = {} if self.info is None else self.info
+
 
 def _check_ref_format(ref: str, owner: str) -> tuple[str, list[str]]:
     module_name, sep, attr_path = ref.partition(":") if isinstance(ref, str) else ("", "", "")
