@@ -15,9 +15,16 @@ ALGORITHMS = {
              "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"],
     "cpgd": ["algorithm.adv_estimator=cpgd", "actor_rollout_ref.actor.policy_loss.loss_mode=cpgd",
              "actor_rollout_ref.actor.policy_drift_coeff=0.001"],
+    "remax": ["algorithm.adv_estimator=remax"],
+    "kl_in_reward": ["algorithm.use_kl_in_reward=true"],
 }
 #: A metric only that workflow produces, proving its distinctive node ran.
-SIGNATURE = {"ppo": "critic/vf_loss", "dapo": "dynamic_sampling/kept_groups"}
+SIGNATURE = {
+    "ppo": "critic/vf_loss",
+    "dapo": "dynamic_sampling/kept_groups",
+    "remax": "reward_baseline/mean",
+    "kl_in_reward": "actor/reward_kl_penalty",
+}
 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
