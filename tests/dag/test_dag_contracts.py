@@ -105,6 +105,8 @@ def test_missing_model_role_is_refused():
 def test_node_config_becomes_its_dataclass_and_unknown_keys_are_refused():
     graph = _custom(("scale", "contract_nodes:scaled", ["rollout"], {"config": {"factor": 0.5}}))
     assert graph.nodes["scale"].node_config().factor == 0.5
+    placed = _custom(("scale", "contract_nodes:scaled", ["rollout"], {"config": {"factor": 2, "placement_group": "a"}}))
+    assert placed.nodes["scale"].node_config().factor == 2  # the planner's key is not the node's
     graph = _custom(("scale", "contract_nodes:scaled", ["rollout"], {"config": {"facter": 0.5}}))
     with pytest.raises(Exception, match="node 'scale' config has unknown key 'facter'; ScaleConfig has: factor"):
         check_contracts(graph, _cfg())

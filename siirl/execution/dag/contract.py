@@ -95,10 +95,18 @@ def declared_contract(fn: Any) -> DeclaredContract | None:
     return getattr(fn, CONTRACT_ATTR, None)
 
 
+#: Node config keys read by the planner, not by the node (``placement_group``: which ranks run it).
+PLANNER_CONFIG_KEYS = ("placement_group",)
+
+
 def node_config_instance(config_cls: type | None, section: dict[str, Any], owner: str) -> Any:
-    """``config_cls(**section)`` with unknown keys refused in one line; the raw dict when no class is set."""
+    """``config_cls(**section)`` with unknown keys refused in one line; the raw dict when no class is set.
+
+    Keys the planner reads (``PLANNER_CONFIG_KEYS``) are not the node's and never reach its dataclass.
+    """
     if config_cls is None:
         return section
+    section = {key: value for key, value in section.items() if key not in PLANNER_CONFIG_KEYS}
     known = {f.name for f in fields(config_cls)}
     unknown = sorted(set(section) - known)
     if unknown:

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from siirl.errors import ConfigError
+from siirl.execution.dag.contract import PLANNER_CONFIG_KEYS
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.scheduler.plan import ALL_RANKS
 
-PLACEMENT_KEY = "placement_group"
+PLACEMENT_KEY = PLANNER_CONFIG_KEYS[0]
 
 
 def node_placements(graph: TaskGraph) -> dict[str, str]:
