@@ -25,7 +25,7 @@ def _actor_terms(model_dir, horizon: int) -> dict[str, float]:
     actor = ActorWorker(model_config(model_dir), cfg, "cpu")
     batch = make_batch(ROWS, response_len=WIDTH, seed=5)
     out = actor._micro_loss(batch, _scale(batch))
-    return {name: float(out.summed[name]) for name in ("pg_loss", "kl_loss", "entropy")}
+    return {name: float(out.summed[name].detach()) for name in ("pg_loss", "kl_loss", "entropy")}
 
 
 def test_entropy_and_kl_follow_the_horizon(tiny_model_dir, single_process_group):
@@ -55,5 +55,5 @@ def test_value_loss_follows_the_horizon(tiny_model_dir, single_process_group):
     losses = {}
     for horizon in (HORIZON // 2, HORIZON):
         critic.cfg.loss_agg_horizon = horizon
-        losses[horizon] = float(critic._micro_loss(batch, _scale(batch)).loss)
+        losses[horizon] = float(critic._micro_loss(batch, _scale(batch)).loss.detach())
     assert losses[HORIZON] == pytest.approx(losses[HORIZON // 2] / 2, rel=1e-5)
