@@ -14,11 +14,11 @@ import time
 import ray
 from omegaconf import DictConfig, OmegaConf
 from ray.util.placement_group import placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from siirl.device import DeviceBackend
 from siirl.errors import SiirlUserError
 from siirl.execution.scheduler.plan import ExecutionPlan
+from siirl.execution.scheduler.ray_request import PLACEMENT_STRATEGY, placement_bundles, worker_actor_options
 
 logger = logging.getLogger(__name__)
 
@@ -37,16 +37,9 @@ def _init_ray(cfg: DictConfig) -> bool:
     return True
 
 
-def _bundle(backend: DeviceBackend) -> dict[str, float]:
-    bundle = {"CPU": 1.0}
-    if backend.ray_resource:
-        bundle[backend.ray_resource] = 1.0
-    return bundle
-
-
 def _reserve(plan: ExecutionPlan, backend: DeviceBackend):
-    bundles = [_bundle(backend) for _ in range(plan.world_size)]
-    group = placement_group(bundles, strategy="PACK")
+    bundles = placement_bundles(backend, plan.world_size)
+    group = placement_group(bundles, strategy=PLACEMENT_STRATEGY)
     ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
     if not ready:
         remove_placement_group(group)
@@ -64,14 +57,7 @@ def _start_workers(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan,
     remote_cls = ray.remote(DAGWorker)
     workers = []
     for rank in range(plan.world_size):
-        options = {
-            "num_cpus": 1,
-            "resources": {backend.ray_resource: 1} if backend.ray_resource else {},
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=group, placement_group_bundle_index=rank
-            ),
-            "name": f"siirl_dag_worker_{rank}",
-        }
+        options = worker_actor_options(backend, group, rank)
         workers.append(remote_cls.options(**options).remote(cfg_dict, plan, rank, backend.name))
     address, port = ray.get(workers[0].rendezvous_address.remote())
     ray.get([w.init_distributed.remote(address, port) for w in workers])

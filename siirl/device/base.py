@@ -23,7 +23,8 @@ class DeviceBackend(ABC):
     name: str = ""
     #: torch.distributed backend used between devices of this family.
     dist_backend: str = "gloo"
-    #: Ray resource one DAG worker reserves (None: plain CPU slots).
+    #: Ray's name for this family's accelerator resource, as its accelerator manager reports it ("GPU",
+    #: "NPU", ...); also the key of ``get_accelerator_ids()``. None: plain CPU slots.
     ray_resource: str | None = None
     #: Environment variable that restricts a process to its devices.
     visible_devices_env: str | None = None
@@ -123,6 +124,30 @@ class DeviceBackend(ABC):
         if self.visible_devices_env and self.visible_devices_env in os.environ:
             env[self.visible_devices_env] = os.environ[self.visible_devices_env]
         return env
+
+    # ----- how a DAG worker asks Ray for its device -----
+
+    def ray_bundle(self) -> dict[str, float]:
+        """One placement-group bundle for one DAG worker: a CPU slot plus one device of this family.
+
+        Bundles name every resource by its Ray name, the built-in "CPU"/"GPU" included.
+        """
+        bundle = {"CPU": 1.0}
+        if self.ray_resource:
+            bundle[self.ray_resource] = 1.0
+        return bundle
+
+    def ray_actor_resources(self) -> dict[str, Any]:
+        """The resource keywords of ``ray.remote(...).options()`` matching :meth:`ray_bundle`.
+
+        Accelerators other than Ray's built-in GPU go in ``resources`` under their Ray name (Ray accepts
+        e.g. ``resources={"NPU": 1}``); the CUDA backend overrides this with ``num_gpus``, because Ray
+        refuses "CPU" and "GPU" inside ``resources``.
+        """
+        options: dict[str, Any] = {"num_cpus": 1}
+        if self.ray_resource:
+            options["resources"] = {self.ray_resource: 1}
+        return options
 
     def apply_model_patches(self, model: Any) -> list[str]:
         """Swap this family's fused kernels into a built Hugging Face model; the names of those applied."""

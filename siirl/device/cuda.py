@@ -35,6 +35,10 @@ class CudaBackend(DeviceBackend):
     def torch_namespace(self) -> ModuleType:
         return torch.cuda
 
+    def ray_actor_resources(self) -> dict[str, Any]:
+        """Ray's built-in GPU is requested with ``num_gpus`` (it refuses "GPU" inside ``resources``)."""
+        return {"num_cpus": 1, "num_gpus": 1}
+
     def attn_implementation(self) -> str:
         return "flash_attention_2" if importlib.util.find_spec("flash_attn") is not None else "sdpa"
 
