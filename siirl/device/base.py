@@ -149,8 +149,12 @@ class DeviceBackend(ABC):
             options["resources"] = {self.ray_resource: 1}
         return options
 
-    def apply_model_patches(self, model: Any) -> list[str]:
-        """Swap this family's fused kernels into a built Hugging Face model; the names of those applied."""
+    def apply_model_patches(self, model: Any, generation: bool = False) -> list[str]:
+        """Swap this family's fused kernels into a built Hugging Face model; the names of those applied.
+
+        ``generation``: the model will decode with a KV cache (rollout), not run packed sequences, so
+        kernels that only serve the packed layout are left out.
+        """
         return []
 
     def fused_log_probs(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
