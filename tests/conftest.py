@@ -16,6 +16,7 @@ FAKES = Path(__file__).resolve().parent / "fakes"
 DEVICE_MARKERS = ("cuda", "npu")
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Device-marked tests run only where that device family is really usable.
 
