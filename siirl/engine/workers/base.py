@@ -90,8 +90,15 @@ def check_keys(batch: TensorDict, keys: tuple[str, ...], caller: str) -> None:
         raise ValueError(f"{caller} needs batch keys {missing} (has {sorted(present)})")
 
 
-def _as_float(value: torch.Tensor | float) -> float:
-    return float(value.detach().item()) if isinstance(value, torch.Tensor) else float(value)
+def _as_floats(values: list[torch.Tensor | float]) -> list[float]:
+    """Python floats of scalar tensors and numbers, with ONE device-to-host copy for all the tensors.
+
+    A ``.item()`` per metric per micro-batch would make the host wait for the accelerator's queue to
+    drain every time, so no kernels are queued ahead while the next micro-batch is prepared.
+    """
+    tensors = [v.detach().reshape(()).to(torch.float64) for v in values if isinstance(v, torch.Tensor)]
+    on_host = iter(torch.stack(tensors).tolist() if tensors else [])
+    return [next(on_host) if isinstance(v, torch.Tensor) else float(v) for v in values]
 
 
 def _enable_activation_checkpointing(model: nn.Module) -> None:
@@ -259,23 +266,25 @@ class FSDPWorker:
     ) -> dict[str, float]:
         tokens, seqs = self.dp.sum_ints([int(mini["response_mask"].sum().item()), mini.batch_size[0]])
         scale = LossScale(max(tokens, 1), seqs, self.dp.size)
-        summed: dict[str, float] = defaultdict(float)
-        weighted: dict[str, float] = defaultdict(float)  # token-weighted sums of the averaged metrics
-        weight = 0.0
+        # Accumulated where they are computed (device tensors or floats); read back once per mini-batch.
+        summed: dict[str, torch.Tensor | float] = defaultdict(float)
+        weighted: dict[str, torch.Tensor | float] = defaultdict(float)  # token-weighted sums of averaged metrics
+        weight: torch.Tensor | float = 0.0
         for _, micro, dummy in self.iter_micro_batches(mini, keys, batching):
             result = micro_loss(micro, scale)
             (result.loss * (0.0 if dummy else 1.0)).backward()
             if dummy:
                 continue
-            tokens_here = float(micro["response_mask"].sum().item())
-            weight += tokens_here
+            tokens_here = micro["response_mask"].sum()
+            weight = weight + tokens_here
             for key, value in result.summed.items():
-                summed[key] += _as_float(value)
+                summed[key] = summed[key] + (value.detach() if isinstance(value, torch.Tensor) else value)
             for key, value in result.averaged.items():
-                weighted[key] += tokens_here * _as_float(value)
+                detached = value.detach() if isinstance(value, torch.Tensor) else value
+                weighted[key] = weighted[key] + tokens_here * detached
         sum_keys, avg_keys = sorted(summed), sorted(weighted)
         totals = self.dp.sum_floats(
-            [summed[k] for k in sum_keys] + [weighted[k] for k in avg_keys] + [weight]
+            _as_floats([summed[k] for k in sum_keys] + [weighted[k] for k in avg_keys] + [weight])
         )
         metrics = {k: v / self.dp.size for k, v in zip(sum_keys, totals)}
         metrics.update({k: v / max(totals[-1], 1.0) for k, v in zip(avg_keys, totals[len(sum_keys) :])})
