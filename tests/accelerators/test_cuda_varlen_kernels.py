@@ -32,10 +32,9 @@ def segments(q_lens, k_lens) -> Segments:
     return Segments(None, None, cu(q_lens), cu(k_lens), max(q_lens), max(k_lens))
 
 
-def qkv(tq, tk, heads=4, kv_heads=2, dim=16, requires_grad=False):
+def qkv(tq, tk, heads=4, kv_heads=2, dim=16, dtype=torch.float32):
     gen = torch.Generator().manual_seed(0)
-    tensors = [torch.randn(t, h, dim, generator=gen) for t, h in ((tq, heads), (tk, kv_heads), (tk, kv_heads))]
-    return [t.requires_grad_(requires_grad) for t in tensors]
+    return [torch.randn(t, h, dim, generator=gen).to(dtype) for t, h in ((tq, heads), (tk, kv_heads), (tk, kv_heads))]
 
 
 @pytest.mark.parametrize(("q_lens", "k_lens"), [([5, 9, 3, 1], [5, 9, 3, 1]), ([1, 2, 4], [6, 2, 9])])
@@ -72,7 +71,7 @@ def test_torch_varlen_call_with_installed_signature(monkeypatch):
     seen: list[dict] = []
     monkeypatch.setattr(cuda_attention, "torch_varlen_attn", lambda: _stand_in(varlen_attn, seen))
     seg = segments([5, 9, 3], [5, 9, 3])
-    q, k, v = qkv(17, 17)
+    q, k, v = qkv(17, 17, dtype=torch.bfloat16)
     out = cuda_attention.torch_varlen_kernel(q, k, v, seg, 0.25, 0.0)
     torch.testing.assert_close(out, sdpa_varlen_kernel(q, k, v, seg, 0.25, 0.0))
     params = inspect.signature(varlen_attn).parameters
@@ -93,10 +92,19 @@ def test_torch_varlen_without_enable_gqa_repeats_kv_heads(monkeypatch):
     seen: list[dict] = []
     monkeypatch.setattr(cuda_attention, "torch_varlen_attn", lambda: _stand_in(old, seen))
     seg = segments([3, 6], [3, 6])
-    q, k, v = qkv(9, 9)
+    q, k, v = qkv(9, 9, dtype=torch.bfloat16)
     out = cuda_attention.torch_varlen_kernel(q, k, v, seg, 0.25, 0.0)
     torch.testing.assert_close(out, sdpa_varlen_kernel(q, k, v, seg, 0.25, 0.0))
     assert seen[0]["kv_heads"] == 4 and seen[0]["kwargs"] == {"scale": 0.25, "window_size": (-1, 0)}
+
+
+def test_torch_varlen_hands_fp32_to_flex(monkeypatch):
+    """varlen_attn's flash kernel takes fp16/bf16 only: an fp32 model runs FlexAttention instead."""
+    monkeypatch.setattr(cuda_attention, "torch_varlen_attn", lambda: pytest.fail("varlen_attn called in fp32"))
+    seg = segments([4, 2], [4, 2])
+    q, k, v = qkv(6, 6)
+    out = cuda_attention.torch_varlen_kernel(q, k, v, seg, 0.25, 0.0)
+    torch.testing.assert_close(out, sdpa_varlen_kernel(q, k, v, seg, 0.25, 0.0), rtol=1e-5, atol=1e-5)
 
 
 def test_cuda_kernel_choice_order(fake_cuda, no_flash_attn, monkeypatch):

@@ -25,6 +25,7 @@ from siirl.device.kernels.registry import register_patch
 from siirl.device.kernels.varlen import Segments, VarlenKernel, install
 
 TORCH_VARLEN, FLEX_VARLEN = "siirl_torch_varlen", "siirl_flex_varlen"
+HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 @functools.cache
@@ -55,6 +56,8 @@ def torch_varlen_kernel(
 ) -> torch.Tensor:
     if dropout:  # varlen_attn has no dropout
         return sdpa_varlen_kernel(q, k, v, seg, scale, dropout)
+    if q.dtype not in HALF_DTYPES:  # its flash kernel takes fp16/bf16 only; FlexAttention takes fp32 too
+        return flex_varlen_kernel(q, k, v, seg, scale, dropout)
     fn = torch_varlen_attn()
     assert fn is not None, "torch_varlen_kernel installed without torch varlen_attn"
     kwargs = _varlen_attn_kwargs(fn, scale)
@@ -83,7 +86,9 @@ def document_causal_mask(seg: Segments, q_len: int, k_len: int, device: torch.de
     def mask_mod(b, h, qi, ki):
         return (q_doc[qi] == k_doc[ki]) & (q_from_end[qi] >= k_from_end[ki])
 
-    return create_block_mask(mask_mod, None, None, q_len, k_len, device=device)
+    # Compiled on accelerators: the eager path materialises the whole (q_len, k_len) mask first.
+    compiled = {"_compile": True} if device.type != "cpu" and "_compile" in inspect.signature(create_block_mask).parameters else {}
+    return create_block_mask(mask_mod, None, None, q_len, k_len, device=device, **compiled)
 
 
 class _LastMask:
