@@ -26,10 +26,14 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
+from siirl.device import DeviceBackend, get_backend
+from siirl.errors import DeviceUnavailableError
 from siirl.tasks.tiny_tokenizer import build_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS, SAMPLES, NEW_TOKENS = 16, 8, 256
+#: The launcher override choosing the device; the baselines ask the device layer for the same family.
+DEVICE_OVERRIDE = "device=cuda"
 #: Stage -> (baseline it is compared with, target ratio).
 TARGETS = {"gen": ("generate", 1.25), "old_log_prob": ("forward", 1.5), "ref": ("forward", 1.5),
            "update_actor": ("train_step", 1.5)}
@@ -69,7 +73,7 @@ def build_and_save(out_dir: Path, smoke: bool = False, seed: int = 0) -> Path:
 
 def launcher_overrides(model_dir: Path, run_dir: Path, steps: int) -> list[str]:
     return [
-        "device=cuda", "trainer.nnodes=1", "trainer.n_devices_per_node=1", f"actor_rollout_ref.model.path={model_dir}",
+        DEVICE_OVERRIDE, "trainer.nnodes=1", "trainer.n_devices_per_node=1", f"actor_rollout_ref.model.path={model_dir}",
         "actor_rollout_ref.rollout.name=hf", f"data.train_batch_size={PROMPTS}", f"actor_rollout_ref.rollout.n={SAMPLES}",
         f"data.max_response_length={NEW_TOKENS}", f"actor_rollout_ref.actor.ppo_mini_batch_size={PROMPTS}",
         "actor_rollout_ref.actor.use_kl_loss=true", f"trainer.total_training_steps={steps}",
@@ -108,55 +112,59 @@ def prompt_batch(tokenizer, device: torch.device) -> dict[str, torch.Tensor]:
     return {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
 
 
-def timed(fn, repeats: int = 3) -> float:
+def timed(backend: DeviceBackend, fn, repeats: int = 3) -> float:
     fn()  # warm-up
-    torch.cuda.synchronize()
+    backend.synchronize()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        backend.synchronize()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
-def inference_baselines(model_dir: Path) -> tuple[dict[str, float], torch.Tensor, torch.Tensor]:
+def inference_baselines(
+    backend: DeviceBackend, model_dir: Path
+) -> tuple[dict[str, float], torch.Tensor, torch.Tensor]:
     """Plain ``model.generate`` of the batch and a no-grad forward over what it generated (bf16)."""
     tokenizer = build_tokenizer()
-    model = Qwen2ForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, attn_implementation="sdpa").cuda()
-    batch = prompt_batch(tokenizer, torch.device("cuda"))
+    device = backend.device(0)
+    model = Qwen2ForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, attn_implementation="sdpa").to(device)
+    batch = prompt_batch(tokenizer, device)
     config = GenerationConfig(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=NEW_TOKENS,
                               eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     with torch.no_grad():
         sequences = model.generate(**batch, generation_config=config)
         generated = sequences[:, batch["input_ids"].shape[1]:]
         mask = torch.cat([batch["attention_mask"], (generated != tokenizer.pad_token_id).long()], dim=1)
-        result = {"generate": timed(lambda: model.generate(**batch, generation_config=config), repeats=2),
+        result = {"generate": timed(backend, lambda: model.generate(**batch, generation_config=config), repeats=2),
                   "generated_tokens": float((generated != tokenizer.pad_token_id).sum()),
-                  "forward": timed(lambda: model(input_ids=sequences, attention_mask=mask).logits)}
+                  "forward": timed(backend, lambda: model(input_ids=sequences, attention_mask=mask).logits)}
     return result, sequences, mask
 
 
-def train_step_baseline(model_dir: Path, sequences: torch.Tensor, mask: torch.Tensor) -> float:
+def train_step_baseline(backend: DeviceBackend, model_dir: Path, sequences: torch.Tensor, mask: torch.Tensor) -> float:
     """fp32 master weights, bf16 autocast, token-mean log-likelihood loss, fused AdamW: one step."""
-    model = Qwen2ForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa").cuda()
+    device = backend.device(0)
+    model = Qwen2ForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa").to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, fused=True)
 
     def train_step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
             logits = model(input_ids=sequences, attention_mask=mask).logits
         logp = torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, sequences[:, 1:, None]).squeeze(-1)
         (-(logp * mask[:, 1:]).sum() / mask[:, 1:].sum()).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    return timed(train_step)
+    return timed(backend, train_step)
 
 
-def baselines(model_dir: Path) -> dict[str, float]:
-    result, sequences, mask = inference_baselines(model_dir)
-    torch.cuda.empty_cache()
-    result["train_step"] = train_step_baseline(model_dir, sequences, mask)
+def baselines(backend: DeviceBackend, model_dir: Path) -> dict[str, float]:
+    result, sequences, mask = inference_baselines(backend, model_dir)
+    backend.empty_cache()
+    result["train_step"] = train_step_baseline(backend, model_dir, sequences, mask)
     return result
 
 
@@ -194,12 +202,14 @@ def main() -> None:
         print(json.dumps({"smoke": True, "model_dir": str(path), "params": params,
                           "full_size_params": parameter_count(model_config())}))
         return
-    if not torch.cuda.is_available():
-        sys.exit("bench_gpu_step: needs a CUDA GPU (torch.cuda.is_available() is False); --smoke checks the script on a CPU")
+    try:
+        backend = get_backend(DEVICE_OVERRIDE.removeprefix("device="))
+    except DeviceUnavailableError as exc:
+        sys.exit(f"bench_gpu_step: needs a CUDA GPU: {exc} (--smoke checks the script on a CPU)")
     model_dir = build_and_save(work / "model")
     rows = run_launcher([*launcher_overrides(model_dir, work / "run", args.steps), *extra])
     stages = stage_seconds(rows)
-    base = baselines(model_dir)
+    base = baselines(backend, model_dir)
     print(json.dumps(report(stages, base, parameter_count(model_config()))))
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import torch
 
+from siirl.device import get_backend
 from siirl.device.kernels.attention import sdpa_varlen_kernel
 from siirl.device.kernels.cuda_attention import flex_varlen_kernel, torch_varlen_attn, torch_varlen_kernel
 from siirl.device.kernels.varlen import Segments
@@ -47,13 +48,11 @@ def main() -> None:
     parser.add_argument("--sequences", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    dtype = torch.bfloat16 if cuda else torch.float32
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    backend = get_backend("auto")
+    device, dtype, sync = backend.device(0), backend.default_dtype, backend.synchronize
     q, k, v, seg = packed_inputs(args.sequences, device, dtype)
     kernels = {"sdpa_loop": sdpa_varlen_kernel, "flex_attention": flex_varlen_kernel}
-    if cuda and torch_varlen_attn() is not None:
+    if device.type != "cpu" and torch_varlen_attn() is not None:
         kernels["torch_varlen_attn"] = torch_varlen_kernel
     scale = 64**-0.5
     reference = sdpa_varlen_kernel(q, k, v, seg, scale, 0.0)
