@@ -39,16 +39,20 @@ def torch_varlen_attn() -> Callable[..., torch.Tensor] | None:
     return varlen_attn if ("window_size" in params or "is_causal" in params) else None
 
 
-def _varlen_attn_kwargs(fn: Callable[..., Any], scale: float) -> dict[str, Any]:
+@functools.lru_cache(maxsize=4)
+def _varlen_attn_options(fn: Callable[..., Any]) -> tuple[bool, dict[str, Any]]:
+    """(takes ``scale``?, the causal / GQA keywords) for this release's ``varlen_attn`` signature."""
     params = inspect.signature(fn).parameters
-    kwargs: dict[str, Any] = {"scale": scale} if "scale" in params else {}
-    if "window_size" in params:
-        kwargs["window_size"] = (-1, 0)  # unlimited left context, no right context: causal
-    else:
-        kwargs["is_causal"] = True
+    options: dict[str, Any] = {"window_size": (-1, 0)} if "window_size" in params else {"is_causal": True}
     if "enable_gqa" in params:
-        kwargs["enable_gqa"] = True
-    return kwargs
+        options["enable_gqa"] = True
+    return "scale" in params, options
+
+
+def _varlen_attn_kwargs(fn: Callable[..., Any], scale: float) -> dict[str, Any]:
+    """``window_size=(-1, 0)``: unlimited left context, no right context, i.e. causal."""
+    takes_scale, options = _varlen_attn_options(fn)
+    return {"scale": scale, **options} if takes_scale else dict(options)
 
 
 def torch_varlen_kernel(
