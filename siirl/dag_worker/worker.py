@@ -14,14 +14,17 @@ from omegaconf import OmegaConf
 
 from siirl.device import get_backend
 from siirl.device.pinning import pin_process
+from siirl.errors import SiirlUserError
 from siirl.execution.scheduler.plan import ExecutionPlan
 
 logger = logging.getLogger(__name__)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
+def _free_port(host: str) -> int:
+    """A port free on ``host`` (the node IP Ray uses), not probed on every interface."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
@@ -40,10 +43,11 @@ class DAGWorker:
         self.local_device = 0
 
     def rendezvous_address(self) -> tuple[str, int]:
-        """Rank 0 hosts the torch.distributed rendezvous."""
+        """Rank 0 hosts the torch.distributed rendezvous, on the node IP Ray uses (the address peers dial)."""
         import ray
 
-        return ray.util.get_node_ip_address(), _free_port()
+        host = ray.util.get_node_ip_address()
+        return host, _free_port(host)
 
     def init_distributed(self, address: str, port: int) -> None:
         import ray
@@ -66,8 +70,13 @@ class DAGWorker:
     def _write_pid_file(self) -> None:
         """``<output_dir>/workers/rank_<r>.pid``: lets operators (and fault tests) find each worker process."""
         folder = Path(self.cfg.trainer.output_dir) / "workers"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"rank_{self.rank}.pid").write_text(str(os.getpid()), encoding="utf-8")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"rank_{self.rank}.pid").write_text(str(os.getpid()), encoding="utf-8")
+        except OSError as exc:
+            raise SiirlUserError(
+                f"trainer.output_dir={self.cfg.trainer.output_dir}: cannot write {folder} ({exc.strerror})"
+            ) from None
 
     def run(self) -> dict[str, float]:
         """Build what this rank's graph needs and train; returns a small summary (never sample data)."""

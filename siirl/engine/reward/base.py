@@ -18,6 +18,7 @@ import torch
 from tensordict import TensorDictBase
 
 from siirl.engine.reward.batch_fields import get_ground_truths, get_list, get_str_list
+from siirl.errors import RewardFunctionError
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,9 @@ def split_result(result: Any, data_source: str) -> tuple[float, dict[str, Any]]:
     """(score, extra values) of one score-function result: a number, or a dict holding ``"score"``."""
     if isinstance(result, dict):
         if "score" not in result:
-            raise ValueError(f"score function for {data_source!r} returned a dict without a 'score' key")
+            raise RewardFunctionError(
+                f"score function for {data_source!r} returned a dict without a 'score' key"
+            )
         extra = {k: v for k, v in result.items() if k != "score"}
         result = result["score"]
     else:
@@ -48,7 +51,7 @@ def split_result(result: Any, data_source: str) -> tuple[float, dict[str, Any]]:
     try:
         return float(result), extra
     except (TypeError, ValueError):
-        raise ValueError(
+        raise RewardFunctionError(
             f"score function for {data_source!r} returned {result!r}; expected a number"
         ) from None
 
@@ -106,7 +109,7 @@ class RewardManager(ABC):
         """Scores and per-sample extra info; subclasses that reshape rewards (DAPO) extend this."""
         results = self.score(inputs)
         if len(results) != len(inputs):
-            raise ValueError(
+            raise RewardFunctionError(
                 f"{type(self).__name__} produced {len(results)} scores for {len(inputs)} samples"
             )
         split = [split_result(r, ds) for r, ds in zip(results, inputs.data_sources)]

@@ -7,6 +7,7 @@ from typing import Any
 
 from siirl.engine.reward.base import RewardInputs, RewardManager
 from siirl.engine.reward.registry import register_reward_manager
+from siirl.errors import RewardFunctionError
 
 
 def default_batch_compute_score(
@@ -35,7 +36,7 @@ class BatchRewardManager(RewardManager):
             extra_infos=inputs.extra_infos,
         )
         if isinstance(results, (str, bytes, dict)) or not hasattr(results, "__len__"):
-            raise ValueError(
+            raise RewardFunctionError(
                 f"batch compute_score must return a list of scores, got {type(results).__name__}"
             )
         return list(results)
