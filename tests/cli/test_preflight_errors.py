@@ -108,3 +108,35 @@ def test_unreachable_ray_address_fails_fast(capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EXIT_USER_ERROR and err[-1].startswith("siirl: error: cannot reach Ray at 127.0.0.1:1"), err
     assert time.monotonic() - began < 60
+
+
+def _checkpoints(run_dir, steps):
+    from siirl.dag_worker.checkpoint import CheckpointManager
+
+    manager = CheckpointManager(run_dir / "checkpoints", rank=0, max_to_keep=0)
+    for step in steps:
+        manager.save(step, {}, {"step": step})
+    return run_dir / "checkpoints"
+
+
+def test_corrupt_checkpoint_is_refused_before_ray(capsys, tmp_path):
+    state = _checkpoints(tmp_path, [1]) / "global_step_1" / "worker_0.json"
+    state.write_text('{"step": 99}')
+    code, err = run(capsys, f"trainer.output_dir={tmp_path}", "trainer.resume_mode=auto")
+    assert_one_line(code, err, str(state), "sha256")
+
+
+def test_dangling_pointer_is_refused_before_ray(capsys, tmp_path):
+    root = _checkpoints(tmp_path, [1, 2])
+    shutil.rmtree(root / "global_step_2")
+    code, err = run(capsys, f"trainer.output_dir={tmp_path}", "trainer.resume_mode=auto")
+    assert_one_line(code, err, "names step 2", "global_step_2 does not exist")
+
+
+def test_auto_resume_pins_the_intact_checkpoint(capsys, tmp_path):
+    root = _checkpoints(tmp_path, [1, 2])
+    (root / "global_step_2" / "worker_0.json").write_text("{}")
+    code = main(["--print-config", "device=cpu", f"trainer.output_dir={tmp_path}", "trainer.resume_mode=auto"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert f"resume_mode: {root / 'global_step_1'}" in captured.out
