@@ -18,6 +18,7 @@ import torch
 from tensordict import TensorDictBase
 
 from siirl.engine.reward.batch_fields import get_ground_truths, get_list, get_str_list
+from siirl.engine.reward.bounded import BoundedCaller, FailureLog
 from siirl.errors import RewardFunctionError
 
 logger = logging.getLogger(__name__)
@@ -63,11 +64,20 @@ class RewardManager(ABC):
     function returned in a dict (missing ones are None).
     """
 
-    def __init__(self, tokenizer: Any = None, compute_score: Callable[..., Any] | None = None, **opts: Any):
+    def __init__(
+        self,
+        tokenizer: Any = None,
+        compute_score: Callable[..., Any] | None = None,
+        timeout_s: float = 10.0,
+        **opts: Any,
+    ):
         if opts:
             raise ValueError(f"{type(self).__name__} got unknown options: {sorted(opts)}")
         self.tokenizer = tokenizer
         self.compute_score = compute_score or self.default_score_fn()
+        #: Every score-function call is bounded by ``timeout_s``; a late one scores 0 and is counted.
+        self.caller = BoundedCaller(timeout_s)
+        self.failures = FailureLog(type(self).__name__)
 
     def default_score_fn(self) -> Callable[..., Any]:
         """Score function used when none is given: the data_source registry."""
@@ -78,6 +88,14 @@ class RewardManager(ABC):
     @abstractmethod
     def score(self, inputs: RewardInputs) -> list[Any]:
         """One score-function result (number or dict with ``"score"``) per sample."""
+
+    def failure_metrics(self) -> dict[str, float]:
+        """``reward/timeouts|errors|crashes`` since the last call (same keys on every rank)."""
+        return self.failures.pop_metrics()
+
+    def close(self) -> None:
+        """Release what the manager started (the bounded-call thread; subclasses add pools)."""
+        self.caller.close()
 
     def collect_inputs(self, batch: TensorDictBase, tokenizer: Any) -> RewardInputs:
         """Decode responses (valid tokens only, special tokens dropped) and gather the per-sample fields."""
