@@ -9,6 +9,7 @@ error: one line with the worker's exception type and message, and where the full
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from ray.exceptions import RayTaskError
@@ -16,6 +17,7 @@ from ray.exceptions import RayTaskError
 from siirl.errors import SiirlUserError
 
 logger = logging.getLogger(__name__)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class WorkerFailed(RuntimeError):
@@ -46,7 +48,7 @@ def ray_logs_dir() -> str | None:
 
 def write_traceback(output_dir: str | Path, rank: int | None, exc: BaseException) -> Path | None:
     """``<output_dir>/logs/worker_<rank>_error.log`` with Ray's full remote traceback."""
-    text = getattr(exc, "traceback_str", None) or str(exc)
+    text = _ANSI.sub("", getattr(exc, "traceback_str", None) or str(exc))
     path = Path(output_dir) / "logs" / f"worker_{'startup' if rank is None else rank}_error.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
