@@ -7,7 +7,6 @@ import pickle
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from siirl.dag_worker.checkpoint import LATEST, CheckpointManager
 from siirl.dag_worker.manifest import MANIFEST, write_manifest
@@ -15,12 +14,10 @@ from siirl.engine.workers.checkpoint import load_state_into, save_state
 from siirl.errors import CheckpointError
 
 
-@pytest.fixture(scope="module")
-def group(tmp_path_factory):
-    store = tmp_path_factory.mktemp("pg") / "store"
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    yield dist.group.WORLD
-    dist.destroy_process_group()
+@pytest.fixture
+def group():
+    """A single process: shards are ``rank_0_of_1`` (the multi-rank path runs in test_fsdp_distributed)."""
+    yield None
 
 
 class Tensors:

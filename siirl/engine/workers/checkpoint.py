@@ -72,11 +72,13 @@ def _local(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
-def shard_file(path: str | Path, group: dist.ProcessGroup) -> Path:
-    return Path(path) / f"rank_{dist.get_rank(group)}_of_{dist.get_world_size(group)}.safetensors"
+def shard_file(path: str | Path, group: dist.ProcessGroup | None) -> Path:
+    """This rank's file; ``group=None`` is a single process without torch.distributed."""
+    rank, size = (dist.get_rank(group), dist.get_world_size(group)) if group is not None else (0, 1)
+    return Path(path) / f"rank_{rank}_of_{size}.safetensors"
 
 
-def save_state(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup) -> None:
+def save_state(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup | None) -> None:
     """This rank's shards of ``state`` as host copies in one safetensors file."""
     Path(path).mkdir(parents=True, exist_ok=True)
     tensors = {}
@@ -86,7 +88,7 @@ def save_state(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup
     save_file(tensors, str(shard_file(path, group)), metadata={"format": "siirl-shard-v1"})
 
 
-def load_state_into(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup) -> None:
+def load_state_into(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup | None) -> None:
     """Fill ``state`` (a template with the right shapes and shardings) in place from this rank's file."""
     file = shard_file(path, group)
     if not file.is_file():
