@@ -70,17 +70,21 @@ def ray_init_options(address: str | None, runtime_env: dict[str, Any]) -> dict[s
     return options
 
 
-def check_capacity(bundle: dict[str, float], count: int) -> None:
-    """Refuse at once when the cluster's totals cannot hold ``count`` bundles (no 120 s wait)."""
+def check_capacity(bundles: list[dict[str, float]]) -> None:
+    """Refuse at once when the cluster's totals cannot hold the bundles (no 120 s placement wait)."""
     import ray
 
     totals = ray.cluster_resources()
-    for resource, amount in bundle.items():
-        need, have = amount * count, float(totals.get(resource, 0.0))
-        if have < need:
+    need: dict[str, float] = {}
+    for bundle in bundles:
+        for resource, amount in bundle.items():
+            need[resource] = need.get(resource, 0.0) + amount
+    for resource, amount in need.items():
+        have = float(totals.get(resource, 0.0))
+        if have < amount:
             raise ClusterError(
-                f"{count} DAG workers need {need:g} {resource} but the Ray cluster has {have:g} in total; "
-                "lower trainer.n_devices_per_node / trainer.nnodes or add nodes"
+                f"{len(bundles)} DAG workers need {amount:g} {resource} but the Ray cluster has {have:g} in "
+                "total; lower trainer.n_devices_per_node / trainer.nnodes or add nodes"
             )
 
 
@@ -103,6 +107,7 @@ class InterruptGuard:
     def __init__(self, grace_s: float = INTERRUPT_GRACE_S) -> None:
         self.grace_s = grace_s
         self._signals = 0
+        self._raised = False
         self._timer: threading.Timer | None = None
         self._saved: dict[int, Any] = {}
         self._old_fd = -1
@@ -129,8 +134,12 @@ class InterruptGuard:
             signal.signal(signum, handler)
         os.close(self._pipe[1])  # the watcher reads EOF and ends
 
-    @staticmethod
-    def _raise(signum: int, frame: FrameType | None) -> None:
+    def _raise(self, signum: int, frame: FrameType | None) -> None:
+        """First signal: unwind through the cleanup code; a second one must not abort that cleanup
+        half-way (leaving Ray running), so it ends everything at once."""
+        if self._raised:
+            self.force_exit()
+        self._raised = True
         raise KeyboardInterrupt
 
     def _watch(self, read_fd: int) -> None:

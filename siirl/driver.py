@@ -54,7 +54,7 @@ def _bundle(backend: DeviceBackend) -> dict[str, float]:
 
 def _reserve(plan: ExecutionPlan, backend: DeviceBackend):
     bundles = [_bundle(backend) for _ in range(plan.world_size)]
-    check_capacity(bundles[0], len(bundles))
+    check_capacity(bundles)
     group = placement_group(bundles, strategy="PACK")
     ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
     if not ready:
