@@ -3,6 +3,7 @@
 Each case is one the launcher used to report as an opaque worker failure (exit 1) after 15-26 s.
 """
 
+import os
 import shutil
 import time
 
@@ -95,6 +96,16 @@ def test_output_dir_under_a_file(capsys, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert_one_line(*run(capsys, f"trainer.output_dir={blocker}/run"), str(blocker), "not a directory")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through directory permissions")
+def test_output_dir_without_write_permission(capsys, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    try:
+        assert_one_line(*run(capsys, f"trainer.output_dir={locked}/run"), str(locked), "cannot write")
+    finally:
+        locked.chmod(0o755)
 
 
 def test_missing_resume_path(capsys, tmp_path):
