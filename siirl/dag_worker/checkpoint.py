@@ -118,7 +118,9 @@ class CheckpointManager:
                 logger.warning("resuming from the previous intact checkpoint %s", path)
             return path
         if refused:
-            raise CheckpointError(f"no intact checkpoint under {self.root}: {refused[0]}")
+            raise CheckpointError(
+                f"no intact checkpoint under {self.root}: {refused[0]} (trainer.resume_mode=disable starts afresh)"
+            )
         return None
 
     def resolve(self, resume_mode: str, verify: str = "all") -> Path | None:
