@@ -27,7 +27,7 @@ FAST = ["device=cpu", "data.train_batch_size=8", "actor_rollout_ref.actor.ppo_mi
 CASES: dict[str, list[str]] = {
     "train_batch_size=3 on 2 workers": ["data.train_batch_size=3", "actor_rollout_ref.actor.ppo_mini_batch_size=3"],
     "loss_mode=bogus": ["actor_rollout_ref.actor.policy_loss.loss_mode=bogus"],
-    "kl_penalty=bogus": ["algorithm.kl_penalty=bogus"],
+    "kl_penalty=bogus (used)": ["algorithm.kl_penalty=bogus", "algorithm.use_kl_in_reward=true"],
     "attn_implementation=bogus": ["actor_rollout_ref.model.attn_implementation=bogus"],
     "reward_manager=bogus": ["reward_model.reward_manager=bogus"],
     "trainer.logger=[bogus]": ["trainer.logger=[bogus]"],
@@ -52,7 +52,7 @@ def launch(args: list[str], run_dir: Path, limit_s: float, repo: Path = REPO) ->
         _, err = proc.communicate()
         code = "hang"
     seconds = time.perf_counter() - began
-    lines = [line for line in err.splitlines() if line.startswith("siirl:")]
+    lines = [line for line in err.splitlines() if line.startswith(("siirl: error", "siirl: job failed"))]
     return {"exit": code, "seconds": round(seconds, 2), "message": lines[-1][:110] if lines else ""}
 
 
