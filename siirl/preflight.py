@@ -194,7 +194,7 @@ def check_plan(cfg: DictConfig, plan: ExecutionPlan) -> None:
 
 
 def pin_resume_checkpoint(cfg: DictConfig) -> DictConfig:
-    """Resolve ``trainer.resume_mode`` to the verified checkpoint every worker will load (or ``disable``).
+    """Resolve ``trainer.resume_mode`` to the verified checkpoint every worker will load.
 
     ``auto`` falls back to the newest intact checkpoint (warning about each refused one); an explicit path
     must be intact. Pinning the choice here means all workers load the same step.
@@ -206,6 +206,8 @@ def pin_resume_checkpoint(cfg: DictConfig) -> DictConfig:
         return cfg
     manager = CheckpointManager(Path(cfg.trainer.output_dir) / "checkpoints", rank=0)
     path = manager.resolve(mode, verify="all")
-    pinned = OmegaConf.merge(cfg, {"trainer": {"resume_mode": str(path) if path else "disable"}})
+    if path is None:
+        return cfg
+    pinned = OmegaConf.merge(cfg, {"trainer": {"resume_mode": str(path)}})
     OmegaConf.set_readonly(pinned, True)
     return pinned
