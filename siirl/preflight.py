@@ -150,9 +150,16 @@ def _dp_size(plan: ExecutionPlan, role: str) -> int | None:
     return group.dp_size if group is not None else None
 
 
+def _data_dp_size(plan: ExecutionPlan) -> int:
+    """The dp size the workers shard the dataloader over (the rollout's, else their first role's)."""
+    coords = plan.worker(0).coords
+    coord = coords.get("rollout") or next(iter(coords.values()), None)
+    return coord.dp_size if coord is not None else plan.world_size
+
+
 def check_batch_sizes(cfg: DictConfig, plan: ExecutionPlan) -> None:
     """Batch sizes split evenly over the plan's data-parallel ranks (the rules the workers enforce)."""
-    rollout_dp = _dp_size(plan, "rollout") or plan.world_size
+    rollout_dp = _data_dp_size(plan)
     if cfg.data.train_batch_size % rollout_dp:
         raise ConfigError(
             f"bad config: data.train_batch_size={cfg.data.train_batch_size} must be divisible by the rollout "
@@ -179,7 +186,7 @@ def check_data_shape(cfg: DictConfig, plan: ExecutionPlan) -> None:
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
     from siirl.engine.workers.model_loading import load_tokenizer
 
-    dp = _dp_size(plan, "rollout") or plan.world_size
+    dp = _data_dp_size(plan)
     tokenizer = load_tokenizer(cfg.actor_rollout_ref.model)
     loader = build_train_dataloader(cfg.data, tokenizer, 0, dp)
     # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
