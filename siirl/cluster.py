@@ -57,7 +57,7 @@ def probe_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 
 def ray_init_options(address: str | None, runtime_env: dict[str, Any]) -> dict[str, Any]:
     """``ray.init`` keyword arguments. A Ray that siiRL starts itself serves only this job, so it runs
-    without the dashboard (an HTTP server plus agents nobody asked for); to watch a job in the
+    without the dashboard's HTTP server (Ray still starts its per-node agents); to watch a job in the
     dashboard, start Ray yourself (``ray start --head --dashboard-host=<ip>``) and set trainer.ray_address."""
     options: dict[str, Any] = {
         "address": address,
