@@ -13,16 +13,22 @@ import time
 
 import ray
 from omegaconf import DictConfig, OmegaConf
+from ray.exceptions import RayError
 from ray.util.placement_group import placement_group, remove_placement_group
 
+from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_init_options
 from siirl.device import DeviceBackend
-from siirl.errors import SiirlUserError
+from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.execution.scheduler.ray_request import PLACEMENT_STRATEGY, placement_bundles, worker_actor_options
+from siirl.worker_errors import WorkerFailed, explain, pick_failure
 
 logger = logging.getLogger(__name__)
 
 PLACEMENT_TIMEOUT_S = 120
+#: After the first worker failure, how long to wait for the others' errors (a user error raised on one
+#: rank usually makes its peers fail too, with less telling errors).
+FAILURE_GRACE_S = 3.0
 
 
 def _init_ray(cfg: DictConfig) -> bool:
@@ -33,17 +39,20 @@ def _init_ray(cfg: DictConfig) -> bool:
     runtime_env = {"env_vars": {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}}
     if ray.is_initialized():
         return False
-    ray.init(address=address, runtime_env=runtime_env, logging_level=logging.WARNING, log_to_driver=True)
+    if address:
+        probe_address(address)
+    ray.init(**ray_init_options(address, runtime_env))
     return True
 
 
 def _reserve(plan: ExecutionPlan, backend: DeviceBackend):
     bundles = placement_bundles(backend, plan.world_size)
+    check_capacity(bundles)
     group = placement_group(bundles, strategy=PLACEMENT_STRATEGY)
     ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
     if not ready:
         remove_placement_group(group)
-        raise SiirlUserError(
+        raise ClusterError(
             f"Ray could not reserve {plan.world_size} bundles of {bundles[0]} within {PLACEMENT_TIMEOUT_S}s; "
             f"cluster has {ray.cluster_resources()} (lower trainer.n_devices_per_node / trainer.nnodes)"
         )
@@ -64,7 +73,7 @@ def _start_workers(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan,
     return workers
 
 
-def _watch(refs: list) -> dict:
+def _watch(refs: list, output_dir: str) -> dict:
     """Wait for every worker's ``run``; the first failure fails the job, naming the worker.
 
     A dead worker's ref resolves to an error at once, while its peers may sit in a collective waiting
@@ -72,44 +81,59 @@ def _watch(refs: list) -> dict:
     """
     pending = dict(zip(refs, range(len(refs))))
     summaries: dict[int, dict] = {}
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+    failures: list[tuple[int, BaseException]] = []
+    deadline = None
+    while pending and (deadline is None or time.monotonic() < deadline):
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0 if deadline is None else 0.2)
         for ref in done:
             rank = pending.pop(ref)
             try:
                 summaries[rank] = ray.get(ref)
-            except Exception as exc:
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise RuntimeError(f"DAG worker rank {rank} (siirl_dag_worker_{rank}) failed: {first}") from exc
+            except Exception as exc:  # noqa: BLE001 - Ray wraps whatever the worker raised
+                failures.append((rank, exc))
+                deadline = deadline or time.monotonic() + FAILURE_GRACE_S
+    if failures:
+        rank, exc = pick_failure(failures)
+        raise explain(exc, rank, output_dir)
     return summaries[0]
 
 
 def run_job(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int:
-    """Run the planned job to the end; 0 on success, 1 when a worker fails."""
+    """Run the planned job to the end; 0 on success, 1 when a worker fails for an internal reason.
+
+    User errors (``SiirlUserError``, also those raised inside a worker) propagate to the launcher (exit 2).
+    """
     from siirl.data_coordinator import create_data_buffers
 
     started = time.perf_counter()
-    try:
-        owns_ray = _init_ray(cfg)
-    except Exception as exc:  # noqa: BLE001  (Ray raises bare Exception/ConnectionError on start-up)
-        print(f"siirl: job failed: could not start or join Ray: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
-        return 1
-    workers: list = []
-    group = None
-    try:
-        group = _reserve(plan, backend)
-        create_data_buffers()
-        workers = _start_workers(cfg, backend, plan, group)
-        summary = _watch([w.run.remote() for w in workers])
-        logger.info("job finished in %.1fs: %s", time.perf_counter() - started, summary)
-        return 0
-    except RuntimeError as exc:
-        print(f"siirl: job failed: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        for worker in workers:
-            ray.kill(worker, no_restart=True)
-        if group is not None:
-            remove_placement_group(group)
-        if owns_ray:
-            ray.shutdown()
+    with InterruptGuard():
+        try:
+            owns_ray = _init_ray(cfg)
+        except ClusterError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (Ray raises bare Exception/ConnectionError on start-up)
+            print(f"siirl: job failed: could not start or join Ray: {str(exc).strip().splitlines()[0]}",
+                  file=sys.stderr)
+            return 1
+        workers: list = []
+        group = None
+        try:
+            group = _reserve(plan, backend)
+            create_data_buffers()
+            try:
+                workers = _start_workers(cfg, backend, plan, group)
+            except RayError as exc:  # rendezvous / process groups
+                raise explain(exc, None, str(cfg.trainer.output_dir)) from None
+            summary = _watch([w.run.remote() for w in workers], str(cfg.trainer.output_dir))
+            logger.info("job finished in %.1fs: %s", time.perf_counter() - started, summary)
+            return 0
+        except WorkerFailed as exc:
+            print(f"siirl: job failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            for worker in workers:
+                ray.kill(worker, no_restart=True)
+            if group is not None:
+                remove_placement_group(group)
+            if owns_ray:
+                ray.shutdown()

@@ -103,7 +103,9 @@ class TrainingLoop:
                 "kl_ctrl": self.ctx.kl_ctrl_state()}
 
     def _resume(self) -> int:
-        path = self.ckpt.resolve(self.cfg.trainer.resume_mode)
+        mode = str(self.cfg.trainer.resume_mode)
+        # The launcher pins a fully verified folder; each file is checked again as it is read.
+        path = self.ckpt.resolve(mode, verify="all" if mode == "auto" else "manifest")
         if path is None:
             return 0
         state = self.ckpt.load(path, self.ctx.checkpoint_components())

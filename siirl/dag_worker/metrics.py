@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from siirl.errors import ConfigError
+
 logger = logging.getLogger("siirl.metrics")
 
 _SINKS: dict[str, type] = {}
@@ -24,6 +26,11 @@ def register_sink(name: str) -> Callable[[type], type]:
         return cls
 
     return wrap
+
+
+def sink_names() -> list[str]:
+    """Registered ``trainer.logger`` names."""
+    return sorted(_SINKS)
 
 
 def reduce_metrics(metrics: dict[str, float], group: dist.ProcessGroup | None = None) -> dict[str, float]:
@@ -101,7 +108,7 @@ class MetricsLogger:
     def __init__(self, run_dir: Path, sinks: list[str], enabled: bool) -> None:
         unknown = [s for s in sinks if s not in _SINKS]
         if unknown:
-            raise ValueError(f"unknown trainer.logger {unknown}; registered: {sorted(_SINKS)}")
+            raise ConfigError(f"unknown trainer.logger {unknown}; registered: {', '.join(sorted(_SINKS))}")
         run_dir.mkdir(parents=True, exist_ok=True)
         self.sinks = [_SINKS[s](run_dir) for s in sinks] if enabled else []
 

@@ -6,12 +6,14 @@ import json
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from engine_testutils import actor_config, make_batch, model_config, spawn
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
 from siirl.algorithms import agg_loss, compute_policy_loss, entropy_from_logits, kl_loss, logprobs_from_logits
+from siirl.dag_worker.manifest import write_manifest
 from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.workers import ActorWorker, ReferenceWorker
 from siirl.params.model import RefConfig, RolloutConfig
@@ -67,6 +69,10 @@ def _rank_main(rank: int, world: int, model_dir: str, out_dir: str) -> None:
 
     # Checkpoint round trip: restoring model + optimizer + scheduler reproduces the next step exactly.
     actor.save_checkpoint(out / "ckpt")
+    dist.barrier()
+    if rank == 0:  # seal it as the checkpoint manager does: files are only read against a manifest
+        write_manifest(out / "ckpt")
+    dist.barrier()
     actor.update_policy(batch)
     second = _params(actor)
     actor.update_policy(batch)
