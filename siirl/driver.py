@@ -1,7 +1,8 @@
 """The driver: starts Ray, reserves one bundle per DAG worker, starts the workers and watches them.
 
 It never sees a batch: workers load their own data shards and exchange samples through the per-node data
-buffers. The driver only learns each worker's final summary (a few floats) and whether it died.
+buffers. The driver only learns each worker's final summary (a few floats), whether it died, and the
+headline numbers rank 0 posts to the progress board, which it draws as one progress bar.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from siirl.dag_worker.progress import ProgressBar, create_board
 from siirl.device import DeviceBackend
 from siirl.errors import SiirlUserError
 from siirl.execution.scheduler.plan import ExecutionPlan
@@ -30,10 +32,14 @@ def _init_ray(cfg: DictConfig) -> bool:
     address = cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS") or None
     # Workers import user modules (custom pipelines, reward files) relative to where the job started.
     path = os.pathsep.join(p for p in [os.getcwd(), os.environ.get("PYTHONPATH", "")] if p)
-    runtime_env = {"env_vars": {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}}
+    env = {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
+    if os.environ.get("SIIRL_LOG_LEVEL"):
+        env["SIIRL_LOG_LEVEL"] = os.environ["SIIRL_LOG_LEVEL"]
     if ray.is_initialized():
         return False
-    ray.init(address=address, runtime_env=runtime_env, logging_level=logging.WARNING, log_to_driver=True)
+    # No dashboard: it starts a dozen processes (seconds of start-up) that a training job does not use.
+    ray.init(address=address, runtime_env={"env_vars": env}, logging_level=logging.WARNING, log_to_driver=True,
+             include_dashboard=False)
     return True
 
 
@@ -78,7 +84,7 @@ def _start_workers(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan,
     return workers
 
 
-def _watch(refs: list) -> dict:
+def _watch(refs: list, bar: ProgressBar | None = None) -> dict:
     """Wait for every worker's ``run``; the first failure fails the job, naming the worker.
 
     A dead worker's ref resolves to an error at once, while its peers may sit in a collective waiting
@@ -87,7 +93,9 @@ def _watch(refs: list) -> dict:
     pending = dict(zip(refs, range(len(refs))))
     summaries: dict[int, dict] = {}
     while pending:
-        done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+        if bar is not None:
+            bar.poll()
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
         for ref in done:
             rank = pending.pop(ref)
             try:
@@ -109,13 +117,20 @@ def run_job(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int
         print(f"siirl: job failed: could not start or join Ray: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
         return 1
     workers: list = []
-    group = None
+    group = board = None
     try:
         group = _reserve(plan, backend)
         create_data_buffers()
+        board = create_board()
         workers = _start_workers(cfg, backend, plan, group)
-        summary = _watch([w.run.remote() for w in workers])
-        logger.info("job finished in %.1fs: %s", time.perf_counter() - started, summary)
+        bar = ProgressBar(board)
+        try:
+            summary = _watch([w.run.remote() for w in workers], bar)
+        finally:
+            bar.close()
+        shown = ", ".join(f"{k}={v:.3f}" for k, v in summary.items())
+        logger.info("job finished in %.1fs: %s; outputs in %s", time.perf_counter() - started, shown,
+                    cfg.trainer.output_dir)
         return 0
     except RuntimeError as exc:
         print(f"siirl: job failed: {exc}", file=sys.stderr)
@@ -123,6 +138,8 @@ def run_job(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int
     finally:
         for worker in workers:
             ray.kill(worker, no_restart=True)
+        if board is not None:
+            ray.kill(board)
         if group is not None:
             remove_placement_group(group)
         if owns_ray:

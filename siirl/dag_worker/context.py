@@ -137,7 +137,7 @@ def build_context(
     if NodeRole.REFERENCE in roles and uses_reference(cfg):
         ctx.ref = ReferenceWorker(
             arr.model, arr.ref, backend, process_group=groups.get("reference"),
-            temperature=arr.rollout.temperature, **common,
+            temperature=arr.rollout.temperature, strategy=str(arr.actor.strategy), **common,
         )
     if NodeRole.CRITIC in roles:
         ctx.critic = CriticWorker(
