@@ -37,6 +37,10 @@ def _init_ray(cfg: DictConfig) -> bool:
         env["SIIRL_LOG_LEVEL"] = os.environ["SIIRL_LOG_LEVEL"]
     if ray.is_initialized():
         return False
+    if not address:
+        # Ray starts worker processes at nice 15 (meant for background tasks): the DAG workers ARE the job,
+        # and at nice 15 any other busy process on the host would take most of their CPU time.
+        os.environ.setdefault("RAY_worker_niceness", "0")
     # No dashboard: it starts a dozen processes (seconds of start-up) that a training job does not use.
     ray.init(address=address, runtime_env={"env_vars": env}, logging_level=logging.WARNING, log_to_driver=True,
              include_dashboard=False)

@@ -153,7 +153,9 @@ class TrainingLoop:
             self.ctx.step_finished(metrics)
             if trainer.save_freq > 0 and step % trainer.save_freq == 0:
                 self.ckpt.save(step, self.ctx.checkpoint_components(), self._worker_state(step))
+            began = time.perf_counter()
             metrics = reduce_metrics(metrics)
+            metrics["timing_s/reduce_metrics"] = time.perf_counter() - began
             metrics["perf/samples_per_s"] = self.samples_per_step / max(metrics["timing_s/step"], 1e-9)
             if (trainer.test_freq > 0 and step % trainer.test_freq == 0) or step == total:
                 began = time.perf_counter()

@@ -70,11 +70,20 @@ class ParquetRows:
         except (pa.ArrowException, OSError) as exc:
             raise DataFileError(f"{self._paths[file_idx]} is malformed ({_one_line(exc)})") from None
 
-    def iter_column(self, column: str) -> Iterator[list]:
-        """Every value of one column, one row group at a time, in global row order."""
+    def iter_column(self, column: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, list]]:
+        """``(first row id, values)`` of one column over rows ``[start, end)``, one row group at a time, in
+        global row order; row groups outside the range are never read."""
+        end = self.num_rows if end is None else end
         for file_idx, handle in enumerate(self._files):
+            base = int(self._file_start[file_idx])
+            bounds = self._group_start[file_idx]
             for group in range(handle.num_row_groups):
-                yield self._read_group(file_idx, group, [column]).column(column).to_pylist()
+                lo, hi = base + int(bounds[group]), base + int(bounds[group + 1])
+                if hi <= start or lo >= end:
+                    continue
+                values = self._read_group(file_idx, group, [column]).column(column)
+                first, last = max(lo, start), min(hi, end)
+                yield first, values.slice(first - lo, last - first).to_pylist()
 
     def read(self, row_ids: Sequence[int] | np.ndarray, columns: Sequence[str]) -> list[dict]:
         """The requested rows as dicts, in the order of ``row_ids`` (columns a file lacks are absent)."""
