@@ -32,7 +32,8 @@ def _init_ray(cfg: DictConfig) -> bool:
     address = cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS") or None
     # Workers import user modules (custom pipelines, reward files) relative to where the job started.
     path = os.pathsep.join(p for p in [os.getcwd(), os.environ.get("PYTHONPATH", "")] if p)
-    env = {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
+    # Workers draw no progress bars (Ray would forward every redraw as a line): the driver draws the one bar.
+    env = {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
     if os.environ.get("SIIRL_LOG_LEVEL"):
         env["SIIRL_LOG_LEVEL"] = os.environ["SIIRL_LOG_LEVEL"]
     if ray.is_initialized():
