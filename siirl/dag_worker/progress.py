@@ -62,13 +62,15 @@ class ProgressBar:
 
     def __init__(self, board: Any) -> None:
         self.board = board
-        self.bar = tqdm(total=0, desc="siirl", unit="step", dynamic_ncols=True)
+        self.bar: tqdm | None = None  # drawn once rank 0 has said how many steps there are
         self.pending = None
 
     def _apply(self, latest: tuple[int, int, dict[str, float]]) -> None:
         step, total, values = latest
-        if total and self.bar.total != total:
-            self.bar.reset(total=total)
+        if not total:
+            return
+        if self.bar is None:
+            self.bar = tqdm(total=total, initial=step, desc="siirl", unit="step", dynamic_ncols=True)
         self.bar.update(step - self.bar.n)
         shown = {SHOWN[k]: round(v, 0 if k == "perf/samples_per_s" else 3) for k, v in values.items()}
         self.bar.set_postfix(shown, refresh=True)
@@ -88,4 +90,5 @@ class ProgressBar:
             self._apply(ray.get(self.board.latest.remote(), timeout=5.0))
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
             pass
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
