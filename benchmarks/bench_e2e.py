@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--steps", type=int, default=-1, help="training steps (-1: the default command's own)")
     parser.add_argument("--baseline-layout", choices=("padded", "packed"), default="padded")
+    parser.add_argument("--baseline-threads", type=int, default=0, help="0: torch's default (all cores)")
     args, extra = parser.parse_known_args(argv)
     sys.path.insert(0, str(ROOT))
     from siirl.params import load_config
@@ -116,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
                 "ours": ([sys.executable, "-m", "siirl.main_dag", "device=cpu", f"trainer.output_dir={ours_dir}",
                           "trainer.logger=[jsonl]", *common], ours_dir),
                 "baseline": ([sys.executable, str(ROOT / "benchmarks" / "single_process_grpo.py"), "--out",
-                              str(base_dir), "--layout", args.baseline_layout, *common], base_dir),
+                              str(base_dir), "--layout", args.baseline_layout, "--threads",
+                              str(args.baseline_threads), *common], base_dir),
             }
             order = ["ours", "baseline"] if r % 2 == 0 else ["baseline", "ours"]
             runs = {name: run_command(name, *commands[name], work) for name in order}
@@ -130,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, seconds in stages:
         print(f"  {name:<46}{seconds:>10.4f}")
     print(json.dumps({"benchmark": "e2e_grpo", "samples_per_step": samples, "baseline_layout": args.baseline_layout,
+                      "baseline_threads": args.baseline_threads or os.cpu_count(), "load_avg": os.getloadavg(),
                       "rounds": results, "median_speedup": statistics.median(r["speedup"] for r in results),
                       "breakdown_s": dict(stages)}))
 

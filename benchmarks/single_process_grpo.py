@@ -104,8 +104,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--layout", choices=("padded", "packed"), default="padded")
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: torch's default, all cores)")
     args, overrides = parser.parse_known_args(argv)
     began = time.perf_counter()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     cfg = load_config(["device=cpu", *overrides])
     trainer = SingleProcessGRPO(cfg, args.layout)
     total = cfg.trainer.total_training_steps
@@ -126,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
             if (cfg.trainer.test_freq > 0 and step % cfg.trainer.test_freq == 0) or step == total:
                 row["val/score"] = trainer.validate()
             sink.write(json.dumps(row) + "\n")
+            sink.flush()
     print(json.dumps({"baseline": "single_process_grpo", "layout": args.layout, "threads": torch.get_num_threads(),
                       "steps": total, "seconds": time.perf_counter() - began}))
 
