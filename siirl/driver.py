@@ -43,8 +43,9 @@ def _init_ray(cfg: DictConfig) -> bool:
         # and at nice 15 any other busy process on the host would take most of their CPU time.
         os.environ.setdefault("RAY_worker_niceness", "0")
     # No dashboard: it starts a dozen processes (seconds of start-up) that a training job does not use.
-    ray.init(address=address, runtime_env={"env_vars": env}, logging_level=logging.WARNING, log_to_driver=True,
-             include_dashboard=False)
+    # Without an address, a fresh local instance ("local"), never whatever cluster another job left running.
+    ray.init(address=address or "local", runtime_env={"env_vars": env}, logging_level=logging.WARNING,
+             log_to_driver=True, include_dashboard=False)
     return True
 
 
