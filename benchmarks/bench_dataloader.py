@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+import psutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,7 +42,28 @@ from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.params import load_config
 from siirl.tasks.arithmetic import format_prompt
 
-MB = 1024.0  # ru_maxrss is in KiB on Linux
+MB = 1024.0**2
+
+
+class PeakRss:
+    """Peak RSS of this process above its value at entry, sampled every 5 ms by a background thread."""
+
+    def __enter__(self):
+        self.proc = psutil.Process()
+        self.start = self.peak = self.proc.memory_info().rss
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.005):
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
 
 
 def write_dataset(path: Path, rows: int) -> None:
@@ -61,18 +84,17 @@ def _rank(rank: int, ranks: int, port: int, data: str, shared: bool, batches: in
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks)
     cfg = load_config(["device=cpu", f"data.train_files=[{data}]", "data.train_batch_size=256"])
     tokenizer = load_tokenizer(cfg.actor_rollout_ref.model)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     dist.barrier()
-    began = time.perf_counter()
-    scan = dist_scan_share() if shared else None
-    loader = build_train_dataloader(cfg.data, tokenizer, rank, ranks, scan=scan)
-    built = time.perf_counter() - began
-    iterator = iter(loader)
-    rows = sum(next(iterator).batch_size[0] for _ in range(batches))
-    total = time.perf_counter() - began
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    with PeakRss() as rss:
+        began = time.perf_counter()
+        scan = dist_scan_share() if shared else None
+        loader = build_train_dataloader(cfg.data, tokenizer, rank, ranks, scan=scan)
+        built = time.perf_counter() - began
+        iterator = iter(loader)
+        rows = sum(next(iterator).batch_size[0] for _ in range(batches))
+        total = time.perf_counter() - began
     Path(out, f"{rank}.json").write_text(json.dumps({"build_s": built, "ready_s": total, "rows": rows,
-                                                     "rss_mb": peak / MB, "filtered": loader.num_filtered}))
+                                                     "rss_mb": (rss.peak - rss.start) / MB}))
     dist.destroy_process_group()
 
 
