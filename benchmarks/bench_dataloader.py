@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 import psutil
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch.distributed as dist
