@@ -174,11 +174,12 @@ class DistributedDataLoader:
         epoch, start = self._epoch, self._position
         todo = self._sampler.batches(epoch)[start:]
         row_ids = self._kept[np.concatenate(todo)] if todo else np.zeros(0, dtype=np.int64)
-        rows = self._rows.read(row_ids, self._columns)
+        # One columnar read of this rank's rows for the epoch; Python objects exist one batch at a time.
+        table = self._rows.read_table(row_ids, self._columns)
         offset = 0
         for i, positions in enumerate(todo):
             end = offset + len(positions)
-            batch = self._make_batch(rows[offset:end], row_ids[offset:end])
+            batch = self._make_batch(table.slice(offset, end - offset).to_pylist(), row_ids[offset:end])
             offset = end
             self._position = start + i + 1
             yield batch

@@ -191,9 +191,9 @@ def test_resuming_reads_only_the_rows_of_the_remaining_batches(parquet_of, token
     loader = build_train_dataloader(config, tokenizer, 0, 2)
     assert loader.batch_size_per_rank == 2 and len(loader) == 4
     requested = []
-    original = ParquetRows.read
+    original = ParquetRows.read_table
     monkeypatch.setattr(
-        ParquetRows, "read", lambda self, ids, cols: requested.append(len(ids)) or original(self, ids, cols)
+        ParquetRows, "read_table", lambda self, ids, cols: requested.append(len(ids)) or original(self, ids, cols)
     )
     loader.load_state_dict({**loader.state_dict(), "position": 3})
     assert len(list(loader)) == 1 and requested == [2]
