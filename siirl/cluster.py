@@ -60,7 +60,8 @@ def ray_init_options(address: str | None, runtime_env: dict[str, Any]) -> dict[s
     without the dashboard's HTTP server (Ray still starts its per-node agents); to watch a job in the
     dashboard, start Ray yourself (``ray start --head --dashboard-host=<ip>``) and set trainer.ray_address."""
     options: dict[str, Any] = {
-        "address": address,
+        # Without an address: a fresh local instance, never whatever cluster another job left running.
+        "address": address or "local",
         "runtime_env": runtime_env,
         "logging_level": logging.WARNING,
         "log_to_driver": True,

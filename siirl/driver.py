@@ -1,7 +1,8 @@
 """The driver: starts Ray, reserves one bundle per DAG worker, starts the workers and watches them.
 
 It never sees a batch: workers load their own data shards and exchange samples through the per-node data
-buffers. The driver only learns each worker's final summary (a few floats) and whether it died.
+buffers. The driver only learns each worker's final summary (a few floats), whether it died, and the
+headline numbers rank 0 posts to the progress board, which it draws as one progress bar.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ray.exceptions import RayError
 from ray.util.placement_group import placement_group, remove_placement_group
 
 from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_init_options
+from siirl.dag_worker.progress import ProgressBar, create_board
 from siirl.device import DeviceBackend
 from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
@@ -36,12 +38,19 @@ def _init_ray(cfg: DictConfig) -> bool:
     address = cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS") or None
     # Workers import user modules (custom pipelines, reward files) relative to where the job started.
     path = os.pathsep.join(p for p in [os.getcwd(), os.environ.get("PYTHONPATH", "")] if p)
-    runtime_env = {"env_vars": {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}}
+    # Workers draw no progress bars (Ray would forward every redraw as a line): the driver draws the one bar.
+    env = {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+    if os.environ.get("SIIRL_LOG_LEVEL"):
+        env["SIIRL_LOG_LEVEL"] = os.environ["SIIRL_LOG_LEVEL"]
     if ray.is_initialized():
         return False
     if address:
         probe_address(address)
-    ray.init(**ray_init_options(address, runtime_env))
+    else:
+        # Ray starts worker processes at nice 15 (meant for background tasks): the DAG workers ARE the job,
+        # and at nice 15 any other busy process on the host would take most of their CPU time.
+        os.environ.setdefault("RAY_worker_niceness", "0")
+    ray.init(**ray_init_options(address, {"env_vars": env}))
     return True
 
 
@@ -73,7 +82,7 @@ def _start_workers(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan,
     return workers
 
 
-def _watch(refs: list, output_dir: str) -> dict:
+def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None) -> dict:
     """Wait for every worker's ``run``; the first failure fails the job, naming the worker.
 
     A dead worker's ref resolves to an error at once, while its peers may sit in a collective waiting
@@ -84,7 +93,9 @@ def _watch(refs: list, output_dir: str) -> dict:
     failures: list[tuple[int, BaseException]] = []
     deadline = None
     while pending and (deadline is None or time.monotonic() < deadline):
-        done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0 if deadline is None else 0.2)
+        if bar is not None:
+            bar.poll()
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5 if deadline is None else 0.2)
         for ref in done:
             rank = pending.pop(ref)
             try:
@@ -116,16 +127,23 @@ def run_job(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int
                   file=sys.stderr)
             return 1
         workers: list = []
-        group = None
+        group = board = None
         try:
             group = _reserve(plan, backend)
             create_data_buffers()
+            board = create_board()
             try:
                 workers = _start_workers(cfg, backend, plan, group)
             except RayError as exc:  # rendezvous / process groups
                 raise explain(exc, None, str(cfg.trainer.output_dir)) from None
-            summary = _watch([w.run.remote() for w in workers], str(cfg.trainer.output_dir))
-            logger.info("job finished in %.1fs: %s", time.perf_counter() - started, summary)
+            bar = ProgressBar(board)
+            try:
+                summary = _watch([w.run.remote() for w in workers], str(cfg.trainer.output_dir), bar)
+            finally:
+                bar.close()
+            shown = ", ".join(f"{k}={v:.3f}" for k, v in summary.items())
+            logger.info("job finished in %.1fs: %s; outputs in %s", time.perf_counter() - started, shown,
+                        cfg.trainer.output_dir)
             return 0
         except WorkerFailed as exc:
             print(f"siirl: job failed: {exc}", file=sys.stderr)
@@ -133,6 +151,8 @@ def run_job(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int
         finally:
             for worker in workers:
                 ray.kill(worker, no_restart=True)
+            if board is not None:
+                ray.kill(board)
             if group is not None:
                 remove_placement_group(group)
             if owns_ray:

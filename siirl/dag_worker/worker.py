@@ -9,8 +9,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed as dist
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from siirl.device import get_backend
 from siirl.device.pinning import pin_process
@@ -37,20 +38,38 @@ def _listen_on(host: str) -> socket.socket:
     return sock
 
 
+def available_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def worker_threads(cfg: DictConfig, plan: ExecutionPlan, rank: int) -> int:
+    """``trainer.cpu_threads_per_worker``, or the node's cores split evenly among its DAG workers."""
+    if int(cfg.trainer.cpu_threads_per_worker) > 0:
+        return int(cfg.trainer.cpu_threads_per_worker)
+    node = plan.worker(rank).node_index
+    on_node = sum(1 for worker in plan.workers if worker.node_index == node)
+    return max(1, available_cores() // max(on_node, 1))
+
+
 class DAGWorker:
     """Owns one rank: its device, its process groups, its model workers, its data shard."""
 
     def __init__(self, cfg: dict[str, Any], plan: ExecutionPlan, rank: int, device_name: str) -> None:
-        logging.basicConfig(level=os.environ.get("SIIRL_LOG_LEVEL", "INFO"),
-                            format=f"%(asctime)s %(levelname)s [rank {rank}] %(name)s: %(message)s",
-                            datefmt="%H:%M:%S")
         self.cfg = OmegaConf.create(cfg)
         OmegaConf.set_readonly(self.cfg, True)
+        logging.basicConfig(level=os.environ.get("SIIRL_LOG_LEVEL", str(self.cfg.trainer.log_level)),
+                            format=f"%(asctime)s %(levelname)s [rank {rank}] %(name)s: %(message)s",
+                            datefmt="%H:%M:%S")
         self.plan, self.rank = plan, rank
         self.me = plan.worker(rank)
         self.backend = get_backend(device_name)
         self.local_device = 0
         self._listener: socket.socket | None = None
+        torch.set_num_threads(worker_threads(self.cfg, plan, rank))
 
     def rendezvous_address(self) -> tuple[str, int]:
         """Rank 0 hosts the torch.distributed rendezvous, on the node IP Ray uses (the address peers dial)."""
