@@ -51,7 +51,7 @@ def prepare(overrides: list[str], config_path: str | None = None, config_name: s
     from siirl.execution.dag.builtin_pipelines import select_pipeline
     from siirl.execution.scheduler.planner import plan_from_config
     from siirl.params import load_config
-    from siirl.preflight import check_inputs
+    from siirl.preflight import check_inputs, check_plan, pin_resume_checkpoint
 
     cfg = load_config(overrides, config_path=config_path, config_name=config_name)
     backend = get_backend(cfg.trainer.device)
@@ -64,6 +64,8 @@ def prepare(overrides: list[str], config_path: str | None = None, config_name: s
     check_inputs(cfg)
     graph = select_pipeline(cfg)
     plan = plan_from_config(graph, cfg)
+    check_plan(cfg, plan)
+    cfg = pin_resume_checkpoint(cfg)
     return cfg, backend, graph, plan
 
 

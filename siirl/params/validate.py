@@ -43,9 +43,13 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "critic.loss_agg_horizon": _NON_NEGATIVE,
     "actor_rollout_ref.actor.optim.lr": _NON_NEGATIVE,
     "actor_rollout_ref.actor.optim.lr_scheduler_type": _one_of("constant", "cosine"),
+    "actor_rollout_ref.actor.strategy": _one_of("auto", "fsdp", "fsdp2", "replicate"),
+    "critic.strategy": _one_of("auto", "fsdp", "fsdp2", "replicate"),
     "actor_rollout_ref.model.dtype": _one_of("auto", "float32", "bfloat16", "float16"),
     "critic.optim.lr_scheduler_type": _one_of("constant", "cosine"),
     "trainer.nnodes": _POSITIVE,
+    "trainer.log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+    "trainer.cpu_threads_per_worker": _NON_NEGATIVE,
     "trainer.n_devices_per_node": _POSITIVE,
     "trainer.total_epochs": _POSITIVE,
 }
@@ -62,12 +66,12 @@ REGISTRY_KEYS: dict[str, str] = {
 #: Options the schema accepts for verl compatibility but siiRL does not implement: key -> (is it set?, why).
 UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "actor_rollout_ref.actor.strategy": (
-        lambda v: v not in ("fsdp", "fsdp2"),
-        "is not implemented; the actor trains with FSDP2 (strategy=fsdp2)",
+        lambda v: v == "megatron",
+        "is not implemented; the actor trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
     ),
     "critic.strategy": (
-        lambda v: v not in ("fsdp", "fsdp2"),
-        "is not implemented; the critic trains with FSDP2 (strategy=fsdp2)",
+        lambda v: v == "megatron",
+        "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
     ),
     "reward_model.enable": (
         lambda v: bool(v),
@@ -125,14 +129,14 @@ def _check_remax_baseline(cfg: DictConfig) -> None:
 
 def validate_config(cfg: DictConfig) -> None:
     """Raise ``ConfigError`` naming the first key whose value breaks its rule; resolve ``loss_mode=auto``."""
-    for key, (ok, allowed) in RULES.items():
-        value = OmegaConf.select(cfg, key)
-        if not ok(value):
-            raise ConfigError(f"bad config: {key}={value!r} is invalid; expected {allowed}")
     for key, (is_set, why) in UNSUPPORTED.items():
         value = OmegaConf.select(cfg, key)
         if is_set(value):
             raise ConfigError(f"bad config: {key}={value!r} {why}")
+    for key, (ok, allowed) in RULES.items():
+        value = OmegaConf.select(cfg, key)
+        if not ok(value):
+            raise ConfigError(f"bad config: {key}={value!r} is invalid; expected {allowed}")
     if cfg.data.train_batch_size % max(cfg.actor_rollout_ref.actor.ppo_mini_batch_size, 1):
         raise ConfigError(
             "bad config: data.train_batch_size must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "
