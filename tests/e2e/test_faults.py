@@ -33,16 +33,22 @@ def _trained_one_step(run_dir: Path) -> bool:
     return metrics.is_file() and any(json.loads(line).get("step", 0) >= 1 for line in metrics.read_text().splitlines())
 
 
-def test_killed_worker_fails_job_within_60s(tmp_path):
-    run_dir = tmp_path / "fault"
+def _start_long_job(run_dir: Path) -> subprocess.Popen:
+    """A job of the launcher that would train for long, its own local Ray; returned once it has trained a step."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "siirl.main_dag", *FAST, f"trainer.output_dir={run_dir}",
          "trainer.total_training_steps=10000"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=run_dir.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     _wait_for(lambda: _trained_one_step(run_dir), 240, proc)
+    return proc
+
+
+def test_killed_worker_fails_job_within_60s(tmp_path):
+    run_dir = tmp_path / "fault"
+    proc = _start_long_job(run_dir)
     victim = int((run_dir / "workers" / "rank_1.pid").read_text())
     os.kill(victim, signal.SIGKILL)
     killed_at = time.monotonic()
@@ -111,14 +117,7 @@ def test_ctrl_c_ends_job_and_every_process_within_10s(tmp_path):
     import psutil
 
     run_dir = tmp_path / "interrupt"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "siirl.main_dag", *FAST, f"trainer.output_dir={run_dir}",
-         "trainer.total_training_steps=10000"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    _wait_for(lambda: _trained_one_step(run_dir), 240, proc)
+    proc = _start_long_job(run_dir)
     started = _descendants(proc.pid)
     assert len(started) >= 3  # Ray's services and the DAG workers
     proc.send_signal(signal.SIGINT)
