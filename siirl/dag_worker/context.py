@@ -77,9 +77,10 @@ class WorkerContext:
         return {name: c for name, c in (("actor", self.actor), ("critic", self.critic)) if c is not None}
 
     def close(self) -> None:
-        closer = getattr(self.reward_manager, "close", None)
-        if closer is not None:
-            closer()
+        for owner in (self.reward_manager, self.rollout):
+            closer = getattr(owner, "close", None)
+            if closer is not None:
+                closer()
 
 
 def _roles(graph) -> set[NodeRole]:
@@ -93,6 +94,7 @@ def uses_reference(cfg: DictConfig) -> bool:
 def build_context(
     cfg: DictConfig, plan: ExecutionPlan, rank: int, backend: DeviceBackend, local_device: int
 ) -> WorkerContext:
+    from siirl.dag_worker.env_setup import env_reward_manager, inner_rollout_config, wrap_rollout
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
     from siirl.engine.rollout import make_rollout_engine
     from siirl.engine.workers import ActorWorker, CriticWorker, ReferenceWorker
@@ -116,7 +118,7 @@ def build_context(
             build_val_dataloader(cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size)
             if cfg.data.val_files else None
         ),
-        reward_manager=make_reward_manager_from_config(cfg, tokenizer),
+        reward_manager=env_reward_manager(cfg) or make_reward_manager_from_config(cfg, tokenizer),
         kl_ctrl=make_kl_controller(cfg.algorithm.kl_ctrl),
     )
     if layouts_differ(plan):
@@ -130,10 +132,11 @@ def build_context(
             temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout, init_seed=cfg.trainer.seed, **common,
         )
     if NodeRole.ROLLOUT in roles:
-        ctx.rollout = make_rollout_engine(
-            arr.rollout.name, model_cfg=arr.model, rollout_cfg=arr.rollout, backend=backend,
+        engine = make_rollout_engine(
+            arr.rollout.name, model_cfg=arr.model, rollout_cfg=inner_rollout_config(cfg), backend=backend,
             max_response_length=cfg.data.max_response_length, tokenizer=tokenizer, **common,
         )
+        ctx.rollout = wrap_rollout(engine, cfg, tokenizer)
     if NodeRole.REFERENCE in roles and uses_reference(cfg):
         ctx.ref = ReferenceWorker(
             arr.model, arr.ref, backend, process_group=groups.get("reference"),

@@ -30,7 +30,8 @@ def parse_answer(action: Any) -> int | None:
 
 @register_env("arith_chain")
 class ArithmeticChainEnv:
-    """``steps`` additions in a row; the first one comes from the task's prompt when it holds ``a+b=``."""
+    """``steps`` additions in a row; the first is the task prompt's ``a+b=`` when its sum is in range,
+    else drawn from the seed (operands up to ``max_operand // 2``)."""
 
     def __init__(self, steps: int = 2, max_operand: int = 99, fail_fast: bool = False) -> None:
         if steps < 1:
@@ -45,7 +46,7 @@ class ArithmeticChainEnv:
 
     def _first_problem(self, task: Mapping[str, Any]) -> tuple[int, int]:
         match = _PROBLEM.search(str(task.get("prompt_text", "")))
-        if match:
+        if match and int(match.group(1)) + int(match.group(2)) <= self.max_operand:
             return int(match.group(1)), int(match.group(2))
         half = self.max_operand // 2
         return self._rng.randint(0, half), self._rng.randint(0, half)

@@ -42,6 +42,10 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.nnodes": _POSITIVE,
     "trainer.n_devices_per_node": _POSITIVE,
     "trainer.total_epochs": _POSITIVE,
+    "actor_rollout_ref.rollout.multi_turn.max_turns": _POSITIVE,
+    "actor_rollout_ref.rollout.multi_turn.max_observation_length": _POSITIVE,
+    "env.num_workers": _NON_NEGATIVE,
+    "env.timeout_s": _POSITIVE,
 }
 
 
