@@ -39,6 +39,8 @@ class WorkerContext:
     ref: Any = None
     critic: Any = None
     coordinator: Any = None
+    #: Multi-agent graphs: agent name -> its own actor and rollout engine (siirl.dag_worker.agents).
+    agents: dict[str, Any] = field(default_factory=dict)
     validating: bool = False
     rollout_weights_stale: bool = True
     extras: dict[str, Any] = field(default_factory=dict)
@@ -74,7 +76,9 @@ class WorkerContext:
             self.kl_ctrl.value = state["value"]
 
     def checkpoint_components(self) -> dict[str, Any]:
-        return {name: c for name, c in (("actor", self.actor), ("critic", self.critic)) if c is not None}
+        components = {name: c for name, c in (("actor", self.actor), ("critic", self.critic)) if c is not None}
+        components.update({f"agent_{name}": agent.actor for name, agent in self.agents.items()})
+        return components
 
     def close(self) -> None:
         for owner in (self.reward_manager, self.rollout):
@@ -84,7 +88,11 @@ class WorkerContext:
 
 
 def _roles(graph) -> set[NodeRole]:
-    return {node.node_role for node in graph.nodes.values() if node.node_type is not NodeType.DATA_LOAD}
+    """Roles of the single policy; nodes of a multi-agent graph's agents bring their own models."""
+    return {
+        node.node_role for node in graph.nodes.values()
+        if node.node_type is not NodeType.DATA_LOAD and not node.config.get("agent")
+    }
 
 
 def uses_reference(cfg: DictConfig) -> bool:
@@ -137,6 +145,12 @@ def build_context(
             max_response_length=cfg.data.max_response_length, tokenizer=tokenizer, **common,
         )
         ctx.rollout = wrap_rollout(engine, cfg, tokenizer)
+    if any(node.config.get("agent") for node in me.graph):
+        from siirl.dag_worker.agent_nodes import validate_team
+        from siirl.dag_worker.agents import build_agents
+
+        ctx.agents = build_agents(cfg, me.graph, groups, backend, tokenizer, local_device)
+        ctx.extras["validate"] = validate_team
     if NodeRole.REFERENCE in roles and uses_reference(cfg):
         ctx.ref = ReferenceWorker(
             arr.model, arr.ref, backend, process_group=groups.get("reference"),
@@ -148,5 +162,6 @@ def build_context(
             init_seed=cfg.trainer.seed, **common,
         )
     logger.info("worker %d built: %s", rank, ", ".join(
-        name for name in ("actor", "rollout", "ref", "critic") if getattr(ctx, name) is not None))
+        [name for name in ("actor", "rollout", "ref", "critic") if getattr(ctx, name) is not None]
+        + [f"agent {name}" for name in ctx.agents]))
     return ctx

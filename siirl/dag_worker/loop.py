@@ -79,6 +79,9 @@ class TrainingLoop:
         """Greedy generation on this worker's validation shard; the score is averaged over all samples."""
         if self.ctx.val_loader is None:
             return {}
+        custom = self.ctx.extras.get("validate")
+        if custom is not None:  # e.g. multi-agent graphs: greedy team episodes
+            return custom(self.ctx)
         # The weight sync is collective; do it here so it never waits on a rank with an empty val shard.
         self.ctx.refresh_rollout_weights()
         self.ctx.validating = True
