@@ -60,3 +60,13 @@ def validate_config(cfg: DictConfig) -> None:
             "bad config: data.train_batch_size must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "
             f"(got {cfg.data.train_batch_size} and {cfg.actor_rollout_ref.actor.ppo_mini_batch_size})"
         )
+    _check_environment(cfg)
+
+
+def _check_environment(cfg: DictConfig) -> None:
+    """An environment-driven run (multi-turn or EMBODIED) must name an environment that resolves."""
+    if not (cfg.actor_rollout_ref.rollout.multi_turn.enable or str(cfg.algorithm.workflow_type) == "EMBODIED"):
+        return
+    from siirl.environment import resolve_env_factory
+
+    resolve_env_factory(str(cfg.env.name))
