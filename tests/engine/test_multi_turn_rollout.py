@@ -70,6 +70,8 @@ def test_turns_alternate_and_only_policy_tokens_train(parts):
     text = tokenizer.decode(out["input_ids"][0][out["attention_mask"][0].bool()])
     assert text.startswith("<|user|>12+30=<|assistant|>") and text.count("<|user|>") == 3
     assert torch.equal(out["num_turns"], torch.full((rows,), 3.0))
+    metrics = rollout.rollout_metrics(out)
+    assert metrics["env/turns"] == 3.0 and metrics["env/success_rate"] == out["task_success"].mean().item()
     scores, extra = TurnRewards()(out)
     assert torch.allclose(scores.sum(-1), out["env_turn_rewards"].sum(-1))
     assert extra["trajectory_reward"] == out["env_turn_rewards"].sum(-1).tolist()
@@ -83,6 +85,9 @@ def test_max_turns_and_early_episode_end(parts):
     out = one.generate(prompts(tokenizer))
     assert out["responses"].shape[1] == R and torch.equal(out["num_turns"], torch.ones(6))
     assert torch.equal(out["response_mask"], out["attention_mask"][:, 16:])
+    metrics = rollout.rollout_metrics(out)
+    assert metrics["env/steps"] == pytest.approx(3.0)
+    assert metrics["env/success_rate"] == pytest.approx(out["task_success"][::3].mean().item())
     fast = MultiTurnRollout(session(parts, kwargs={"steps": 3, "fail_fast": True}), max_turns=3,
                             max_response_length=R, max_observation_length=16)
     out = fast.generate(prompts(tokenizer, ("98+1=",)))
@@ -114,3 +119,6 @@ def test_step_rows_carry_trajectory_fields(parts):
     assert torch.allclose(out["env_progress"], signature.mean(-1))
     assert torch.equal(out["task_success"], (signature.sum(-1) == 3).float())
     assert torch.equal(out["response_mask"], out["attention_mask"][:, 16:])
+    metrics = rollout.rollout_metrics(out)
+    assert metrics["env/steps"] == pytest.approx(3.0)
+    assert metrics["env/success_rate"] == pytest.approx(out["task_success"][::3].mean().item())

@@ -41,6 +41,17 @@ class EnvStepRollout(RolloutEngine):
     def close(self) -> None:
         self.session.close()
 
+    def rollout_metrics(self, out: TensorDict) -> dict[str, float]:
+        """Per trajectory (a trajectory's step rows repeat its fields): weight each row by 1 / its steps."""
+        weight = 1.0 / out["traj_steps"].clamp(min=1)
+        trajectories = weight.sum()
+        return {
+            "env/success_rate": ((out["task_success"] * weight).sum() / trajectories).item(),
+            "env/progress": ((out["env_progress"] * weight).sum() / trajectories).item(),
+            "env/steps": (out["traj_steps"] * weight).sum().item() / trajectories.item(),
+            "env/errors": (out["env_error"] * weight).sum().item(),
+        }
+
     def _prompt_tokens(self, observation: Any) -> list[int]:
         """The observation as a one-message chat, truncated from the left to ``max_prompt_length``."""
         tok = self.session.tokenizer

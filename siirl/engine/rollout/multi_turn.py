@@ -85,6 +85,15 @@ class MultiTurnRollout(RolloutEngine):
     def close(self) -> None:
         self.session.close()
 
+    def rollout_metrics(self, out: TensorDict) -> dict[str, float]:
+        return {
+            "env/success_rate": out["task_success"].mean().item(),
+            "env/progress": out["env_progress"].mean().item(),
+            "env/turns": out["num_turns"].mean().item(),
+            "env/errors": out["env_error"].sum().item(),
+            "env/trajectory_reward": out["env_turn_rewards"].sum(-1).mean().item(),
+        }
+
     def _turn(self, trajs: list[_Trajectory], venv: Any, validate: bool, last_turn: bool) -> None:
         active = [i for i, t in enumerate(trajs) if not t.done]
         outputs = self.session.generate_tokens([trajs[i].prompt + trajs[i].tokens for i in active], validate)
