@@ -85,9 +85,6 @@ def test_max_turns_and_early_episode_end(parts):
     out = one.generate(prompts(tokenizer))
     assert out["responses"].shape[1] == R and torch.equal(out["num_turns"], torch.ones(6))
     assert torch.equal(out["response_mask"], out["attention_mask"][:, 16:])
-    metrics = rollout.rollout_metrics(out)
-    assert metrics["env/steps"] == pytest.approx(3.0)
-    assert metrics["env/success_rate"] == pytest.approx(out["task_success"][::3].mean().item())
     fast = MultiTurnRollout(session(parts, kwargs={"steps": 3, "fail_fast": True}), max_turns=3,
                             max_response_length=R, max_observation_length=16)
     out = fast.generate(prompts(tokenizer, ("98+1=",)))
