@@ -18,14 +18,7 @@ from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.env_session import EnvSession, single_sample_config
 from siirl.engine.rollout.env_steps import EnvStepRollout
 from siirl.engine.rollout.multi_turn import MultiTurnRollout
-
-
-def env_mode(cfg: DictConfig) -> str | None:
-    if str(cfg.algorithm.workflow_type).upper() == "EMBODIED":
-        return "steps"
-    if cfg.actor_rollout_ref.rollout.multi_turn.enable:
-        return "turns"
-    return None
+from siirl.environment.outputs import env_mode
 
 
 def _steps(session: EnvSession, cfg: DictConfig) -> RolloutEngine:

@@ -65,8 +65,9 @@ def validate_config(cfg: DictConfig) -> None:
 
 def _check_environment(cfg: DictConfig) -> None:
     """An environment-driven run (multi-turn or EMBODIED) must name an environment that resolves."""
-    if not (cfg.actor_rollout_ref.rollout.multi_turn.enable or str(cfg.algorithm.workflow_type) == "EMBODIED"):
-        return
     from siirl.environment import resolve_env_factory
+    from siirl.environment.outputs import env_mode
 
+    if env_mode(cfg) is None:
+        return
     resolve_env_factory(str(cfg.env.name))
