@@ -43,10 +43,18 @@ def test_two_agent_team_trains(tmp_path, ray_session):
     run_dir = tmp_path / "team"
     code = run_main(run_dir, "trainer.total_training_steps=2", f"data.train_files=[{train}]",
                     f"data.val_files=[{val}]",
-                    "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders")
+                    "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders", "trainer.save_freq=2")
     assert code == 0
     steps = _steps(run_dir, "team/final_accuracy")
     assert [r["step"] for r in steps] == [1, 2]
     assert all("adder/actor/pg_loss" in r and "finisher/actor/pg_loss" in r for r in steps)
     assert "val/score" in read_metrics(run_dir)[-1]
     assert (run_dir / "reward_curve.png").is_file()
+    saved = run_dir / "checkpoints" / "global_step_2"
+    assert (saved / "agent_adder").is_dir() and (saved / "agent_finisher").is_dir()
+    # resume: both agents' weights and optimisers come back, training goes on from step 3
+    code = run_main(run_dir, "trainer.total_training_steps=3", f"data.train_files=[{train}]",
+                    f"data.val_files=[{val}]",
+                    "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders")
+    assert code == 0
+    assert [r["step"] for r in _steps(run_dir, "team/final_accuracy")] == [1, 2, 3]
