@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.env_session import single_sample_config
 from siirl.execution.dag.task_graph import TaskGraph
@@ -42,20 +44,34 @@ def agent_names(graph: TaskGraph) -> list[str]:
     return list(dict.fromkeys(name for name in names if name))
 
 
+def _model_config(cfg: Any, graph: TaskGraph, name: str) -> Any:
+    """The agent's model section: the run's, with the agent's own ``model_path`` when it has one."""
+    paths = [n.config.get("model_path") for n in graph if n.config.get(AGENT_KEY) == name]
+    path = next((p for p in paths if p), "")
+    if not path:
+        return cfg.actor_rollout_ref.model
+    model = OmegaConf.create(OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True))
+    model.path, model.tokenizer_path = path, ""
+    return model
+
+
 def build_agents(cfg: Any, graph: TaskGraph, groups: dict, backend: Any, tokenizer: Any, local_rank: int) -> dict:
+    """One actor and rollout engine per agent. Agents share the run's tokenizer (their prompts and
+    answers are rendered and decoded with it), so an own ``model_path`` must use a compatible one."""
     from siirl.engine.rollout import make_rollout_engine
     from siirl.engine.workers import ActorWorker
 
     arr = cfg.actor_rollout_ref
     agents = {}
     for name in agent_names(graph):
+        model = _model_config(cfg, graph, name)
         actor = ActorWorker(
-            arr.model, arr.actor, backend, process_group=groups.get(f"{name}/actor"), rollout_n=arr.rollout.n,
+            model, arr.actor, backend, process_group=groups.get(f"{name}/actor"), rollout_n=arr.rollout.n,
             temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout, init_seed=cfg.trainer.seed,
             local_rank=local_rank,
         )
         rollout = make_rollout_engine(
-            arr.rollout.name, model_cfg=arr.model, rollout_cfg=single_sample_config(arr.rollout), backend=backend,
+            arr.rollout.name, model_cfg=model, rollout_cfg=single_sample_config(arr.rollout), backend=backend,
             max_response_length=cfg.data.max_response_length, tokenizer=tokenizer, local_rank=local_rank,
         )
         agents[name] = AgentModels(name, actor, rollout, bool(arr.rollout.free_cache_engine))

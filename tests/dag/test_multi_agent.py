@@ -77,3 +77,17 @@ def test_team_reward_modes(mode):
     else:
         assert adder == [1.0, 0.0, 1.0] and finisher == [1.0, 1.0, 0.0]
     assert out.batch.get(("agents", "adder"))["token_level_scores"][:, 1].sum() == sum(adder)
+
+
+def test_an_agent_may_bring_its_own_base_model():
+    from omegaconf import OmegaConf
+
+    from siirl.dag_worker.agents import _model_config
+    from siirl.params.root import SiirlConfig
+
+    cfg = OmegaConf.structured(SiirlConfig())
+    cfg.actor_rollout_ref.model.path = "/models/base"
+    graph = multi_agent_pipeline([AgentSpec("a", "m:f"), AgentSpec("b", "m:f", model_path="/models/other")])
+    assert _model_config(cfg, graph, "a").path == "/models/base"
+    other = _model_config(cfg, graph, "b")
+    assert other.path == "/models/other" and other.dtype == cfg.actor_rollout_ref.model.dtype

@@ -30,11 +30,13 @@ REWARD_MODES = ("shared", "per_agent")
 @dataclass(frozen=True)
 class AgentSpec:
     """One agent: ``prompt_fn(question, previous_outputs) -> str`` and, for per-agent rewards,
-    ``reward_fn(question, previous_outputs, output, ground_truth) -> float`` (both "module:function")."""
+    ``reward_fn(question, previous_outputs, output, ground_truth) -> float`` (both "module:function");
+    ``model_path`` gives the agent its own base model (default: ``actor_rollout_ref.model.path``)."""
 
     name: str
     prompt_fn: str
     reward_fn: str = ""
+    model_path: str = ""
 
 
 def multi_agent_pipeline(
@@ -55,7 +57,8 @@ def multi_agent_pipeline(
         pipeline.add_node(
             node_id, f"{AGENT_NODES}:agent_generate", deps=previous[-1:], node_type=NodeType.MODEL_INFERENCE,
             node_role=NodeRole.ROLLOUT,
-            config={"agent": agent.name, "previous": names[:position], "prompt_fn": agent.prompt_fn},
+            config={"agent": agent.name, "previous": names[:position], "prompt_fn": agent.prompt_fn,
+                    "model_path": agent.model_path},
         )
         previous.append(node_id)
     team = {"agents": names, "reward_mode": reward_mode, "reward_fns": [a.reward_fn for a in agents]}
