@@ -119,3 +119,18 @@ def test_step_rows_carry_trajectory_fields(parts):
     metrics = rollout.rollout_metrics(out)
     assert metrics["env/steps"] == pytest.approx(3.0)
     assert metrics["env/success_rate"] == pytest.approx(out["task_success"][::3].mean().item())
+
+
+def test_a_hung_environment_costs_only_its_own_episodes(parts, monkeypatch, repo_root):
+    monkeypatch.syspath_prepend(str(repo_root / "tests" / "fakes"))
+    tokenizer = parts[0]
+    # 6 trajectories over 4 env processes: the two of "5+7=" (slots 2, 3) live alone in processes 2 and 3
+    hung = session(parts, name="faulty_envs:HangOnPrompt", num_workers=4, timeout_s=3.0)
+    rollout = MultiTurnRollout(hung, max_turns=2, max_response_length=R, max_observation_length=16)
+    try:
+        out = rollout.generate(prompts(tokenizer, ("12+30=", "5+7=", "40+9=")), validate=True)
+    finally:
+        rollout.close()
+    assert out["env_error"].tolist() == [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+    assert out["num_turns"].tolist() == [2.0, 2.0, 1.0, 1.0, 2.0, 2.0]
+    assert out["env_turn_rewards"][2:4].sum() == 0 and rollout.rollout_metrics(out)["env/errors"] == 2.0

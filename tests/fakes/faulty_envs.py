@@ -17,3 +17,12 @@ class HangOnStep(ArithmeticChainEnv):
         if action == "raise":
             raise RuntimeError("broken simulator")
         return super().step(action)
+
+
+class HangOnPrompt(ArithmeticChainEnv):
+    """Hangs in ``reset`` for the task whose prompt holds ``5+7=``."""
+
+    def reset(self, task, seed=None):
+        if "5+7=" in str(task.get("prompt_text", "")):
+            time.sleep(600)
+        return super().reset(task, seed)
