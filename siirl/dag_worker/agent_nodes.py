@@ -147,6 +147,8 @@ def validate_team(ctx: Any) -> dict[str, float]:
     nodes = [graph.nodes[n] for n in graph.get_execution_order()]
     episode = [n for n in nodes if n.executable_ref.endswith((":agent_generate", ":team_reward"))]
     total, count = 0.0, 0
+    for agent in ctx.agents.values():  # collective weight gathers: every rank, before its own val shard
+        agent.refresh()
     ctx.validating = True
     try:
         for batch in ctx.val_loader:

@@ -12,6 +12,7 @@ CURVES = (
     "embodied_sampling/success_rate",
     "env/success_rate",
     "team/final_accuracy",
+    "val/success_rate",
 )
 
 

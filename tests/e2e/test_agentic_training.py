@@ -20,6 +20,7 @@ def test_embodied_workflow_trains_on_the_builtin_env(tmp_path, ray_session):
     assert [r["step"] for r in steps] == [1, 2]
     assert all("embodied_sampling/success_rate" in r and "embodied_sampling/kept_groups" in r for r in steps)
     assert all(r["env/steps"] == 2.0 for r in steps)
+    assert 0.0 <= read_metrics(run_dir)[-1]["val/success_rate"] <= 1.0
     assert all(r["reward/max"] <= 1.0 for r in steps)
     assert (run_dir / "reward_curve.png").is_file()
 
