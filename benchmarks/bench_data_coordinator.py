@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"every size must be a multiple of --producers={args.producers}")
 
     ray.init(
+        address="local",  # a fresh instance, never a cluster some other job left running
         num_cpus=args.producers + args.consumers + 2,
         object_store_memory=int(args.object_store_gb * 1024**3),
         include_dashboard=False,

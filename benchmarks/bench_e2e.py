@@ -1,71 +1,154 @@
-"""Throughput of GRPO steps on the default setup (embedded model, 2 CPU DAG workers).
+"""The default command against a single-process GRPO loop on the same machine, with a per-stage breakdown.
 
-Runs the real launcher twice in one Ray session: padding-free micro-batches (the default) and the plain
-padded path as the baseline, and reports samples/s and tokens/s of the training steps (validation
-excluded) and their ratio. Prints a table, then one JSON line.
+Each round runs, one after the other (the order alternates between rounds, so a busy neighbour hurts
+both sides alike), as fresh processes timed from launch to exit:
 
-    python benchmarks/bench_e2e.py [--steps 12] [extra overrides ...]
+- ours: README command 1, ``python -m siirl.main_dag device=cpu`` (2 DAG workers, Ray, start-up included);
+- baseline: ``benchmarks/single_process_grpo.py`` (one process, no Ray, same model, data, batch, algorithms,
+  learning rate and validation schedule; padded forwards as mainstream trainers do).
+
+Reported per round: samples/s over the training steps (validation excluded), the wall time of the whole
+command, the reward of the last steps and the final greedy validation score, and the ratio to the baseline
+of the same round. Then ours' step broken down by stage (data, each node, redistribution, and inside the
+update: forward, backward, optimizer, collectives, data movement, host overhead), so the parts add up to
+the step, and the whole command's wall split into steps, validation, metric reduction and start-up plus
+shut-down. Prints the tables, then one JSON line.
+
+    python benchmarks/bench_e2e.py [--rounds 2] [--steps N] [--baseline-layout padded|packed] [overrides ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-import ray
-
-from siirl.main_dag import main
-
-VARIANTS = {
-    "padding-free": ["actor_rollout_ref.model.use_remove_padding=true"],
-    "padded (baseline)": ["actor_rollout_ref.model.use_remove_padding=false"],
-}
+ROOT = Path(__file__).resolve().parents[1]
+UPDATE_PHASES = ("forward", "backward", "optimizer", "collectives", "data_movement", "host")
 
 
-def run_variant(out_dir: Path, steps: int, overrides: list[str]) -> dict[str, float]:
-    code = main([
-        "device=cpu", f"trainer.total_training_steps={steps}", "trainer.val_before_train=false",
-        "trainer.test_freq=-1", "data.val_batch_size=8", "trainer.logger=[jsonl]",
-        f"trainer.output_dir={out_dir}", *overrides,
-    ])
+def run_command(name: str, argv: list[str], out_dir: Path, cwd: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH")] if p)}
+    began = time.perf_counter()
+    with open(cwd / f"{out_dir.name}.log", "w", encoding="utf-8") as log:
+        code = subprocess.call(argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - began
     if code != 0:
-        sys.exit(f"run failed with exit code {code}")
+        tail = (cwd / f"{out_dir.name}.log").read_text(encoding="utf-8")[-2000:]
+        sys.exit(f"{name} failed with exit code {code}:\n{tail}")
     rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    steps_rows = [r for r in rows if "timing_s/step" in r][2:]  # first steps include warm-up
-    step_s = statistics.median(r["timing_s/step"] for r in steps_rows)
-    return {"step_s": step_s, "prompt_len": statistics.mean(r["prompt_length/mean"] for r in steps_rows),
-            "response_len": statistics.mean(r["response_length/mean"] for r in steps_rows)}
+    return {"wall_s": wall, "rows": rows}
 
 
-def main_bench() -> None:
+def summarize(run: dict, samples_per_step: int) -> dict:
+    rows = run["rows"]
+    steps = [r for r in rows if "timing_s/step" in r]
+    vals = [r["val/score"] for r in rows if "val/score" in r]
+    tail = steps[-max(1, min(50, len(steps) // 5)) :]
+    step_total = sum(r["timing_s/step"] for r in steps)
+    return {
+        "steps": len(steps),
+        "samples_per_s": samples_per_step * len(steps) / step_total,
+        "wall_s": run["wall_s"],
+        "step_s_total": step_total,
+        "reward_last": statistics.mean(r["reward/mean"] for r in tail),
+        "val_before": vals[0] if len(vals) > 1 else None,
+        "val_final": vals[-1] if vals else None,
+    }
+
+
+def breakdown(rows: list[dict], wall_s: float) -> list[tuple[str, float]]:
+    """(stage, mean seconds per step) rows that add up to the step, then the whole command's wall."""
+    steps = [r for r in rows if "timing_s/step" in r]
+
+    def mean(key: str) -> float:
+        return sum(r.get(key, 0.0) for r in steps) / len(steps)
+
+    out = [("data loading", mean("timing_s/data"))]
+    nodes = sorted({k for r in steps for k in r if k.startswith("timing_s/node/")})
+    updates = sorted({k.split("/")[1] for r in steps for k in r if k.startswith("timing_s/update_") and k.count("/") == 2})
+    for key in nodes:
+        out.append((f"node {key.removeprefix('timing_s/node/')}", mean(key)))
+    for update in updates:  # inside the training nodes: the engine's own split of its update
+        out += [(f"  {update}: {phase}", mean(f"timing_s/{update}/{phase}")) for phase in UPDATE_PHASES]
+    out.append(("redistribution", mean("timing_s/redistribute")))
+    accounted = mean("timing_s/data") + mean("timing_s/redistribute") + sum(mean(k) for k in nodes)
+    out.append(("loop overhead", mean("timing_s/step") - accounted))
+    out.append(("= step", mean("timing_s/step")))
+    total_steps = mean("timing_s/step") * len(steps)
+    validate = sum(r.get("timing_s/validate", 0.0) for r in rows)
+    reduce = sum(r.get("timing_s/reduce_metrics", 0.0) for r in steps)
+    out += [
+        ("whole command: training steps", total_steps),
+        ("whole command: validation", validate),
+        ("whole command: metric all-reduce", reduce),
+        ("whole command: start-up, logging, shut-down", wall_s - total_steps - validate - reduce),
+        ("= whole command wall", wall_s),
+    ]
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=12)
-    args, extra = parser.parse_known_args()
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=-1, help="training steps (-1: the default command's own)")
+    parser.add_argument("--baseline-layout", choices=("padded", "packed"), default="padded")
+    parser.add_argument("--baseline-threads", type=int, default=0, help="0: torch's default (all cores)")
+    args, extra = parser.parse_known_args(argv)
+    sys.path.insert(0, str(ROOT))
     from siirl.params import load_config
 
     cfg = load_config(["device=cpu", *extra])
     samples = cfg.data.train_batch_size * cfg.actor_rollout_ref.rollout.n
-    ray.init(include_dashboard=False, logging_level="ERROR")
-    results = {}
+    common = [*extra, *([f"trainer.total_training_steps={args.steps}"] if args.steps > 0 else [])]
+    results: list[dict] = []
+    last_rows, last_wall = [], 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        for name, overrides in VARIANTS.items():
-            stats = run_variant(Path(tmp) / name.split()[0], args.steps, [*overrides, *extra])
-            tokens = samples * (stats["prompt_len"] + stats["response_len"])
-            results[name] = {"step_s": stats["step_s"], "samples_per_s": samples / stats["step_s"],
-                             "tokens_per_s": tokens / stats["step_s"]}
-    ray.shutdown()
-    base = results["padded (baseline)"]
-    print(f"{'variant':<20}{'step s':>10}{'samples/s':>12}{'tokens/s':>12}{'vs baseline':>13}")
-    for name, r in results.items():
-        print(f"{name:<20}{r['step_s']:>10.3f}{r['samples_per_s']:>12.1f}{r['tokens_per_s']:>12.1f}"
-              f"{r['samples_per_s'] / base['samples_per_s']:>12.2f}x")
-    print(json.dumps({"benchmark": "e2e_grpo_step", "samples_per_step": samples, "results": results,
-                      "speedup_vs_padded": results["padding-free"]["samples_per_s"] / base["samples_per_s"]}))
+        work = Path(tmp)
+        for r in range(args.rounds):
+            ours_dir, base_dir = work / f"ours_{r}", work / f"baseline_{r}"
+            commands = {
+                "ours": ([sys.executable, "-m", "siirl.main_dag", "device=cpu", f"trainer.output_dir={ours_dir}",
+                          "trainer.logger=[jsonl]", *common], ours_dir),
+                "baseline": ([sys.executable, str(ROOT / "benchmarks" / "single_process_grpo.py"), "--out",
+                              str(base_dir), "--layout", args.baseline_layout, "--threads",
+                              str(args.baseline_threads), *common], base_dir),
+            }
+            order = ["ours", "baseline"] if r % 2 == 0 else ["baseline", "ours"]
+            runs = {name: run_command(name, *commands[name], work) for name in order}
+            row = {name: summarize(runs[name], samples) for name in ("ours", "baseline")}
+            row["speedup"] = row["ours"]["samples_per_s"] / row["baseline"]["samples_per_s"]
+            results.append(row)
+            last_rows, last_wall = runs["ours"]["rows"], runs["ours"]["wall_s"]
+    print_comparison(results)
+    stages = breakdown(last_rows, last_wall)
+    print(f"\nours, last round: mean seconds per step by stage ({samples} samples per step)")
+    for name, seconds in stages:
+        print(f"  {name:<46}{seconds:>10.4f}")
+    print(json.dumps({"benchmark": "e2e_grpo", "samples_per_step": samples, "baseline_layout": args.baseline_layout,
+                      "baseline_threads": args.baseline_threads or os.cpu_count(), "load_avg": os.getloadavg(),
+                      "rounds": results, "median_speedup": statistics.median(r["speedup"] for r in results),
+                      "breakdown_s": dict(stages)}))
+
+
+def print_comparison(results: list[dict]) -> None:
+    header = f"{'round':<7}{'run':<10}{'samples/s':>11}{'wall s':>9}{'reward(last)':>14}{'val before':>12}{'val final':>11}"
+    print(header + f"{'vs baseline':>13}")
+    for k, row in enumerate(results):
+        for name in ("ours", "baseline"):
+            s = row[name]
+            ratio = f"{row['speedup']:.2f}x" if name == "ours" else ""
+            before = "-" if s["val_before"] is None else f"{s['val_before']:.3f}"
+            final = "-" if s["val_final"] is None else f"{s['val_final']:.3f}"
+            print(f"{k:<7}{name:<10}{s['samples_per_s']:>11.1f}{s['wall_s']:>9.1f}{s['reward_last']:>14.3f}"
+                  f"{before:>12}{final:>11}{ratio:>13}")
 
 
 if __name__ == "__main__":
-    main_bench()
+    main()

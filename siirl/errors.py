@@ -1,4 +1,8 @@
-"""Errors a user can act on: the launcher prints them as one line and exits non-zero, never a traceback."""
+"""Errors a user can act on: the launcher prints them as one line and exits 2, never a traceback.
+
+They may be raised on the driver (before Ray starts) or inside a DAG worker; the driver recovers the
+original type from Ray's wrapper, so a ``SiirlUserError`` means exit 2 wherever it was detected.
+"""
 
 
 class SiirlUserError(ValueError):
@@ -11,3 +15,15 @@ class ConfigError(SiirlUserError):
 
 class DeviceUnavailableError(SiirlUserError):
     """The requested device family is unknown or not usable on this machine."""
+
+
+class CheckpointError(SiirlUserError):
+    """A checkpoint is missing, incomplete, corrupt or tampered with; the message names the file."""
+
+
+class RewardFunctionError(SiirlUserError):
+    """A reward (score) function returned something that is not a score."""
+
+
+class ClusterError(SiirlUserError):
+    """The Ray cluster cannot be reached or cannot hold the planned workers."""

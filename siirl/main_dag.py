@@ -49,7 +49,7 @@ def prepare(overrides: list[str]):
     from siirl.execution.dag.builtin_pipelines import select_pipeline
     from siirl.execution.scheduler.planner import plan_from_config
     from siirl.params import load_config
-    from siirl.preflight import check_inputs
+    from siirl.preflight import check_inputs, check_plan, pin_resume_checkpoint
 
     cfg = load_config(overrides)
     backend = get_backend(cfg.trainer.device)
@@ -62,6 +62,8 @@ def prepare(overrides: list[str]):
     check_inputs(cfg)
     graph = select_pipeline(cfg)
     plan = plan_from_config(graph, cfg)
+    check_plan(cfg, plan)
+    cfg = pin_resume_checkpoint(cfg)
     return cfg, backend, graph, plan
 
 

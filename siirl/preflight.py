@@ -1,22 +1,220 @@
-"""Cheap checks of user inputs on the driver, so a wrong path is one line before any worker starts."""
+"""Checks of user inputs on the driver, so a mistake is one line before Ray or any worker starts.
+
+Everything a DAG worker would otherwise find only after minutes (an unknown registry name, a batch that
+does not split over the data-parallel ranks, a dataset that filtering empties, an output dir that cannot
+be written, a checkpoint that is missing or corrupt) is looked up here from the config and the plan.
+"""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+import logging
+import tempfile
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from siirl.errors import ConfigError, SiirlUserError
+from siirl.execution.scheduler.plan import ExecutionPlan
+
+logger = logging.getLogger(__name__)
+
+
+def _attention_names() -> list[str]:
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    import siirl.engine.workers.varlen_attention  # noqa: F401  (registers siiRL's varlen kernel)
+
+    return sorted({"auto", "eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()})
+
+
+def _valid_attention(name: str, known: Collection[str]) -> bool:
+    """Registered names, ``paged|<name>``, or a Hub kernel repo (``org/repo[:fn]``) that transformers fetches."""
+    return name in known or "/" in name or (name.startswith("paged|") and name[len("paged|"):] in known)
+
+
+def _policy_losses() -> list[str]:
+    from siirl.algorithms import POLICY_LOSSES
+
+    return POLICY_LOSSES.names()
+
+
+def _agg_modes() -> list[str]:
+    from siirl.algorithms import AGG_MODES
+
+    return AGG_MODES.names()
+
+
+def _kl_estimators() -> list[str]:
+    from siirl.algorithms import KL_ESTIMATORS
+
+    return KL_ESTIMATORS.names()
+
+
+def _cpgd_weights() -> list[str]:
+    from siirl.algorithms import CPGD_WEIGHTS
+
+    return CPGD_WEIGHTS.names()
+
+
+def _reward_managers() -> list[str]:
+    from siirl.engine.reward.registry import reward_manager_names
+
+    return reward_manager_names()
+
+
+def _metric_sinks() -> list[str]:
+    from siirl.dag_worker.metrics import sink_names
+
+    return sink_names()
+
+
+#: Config key -> the registry its value(s) must be a name of.
+REGISTRY_KEYS: dict[str, Callable[[], list[str]]] = {
+    "actor_rollout_ref.actor.policy_loss.loss_mode": _policy_losses,
+    "actor_rollout_ref.actor.loss_agg_mode": _agg_modes,
+    "critic.loss_agg_mode": _agg_modes,
+    "algorithm.kl_penalty": _kl_estimators,
+    "actor_rollout_ref.actor.kl_loss_type": _kl_estimators,
+    "algorithm.weight_factor_in_cpgd": _cpgd_weights,
+    "reward_model.reward_manager": _reward_managers,
+    "trainer.logger": _metric_sinks,
+}
+ATTENTION_KEYS = ("actor_rollout_ref.model.attn_implementation", "critic.model.attn_implementation")
+
+
+def check_registry_names(cfg: DictConfig) -> None:
+    """Every name-valued key names something registered (lists: every element)."""
+    for key, names_of in REGISTRY_KEYS.items():
+        value = OmegaConf.select(cfg, key)
+        values = list(value) if OmegaConf.is_list(value) or isinstance(value, list) else [value]
+        known = names_of()
+        for item in values:
+            if item not in known:
+                raise ConfigError(f"bad config: {key}={item!r} is not registered; known: {', '.join(known)}")
+    known = _attention_names()
+    for key in ATTENTION_KEYS:
+        value = str(OmegaConf.select(cfg, key))
+        if not _valid_attention(value, known):
+            raise ConfigError(f"bad config: {key}={value!r} is unknown; known: {', '.join(known)}")
+
+
+def check_model_weights(path: Path) -> None:
+    """Each ``*.safetensors`` file opens and its header matches its size (truncated or garbage files fail)."""
+    from safetensors import safe_open
+
+    for weights in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(str(weights), framework="pt") as handle:
+                handle.keys()
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types and OSError
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise SiirlUserError(f"model weights {weights} are corrupt or truncated ({reason})") from None
+
+
+def check_output_dir(raw: str) -> None:
+    """The first existing ancestor of ``trainer.output_dir`` is a directory we can create files in."""
+    path = Path(raw).expanduser().absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise SiirlUserError(f"trainer.output_dir={raw}: {existing} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise SiirlUserError(f"trainer.output_dir={raw}: cannot write in {existing} ({exc.strerror})") from None
 
 
 def check_inputs(cfg: DictConfig) -> None:
-    """Model dirs (with tokenizer), parquet files and their ``prompt`` column, custom reward function."""
+    """Registry names, model dirs (tokenizer, weights), parquet files, custom reward function, output dir."""
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.reward import load_custom_reward_fn
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
 
+    check_registry_names(cfg)
     load_tokenizer(cfg.actor_rollout_ref.model)
+    check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     if cfg.critic.enable:
-        model_dir(cfg.critic.model)
-    required = [cfg.data.prompt_key]
-    ParquetRows(list(cfg.data.train_files), required)
-    if cfg.data.val_files:
-        ParquetRows(list(cfg.data.val_files), required)
+        check_model_weights(model_dir(cfg.critic.model))
+    for key in ("data.train_files", "data.val_files"):
+        files = list(OmegaConf.select(cfg, key) or [])
+        if files and ParquetRows(files, [cfg.data.prompt_key]).num_rows == 0:
+            raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
     if cfg.custom_reward_function.path:
         load_custom_reward_fn(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
+    check_output_dir(str(cfg.trainer.output_dir))
+
+
+def _dp_size(plan: ExecutionPlan, role: str) -> int | None:
+    group = plan.groups.get(role)
+    return group.dp_size if group is not None else None
+
+
+def _data_dp_size(plan: ExecutionPlan) -> int:
+    """The dp size the workers shard the dataloader over (the rollout's, else their first role's)."""
+    coords = plan.worker(0).coords
+    coord = coords.get("rollout") or next(iter(coords.values()), None)
+    return coord.dp_size if coord is not None else plan.world_size
+
+
+def check_batch_sizes(cfg: DictConfig, plan: ExecutionPlan) -> None:
+    """Batch sizes split evenly over the plan's data-parallel ranks (the rules the workers enforce)."""
+    rollout_dp = _data_dp_size(plan)
+    if cfg.data.train_batch_size % rollout_dp:
+        raise ConfigError(
+            f"bad config: data.train_batch_size={cfg.data.train_batch_size} must be divisible by the rollout "
+            f"data-parallel size {rollout_dp} (trainer.nnodes x trainer.n_devices_per_node / tensor parallel)"
+        )
+    if cfg.data.val_files and 0 < cfg.data.val_batch_size < rollout_dp:
+        raise ConfigError(
+            f"bad config: data.val_batch_size={cfg.data.val_batch_size} is smaller than the rollout "
+            f"data-parallel size {rollout_dp}"
+        )
+    n = cfg.actor_rollout_ref.rollout.n
+    for role, key in (("actor", "actor_rollout_ref.actor.ppo_mini_batch_size"), ("critic", "critic.ppo_mini_batch_size")):
+        dp = _dp_size(plan, role)
+        mini = OmegaConf.select(cfg, key)
+        if dp and mini * n < dp:
+            raise ConfigError(
+                f"bad config: {key}={mini} x actor_rollout_ref.rollout.n={n} is smaller than the {role} "
+                f"data-parallel size {dp}"
+            )
+
+
+def check_data_shape(cfg: DictConfig, plan: ExecutionPlan) -> None:
+    """Build the loaders rank 0 will build: row types, over-long prompts, rows left after filtering."""
+    from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
+    from siirl.engine.workers.model_loading import load_tokenizer
+
+    dp = _data_dp_size(plan)
+    tokenizer = load_tokenizer(cfg.actor_rollout_ref.model)
+    loader = build_train_dataloader(cfg.data, tokenizer, 0, dp)
+    # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
+    next(iter(loader))
+    if cfg.data.val_files:
+        next(iter(build_val_dataloader(cfg.data, tokenizer, 0, dp)))
+
+
+def check_plan(cfg: DictConfig, plan: ExecutionPlan) -> None:
+    check_batch_sizes(cfg, plan)
+    check_data_shape(cfg, plan)
+
+
+def pin_resume_checkpoint(cfg: DictConfig) -> DictConfig:
+    """Resolve ``trainer.resume_mode`` to the verified checkpoint every worker will load.
+
+    ``auto`` falls back to the newest intact checkpoint (warning about each refused one); an explicit path
+    must be intact. Pinning the choice here means all workers load the same step.
+    """
+    from siirl.dag_worker.checkpoint import CheckpointManager
+
+    mode = str(cfg.trainer.resume_mode)
+    if mode == "disable":
+        return cfg
+    manager = CheckpointManager(Path(cfg.trainer.output_dir) / "checkpoints", rank=0)
+    path = manager.resolve(mode, verify="all")
+    if path is None:
+        return cfg
+    pinned = OmegaConf.merge(cfg, {"trainer": {"resume_mode": str(path)}})
+    OmegaConf.set_readonly(pinned, True)
+    return pinned

@@ -12,20 +12,45 @@ REPO = Path(__file__).resolve().parent.parent
 FAKES = Path(__file__).resolve().parent / "fakes"
 
 
+#: Markers of tests that need real hardware of that device family.
+DEVICE_MARKERS = ("cuda", "npu")
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Device-marked tests run only where that device family is really usable."""
+    """Device-marked tests run only where that device family is really usable.
+
+    Markers are looked up with ``get_closest_marker``: a parametrize id such as ``cuda`` is a keyword of
+    the item too, and must not make a CPU test look hardware-bound.
+    """
     from siirl.device import get_backend
     from siirl.errors import DeviceUnavailableError
 
-    for marker in ("cuda", "npu"):
+    for marker in DEVICE_MARKERS:
         try:
             get_backend(marker)
             continue
         except DeviceUnavailableError as exc:
             reason = str(exc)
         for item in items:
-            if marker in item.keywords:
+            if item.get_closest_marker(marker) is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _no_real_accelerators(request, monkeypatch):
+    """Every test not marked for a device family sees a host without accelerators, GPU hosts included.
+
+    In this process torch reports no CUDA device and ``import torch_npu`` fails; subprocesses and Ray
+    clusters started by the test inherit an empty ``CUDA_VISIBLE_DEVICES``. Fixtures that fake a device
+    (``fake_cuda``, ``fake_torch_npu``) run after this one and win.
+    """
+    if any(request.node.get_closest_marker(m) is not None for m in DEVICE_MARKERS):
+        return
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setitem(sys.modules, "torch_npu", None)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 
 @pytest.fixture

@@ -47,6 +47,9 @@ def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> N
     batch["token_level_scores"] = scores.to(torch.float32)
     seq_scores = scores.sum(-1)
     metrics = {"reward/mean": seq_scores.mean().item(), "reward/max": seq_scores.max().item()}
+    failure_metrics = getattr(ctx.reward_manager, "failure_metrics", None)
+    if failure_metrics is not None:
+        metrics.update(failure_metrics())
     _timed(metrics, "reward", start)
     return NodeOutput(batch, metrics=metrics)
 

@@ -1,14 +1,17 @@
-"""Atomic, resumable checkpoints: every rank writes into a temporary folder, rank 0 renames it.
+"""Atomic, verified, resumable checkpoints: every rank writes into a temporary folder, rank 0 seals it.
 
 Layout under ``<output_dir>/checkpoints``::
 
     global_step_12/            complete checkpoints only (renamed from .tmp_global_step_12)
-        actor/  critic/         torch.distributed.checkpoint (model + optimizer + LR scheduler)
+        actor/  critic/         rank_<r>_of_<n>.safetensors: model + optimizer shards + LR-scheduler position
         worker_<rank>.json      dataloader position and RNG states of that DAG worker
+        manifest.json           sha256 of every file above, written last
     latest_checkpointed_iteration.txt   written by os.replace after the rename
 
 A crash at any point leaves the previous checkpoint and the pointer to it intact. Nothing is unpickled:
-DCP reads tensors, the per-worker state is JSON.
+tensors are safetensors, state is JSON, and every file is checked against the manifest before it is parsed.
+``resume_mode=auto`` skips (with a warning) checkpoints that fail the check and uses the newest intact one;
+a pointer naming a step that is gone is an error, never a silent restart from step 1.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from siirl.errors import SiirlUserError
+from siirl.dag_worker.manifest import read_manifest, read_verified, verify_folder, write_manifest
+from siirl.errors import CheckpointError
 
 logger = logging.getLogger(__name__)
 
@@ -64,22 +68,71 @@ class CheckpointManager:
     def step_dir(self, step: int) -> Path:
         return self.root / f"global_step_{step}"
 
+    def steps(self) -> list[int]:
+        """Steps of the complete (renamed) checkpoint folders, newest first."""
+        found = [p.name.rsplit("_", 1)[1] for p in self.root.glob("global_step_*") if p.is_dir()]
+        return sorted((int(s) for s in found if s.isdigit()), reverse=True)
+
     def latest(self) -> Path | None:
+        """The folder the pointer names; None without a pointer. A pointer to a missing step is an error."""
         pointer = self.root / LATEST
         if not pointer.is_file():
             return None
-        path = self.step_dir(int(pointer.read_text().strip()))
-        return path if path.is_dir() else None
+        text = pointer.read_text(encoding="utf-8", errors="replace").strip()
+        if not text.isdigit():
+            raise CheckpointError(f"{pointer} holds {text[:40]!r}, not a step number")
+        path = self.step_dir(int(text))
+        if not path.is_dir():
+            raise CheckpointError(
+                f"{pointer} names step {text} but {path} does not exist; set trainer.resume_mode to a "
+                "checkpoint folder or to disable"
+            )
+        return path
 
-    def resolve(self, resume_mode: str) -> Path | None:
-        """``auto``: latest if any; ``disable``: none; anything else: that checkpoint folder."""
+    def verify(self, path: Path, scope: str = "all") -> None:
+        """``all``: every file matches the manifest; ``manifest``: only that the manifest is readable
+        (each file is then checked as it is read)."""
+        if scope == "all":
+            verify_folder(path)
+        else:
+            read_manifest(path)
+
+    def _auto(self, scope: str) -> Path | None:
+        latest = self.latest()
+        steps = self.steps()
+        if latest is not None:
+            newest = int(latest.name.rsplit("_", 1)[1])
+            steps = [s for s in steps if s <= newest]
+        elif steps:
+            logger.warning("%s has checkpoints but no %s; trying the newest", self.root, LATEST)
+        refused: list[CheckpointError] = []
+        for step in steps:
+            path = self.step_dir(step)
+            try:
+                self.verify(path, scope)
+            except CheckpointError as exc:
+                logger.warning("checkpoint refused: %s", exc)
+                refused.append(exc)
+                continue
+            if refused:
+                logger.warning("resuming from the previous intact checkpoint %s", path)
+            return path
+        if refused:
+            raise CheckpointError(
+                f"no intact checkpoint under {self.root}: {refused[0]} (trainer.resume_mode=disable starts afresh)"
+            )
+        return None
+
+    def resolve(self, resume_mode: str, verify: str = "all") -> Path | None:
+        """``auto``: newest intact checkpoint if any; ``disable``: none; anything else: that folder."""
         if resume_mode == "disable":
             return None
         if resume_mode == "auto":
-            return self.latest()
+            return self._auto(verify)
         path = Path(resume_mode)
         if not (path.is_dir() and any(path.glob("worker_*.json"))):
-            raise SiirlUserError(f"trainer.resume_mode={resume_mode}: not a siiRL checkpoint folder")
+            raise CheckpointError(f"trainer.resume_mode={resume_mode}: not a siiRL checkpoint folder")
+        self.verify(path, verify)
         return path
 
     def save(self, step: int, components: dict[str, Any], worker_state: dict[str, Any]) -> Path:
@@ -95,6 +148,7 @@ class CheckpointManager:
         _barrier()
         final = self.step_dir(step)
         if self.rank == 0:
+            write_manifest(tmp)
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
             pointer_tmp = self.root / f".{LATEST}.tmp"
@@ -106,17 +160,21 @@ class CheckpointManager:
         return final
 
     def load(self, path: Path, components: dict[str, Any]) -> dict[str, Any]:
-        """Restore components; return this worker's JSON state."""
-        for name, component in components.items():
-            component.load_checkpoint(path / name)
+        """Restore components (each checks its files with ``read_verified``); return this worker's state."""
         state_file = path / f"worker_{self.rank}.json"
         if not state_file.is_file():
-            raise SiirlUserError(f"checkpoint {path} has no state for worker {self.rank} (different world size?)")
-        return json.loads(state_file.read_text(encoding="utf-8"))
+            raise CheckpointError(f"checkpoint {path} has no state for worker {self.rank} (different world size?)")
+        data = read_verified(state_file)
+        try:
+            state = json.loads(data.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise CheckpointError(f"checkpoint file {state_file} is not valid JSON") from None
+        for name, component in components.items():
+            component.load_checkpoint(path / name)
+        return state
 
     def _prune(self) -> None:
         if self.max_to_keep <= 0:
             return
-        steps = sorted(int(p.name.rsplit("_", 1)[1]) for p in self.root.glob("global_step_*"))
-        for old in steps[: -self.max_to_keep]:
+        for old in self.steps()[self.max_to_keep :]:
             shutil.rmtree(self.step_dir(old), ignore_errors=True)

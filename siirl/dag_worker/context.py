@@ -104,6 +104,7 @@ def build_context(
 ) -> WorkerContext:
     from siirl.dag_worker.env_setup import env_reward_manager, inner_rollout_config, wrap_rollout
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
+    from siirl.data_coordinator.dataloader import dist_scan_share
     from siirl.engine.rollout import make_rollout_engine
     from siirl.engine.workers import ActorWorker, CriticWorker, ReferenceWorker
     from siirl.engine.workers.model_loading import load_tokenizer
@@ -121,9 +122,12 @@ def build_context(
         rank=rank,
         backend=backend,
         tokenizer=tokenizer,
-        train_loader=build_train_dataloader(cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size),
+        # Every worker scans a 1/world slice of the rows for over-long prompts; they share the findings.
+        train_loader=build_train_dataloader(
+            cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share()
+        ),
         val_loader=(
-            build_val_dataloader(cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size)
+            build_val_dataloader(cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share())
             if cfg.data.val_files else None
         ),
         reward_manager=env_reward_manager(cfg) or make_reward_manager_from_config(cfg, tokenizer),
@@ -154,7 +158,7 @@ def build_context(
     if NodeRole.REFERENCE in roles and uses_reference(cfg):
         ctx.ref = ReferenceWorker(
             arr.model, arr.ref, backend, process_group=groups.get("reference"),
-            temperature=arr.rollout.temperature, **common,
+            temperature=arr.rollout.temperature, strategy=str(arr.actor.strategy), **common,
         )
     if NodeRole.CRITIC in roles:
         ctx.critic = CriticWorker(

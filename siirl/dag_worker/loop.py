@@ -1,7 +1,11 @@
 """One worker's training loop: feed data shards through the task graph, validate, checkpoint, log.
 
-Every worker runs this same loop on its own shard; they meet only in collectives (FSDP, metric
-all-reduce, checkpoint barriers), so there is no controller to wait on.
+Every worker runs this same loop on its own shard; they meet only in collectives (gradient and metric
+all-reduces, checkpoint barriers), so there is no controller to wait on.
+
+Each step is timed stage by stage (``timing_s/data``, ``timing_s/node/<node id>``,
+``timing_s/redistribute``), so the parts add up to ``timing_s/step``; the update's inner phases come from
+the engine workers. Rank 0 posts the headline numbers to the driver's progress bar.
 """
 
 from __future__ import annotations
@@ -12,18 +16,17 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from tqdm import tqdm
 
 from siirl.dag_worker import builtin_nodes
 from siirl.dag_worker.checkpoint import CheckpointManager, rng_state, set_rng_state
 from siirl.dag_worker.layouts import node_layout_key, role_layouts
 from siirl.dag_worker.metrics import MetricsLogger, reduce_metrics
 from siirl.dag_worker.plot import plot_run
+from siirl.dag_worker.progress import ProgressReporter
 from siirl.data_coordinator import needs_redistribution
 from siirl.execution.dag import NEED_MORE_DATA, TaskGraph
 
 logger = logging.getLogger(__name__)
-
 
 
 class TrainingLoop:
@@ -36,6 +39,8 @@ class TrainingLoop:
         self.run_dir = Path(self.cfg.trainer.output_dir)
         self.ckpt = CheckpointManager(self.run_dir / "checkpoints", self.rank, self.cfg.trainer.max_ckpt_to_keep)
         self.metrics_logger = MetricsLogger(self.run_dir, list(self.cfg.trainer.logger), enabled=self.rank == 0)
+        self.progress = ProgressReporter(enabled=self.rank == 0)
+        self.samples_per_step = int(self.cfg.data.train_batch_size) * int(self.cfg.actor_rollout_ref.rollout.n)
         self.train_iter = None
 
     # ----- data -----
@@ -53,21 +58,28 @@ class TrainingLoop:
     # ----- one step -----
 
     def run_graph(self) -> dict[str, float]:
-        metrics: dict[str, float] = {"data/gen_batches": 0.0}
+        metrics: dict[str, float] = {"data/gen_batches": 0.0, "timing_s/data": 0.0, "timing_s/redistribute": 0.0}
+        metrics.update({f"timing_s/node/{node.node_id}": 0.0 for node in self.nodes})
         index, batch, layout = 0, None, self.data_layout
         while index < len(self.nodes):
+            clock = time.perf_counter()
             if index == 0:
                 batch, layout = self._next_batch(), self.data_layout
                 metrics["data/gen_batches"] += 1
+                metrics["timing_s/data"] += time.perf_counter() - clock
             node = self.nodes[index]
             wanted = self.layouts.get(node_layout_key(node, self.layouts) or "", layout)
             if layout is not None and wanted is not None and needs_redistribution(layout, wanted):
+                clock = time.perf_counter()
                 batch = self.ctx.coordinator.redistribute(
                     self.step, node.node_id, batch, worker_rank=self.rank,
                     producer_layout=layout, consumer_layout=wanted,
                 )
                 layout = wanted
+                metrics["timing_s/redistribute"] += time.perf_counter() - clock
+            clock = time.perf_counter()
             out = node.executable(batch, config=self.cfg, node_config=node.config, ctx=self.ctx)
+            metrics[f"timing_s/node/{node.node_id}"] += time.perf_counter() - clock
             metrics.update(out.metrics)
             if out.info.get(NEED_MORE_DATA):
                 index = 0
@@ -112,7 +124,9 @@ class TrainingLoop:
                 "kl_ctrl": self.ctx.kl_ctrl_state()}
 
     def _resume(self) -> int:
-        path = self.ckpt.resolve(self.cfg.trainer.resume_mode)
+        mode = str(self.cfg.trainer.resume_mode)
+        # The launcher pins a fully verified folder; each file is checked again as it is read.
+        path = self.ckpt.resolve(mode, verify="all" if mode == "auto" else "manifest")
         if path is None:
             return 0
         state = self.ckpt.load(path, self.ctx.checkpoint_components())
@@ -135,12 +149,13 @@ class TrainingLoop:
         total = self.total_steps()
         start = self._resume()
         summary: dict[str, float] = {}
+        self.progress.report(start, total, {})
         if trainer.val_before_train and start == 0:
             before = self.validate()
             if before:
                 summary["val/score_before"] = before["val/score"]
                 self.metrics_logger.log(0, before)
-        bar = tqdm(total=total, initial=start, desc="siirl", disable=self.rank != 0, dynamic_ncols=True)
+                self.progress.report(start, total, before)
         for step in range(start + 1, total + 1):
             self.step = step
             began = time.perf_counter()
@@ -149,14 +164,17 @@ class TrainingLoop:
             self.ctx.step_finished(metrics)
             if trainer.save_freq > 0 and step % trainer.save_freq == 0:
                 self.ckpt.save(step, self.ctx.checkpoint_components(), self._worker_state(step))
+            began = time.perf_counter()
             metrics = reduce_metrics(metrics)
+            metrics["timing_s/reduce_metrics"] = time.perf_counter() - began
+            metrics["perf/samples_per_s"] = self.samples_per_step / max(metrics["timing_s/step"], 1e-9)
             if (trainer.test_freq > 0 and step % trainer.test_freq == 0) or step == total:
+                began = time.perf_counter()
                 metrics.update(self.validate())
+                metrics["timing_s/validate"] = time.perf_counter() - began
             self.metrics_logger.log(step, metrics)
-            bar.update(1)
-            bar.set_postfix({k: round(metrics[k], 3) for k in ("reward/mean", "val/score") if k in metrics})
+            self.progress.report(step, total, metrics)
             summary.update({k: metrics[k] for k in ("reward/mean", "val/score") if k in metrics})
-        bar.close()
         self.metrics_logger.close()
         if self.rank == 0:
             plot = plot_run(self.run_dir)

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 MANAGER_OPTIONS: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
     "parallel": lambda cfg: {"num_workers": cfg.reward_model.num_workers, "timeout_s": cfg.reward_model.timeout_s},
     "dapo": lambda cfg: {
+        "timeout_s": cfg.reward_model.timeout_s,
         "max_response_length": cfg.data.max_response_length,
         "overlong_buffer_len": cfg.reward_model.overlong_buffer.len if cfg.reward_model.overlong_buffer.enable else 0,
         "penalty_factor": cfg.reward_model.overlong_buffer.penalty_factor,
@@ -23,6 +24,6 @@ def make_reward_manager_from_config(cfg: DictConfig, tokenizer: Any) -> Any:
     from siirl.engine.reward import custom_reward_fn_from_config, make_reward_manager
 
     name = cfg.reward_model.reward_manager
-    options = MANAGER_OPTIONS.get(name, lambda _cfg: {})(cfg)
+    options = MANAGER_OPTIONS.get(name, lambda c: {"timeout_s": c.reward_model.timeout_s})(cfg)
     custom = custom_reward_fn_from_config(OmegaConf.to_container(cfg.custom_reward_function))
     return make_reward_manager(name, tokenizer, compute_score=custom, **options)

@@ -9,41 +9,83 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed as dist
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from siirl.device import get_backend
 from siirl.device.pinning import pin_process
+from siirl.errors import SiirlUserError
 from siirl.execution.scheduler.plan import ExecutionPlan
 
 logger = logging.getLogger(__name__)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return sock.getsockname()[1]
+RENDEZVOUS_TIMEOUT = timedelta(minutes=30)
+
+
+def _listen_on(host: str) -> socket.socket:
+    """A listening socket on ``host`` only (the node IP Ray uses), on a free port.
+
+    torch's ``TCPStore`` would bind its port on every interface; handed this socket's descriptor
+    (``master_listen_fd``) it serves on this address alone, and no other process can take the port
+    between choosing and binding it.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.bind((host, 0))
+    sock.listen(128)
+    return sock
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def worker_threads(cfg: DictConfig, plan: ExecutionPlan, rank: int) -> int:
+    """``trainer.cpu_threads_per_worker``, or the node's cores split evenly among its DAG workers."""
+    if int(cfg.trainer.cpu_threads_per_worker) > 0:
+        return int(cfg.trainer.cpu_threads_per_worker)
+    node = plan.worker(rank).node_index
+    on_node = sum(1 for worker in plan.workers if worker.node_index == node)
+    return max(1, available_cores() // max(on_node, 1))
 
 
 class DAGWorker:
     """Owns one rank: its device, its process groups, its model workers, its data shard."""
 
     def __init__(self, cfg: dict[str, Any], plan: ExecutionPlan, rank: int, device_name: str) -> None:
-        logging.basicConfig(level=os.environ.get("SIIRL_LOG_LEVEL", "INFO"),
-                            format=f"%(asctime)s %(levelname)s [rank {rank}] %(name)s: %(message)s",
-                            datefmt="%H:%M:%S")
         self.cfg = OmegaConf.create(cfg)
         OmegaConf.set_readonly(self.cfg, True)
+        logging.basicConfig(level=os.environ.get("SIIRL_LOG_LEVEL", str(self.cfg.trainer.log_level)),
+                            format=f"%(asctime)s %(levelname)s [rank {rank}] %(name)s: %(message)s",
+                            datefmt="%H:%M:%S")
         self.plan, self.rank = plan, rank
         self.me = plan.worker(rank)
         self.backend = get_backend(device_name)
         self.local_device = 0
+        self._listener: socket.socket | None = None
+        torch.set_num_threads(worker_threads(self.cfg, plan, rank))
 
     def rendezvous_address(self) -> tuple[str, int]:
-        """Rank 0 hosts the torch.distributed rendezvous."""
+        """Rank 0 hosts the torch.distributed rendezvous, on the node IP Ray uses (the address peers dial)."""
         import ray
 
-        return ray.util.get_node_ip_address(), _free_port()
+        host = ray.util.get_node_ip_address()
+        self._listener = _listen_on(host)
+        return host, self._listener.getsockname()[1]
+
+    def _store(self, address: str, port: int) -> dist.TCPStore:
+        if self._listener is None:
+            return dist.TCPStore(address, port, self.plan.world_size, False, RENDEZVOUS_TIMEOUT)
+        listen_fd, self._listener = self._listener.detach(), None  # the store owns the descriptor now
+        return dist.TCPStore(
+            address, port, self.plan.world_size, True, RENDEZVOUS_TIMEOUT, master_listen_fd=listen_fd
+        )
 
     def init_distributed(self, address: str, port: int) -> None:
         import ray
@@ -57,17 +99,22 @@ class DAGWorker:
                           LOCAL_RANK=str(self.me.local_rank), MASTER_ADDR=address, MASTER_PORT=str(port))
         dist.init_process_group(
             backend=self.backend.distributed_backend(with_cpu_groups=True),
-            init_method=f"tcp://{address}:{port}",
+            store=self._store(address, port),
             rank=self.rank,
             world_size=self.plan.world_size,
-            timeout=timedelta(minutes=30),
+            timeout=RENDEZVOUS_TIMEOUT,
         )
 
     def _write_pid_file(self) -> None:
         """``<output_dir>/workers/rank_<r>.pid``: lets operators (and fault tests) find each worker process."""
         folder = Path(self.cfg.trainer.output_dir) / "workers"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"rank_{self.rank}.pid").write_text(str(os.getpid()), encoding="utf-8")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"rank_{self.rank}.pid").write_text(str(os.getpid()), encoding="utf-8")
+        except OSError as exc:
+            raise SiirlUserError(
+                f"trainer.output_dir={self.cfg.trainer.output_dir}: cannot write {folder} ({exc.strerror})"
+            ) from None
 
     def run(self) -> dict[str, float]:
         """Build what this rank's graph needs and train; returns a small summary (never sample data)."""

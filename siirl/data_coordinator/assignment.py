@@ -105,16 +105,8 @@ def _offsets(metas: Sequence[ProducerMeta]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
 
 
-def producer_pieces(
-    metas: Sequence[ProducerMeta], parts: Sequence[np.ndarray], producer_rank: int
-) -> list[np.ndarray]:
-    """For one producer: its local sample indices destined to each consumer dp rank."""
+def rows_by_producer(metas: Sequence[ProducerMeta], part: np.ndarray) -> list[np.ndarray]:
+    """For one consumer (its global sample indices ``part``): the local row indices it takes from each
+    producer, producers in rank order."""
     offsets = _offsets(metas)
-    start, end = offsets[producer_rank], offsets[producer_rank + 1]
-    return [part[(part >= start) & (part < end)] - start for part in parts]
-
-
-def counts_by_producer(metas: Sequence[ProducerMeta], part: np.ndarray) -> np.ndarray:
-    """How many of one consumer's samples each producer holds."""
-    offsets = _offsets(metas)
-    return np.bincount(np.searchsorted(offsets, part, side="right") - 1, minlength=len(metas))
+    return [part[(part >= offsets[r]) & (part < offsets[r + 1])] - offsets[r] for r in range(len(metas))]

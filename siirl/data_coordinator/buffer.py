@@ -1,13 +1,13 @@
 """Per-node data buffers: Ray actors holding ObjectRefs and sample metadata, never the samples.
 
-There is one buffer per Ray node, pinned there and named after the node id. A producer's piece refs go
-only to the buffer on its own node, so the bytes stay in that node's object store until a consumer pulls
-exactly its part. Metadata (a few bytes per sample) is replicated to every buffer so each worker plans
-from its local buffer. There is deliberately no global buffer: a single actor would be the single
-controller DistFlow removes.
+There is one buffer per Ray node, pinned there and named after the node id. A producer's shard ref goes
+only to the buffer on its own node, so the bytes stay in that node's object store: consumers on that node
+read them zero-copy, consumers elsewhere ask this buffer to ``cut`` out exactly their rows. Metadata (a
+few bytes per sample) is replicated to every buffer so each worker plans from its local buffer. There is
+deliberately no global buffer: a single actor would be the single controller DistFlow removes.
 
-Buffers are asyncio actors: waiting calls (``wait_metadata``, ``wait_pieces``) park until a producer's
-``publish``/``attach`` wakes them, so consumers neither poll nor add latency.
+Buffers are asyncio actors: waiting calls (``wait_entry``) park until a producer's ``publish`` wakes them,
+so consumers neither poll nor add latency. See ``coordinator`` for the whole protocol.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import ray
 from ray.actor import ActorHandle
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from siirl.data_coordinator.assignment import ProducerMeta
+from siirl.data_coordinator.tensordict_ops import wire_take
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +44,13 @@ def buffer_name(node_id: str) -> str:
 class _Entry:
     expected_acks: int
     metas: dict[int, ProducerMeta] = field(default_factory=dict)
-    #: producer rank -> one ref (or None for an empty piece) per consumer dp rank; local producers only
-    pieces: dict[int, list[Any]] = field(default_factory=dict)
+    #: producer rank -> its whole shard's ref, wrapped in a list; producers on this node only
+    shards: dict[int, list[Any]] = field(default_factory=dict)
     acks: int = 0
 
 
 class DataBuffer:
-    """Entries keyed by (step, stage key): all producers' metadata, local producers' piece refs."""
+    """Entries keyed by (step, stage key): all producers' metadata, local producers' shard refs."""
 
     def __init__(self) -> None:
         self._node_id = ray.get_runtime_context().get_node_id()
@@ -76,30 +78,26 @@ class DataBuffer:
         """The node this actor runs on (read from Ray, not trusted from the caller)."""
         return self._node_id
 
-    async def publish(self, step: int, key: str, meta: ProducerMeta, expected_acks: int) -> None:
-        """Register a producer's shard metadata; ``expected_acks`` consumers will read this entry."""
+    async def publish(
+        self, step: int, key: str, meta: ProducerMeta, expected_acks: int, wrapped_shard: list[Any] | None = None
+    ) -> None:
+        """Register a producer's shard metadata (and, on the producer's own node, the shard's ref, wrapped
+        in a list so Ray hands over the ref, not the data); ``expected_acks`` consumers will read it."""
         entry = self._entries.setdefault((step, key), _Entry(expected_acks))
         if meta.producer_rank in entry.metas:
             raise ValueError(
                 f"producer rank {meta.producer_rank} already published step {step} stage {key!r}"
             )
         entry.metas[meta.producer_rank] = meta
+        if wrapped_shard is not None:
+            entry.shards[meta.producer_rank] = wrapped_shard
         await self._notify()
 
-    async def attach(self, step: int, key: str, producer_rank: int, wrapped_pieces: list[list[Any]]) -> None:
-        """Store the refs of a producer's pieces (wrapped in a list so Ray hands over refs, not data)."""
-        entry = self._entries.get((step, key))
-        if entry is None or producer_rank not in entry.metas:
-            raise ValueError(
-                f"producer rank {producer_rank} attached step {step} stage {key!r} before publishing"
-            )
-        entry.pieces[producer_rank] = list(wrapped_pieces[0])
-        await self._notify()
-
-    async def wait_metadata(
+    async def wait_entry(
         self, step: int, key: str, num_producers: int, timeout_s: float
-    ) -> list[ProducerMeta]:
-        """All producers' metadata once ``num_producers`` have published (what is there on timeout)."""
+    ) -> tuple[list[ProducerMeta], dict[int, list[Any]]]:
+        """All producers' metadata and the wrapped shard refs held here, once ``num_producers`` published
+        (what is there on timeout)."""
 
         def ready() -> bool:
             entry = self._entries.get((step, key))
@@ -107,22 +105,16 @@ class DataBuffer:
 
         await self._wait(ready, timeout_s)
         entry = self._entries.get((step, key))
-        return [] if entry is None else list(entry.metas.values())
+        return ([], {}) if entry is None else (list(entry.metas.values()), dict(entry.shards))
 
-    async def wait_pieces(
-        self, step: int, key: str, consumer_rank: int, producer_ranks: list[int], timeout_s: float
-    ) -> dict[int, Any]:
-        """The ref for ``consumer_rank`` (``None``: empty piece) of each listed producer once all attached."""
-
-        def ready() -> bool:
-            entry = self._entries.get((step, key))
-            return entry is not None and all(r in entry.pieces for r in producer_ranks)
-
-        await self._wait(ready, timeout_s)
+    async def cut(self, step: int, key: str, producer_rank: int, rows: list[int]) -> list[Any]:
+        """A consumer on another node wants some rows of a shard held here: cut them out on this node (the
+        shard is read zero-copy from this node's store) so only those rows cross the network."""
         entry = self._entries.get((step, key))
-        if entry is None:
-            return {}
-        return {r: entry.pieces[r][consumer_rank] for r in producer_ranks if r in entry.pieces}
+        if entry is None or producer_rank not in entry.shards:
+            raise ValueError(f"no shard of producer rank {producer_rank} for step {step} stage {key!r} here")
+        wire = await entry.shards[producer_rank][0]
+        return [ray.put(wire_take(wire, np.asarray(rows, dtype=np.int64)))]
 
     async def ack(self, step: int, key: str) -> bool:
         """A consumer is done with the entry; the last expected ack drops it. Returns whether it dropped."""
@@ -143,11 +135,11 @@ class DataBuffer:
         return len(doomed)
 
     async def stats(self) -> dict[str, Any]:
-        """Node id, open entries (published producer ranks) and the ranks whose refs live here."""
+        """Node id, open entries (published producer ranks) and the ranks whose shard refs live here."""
         return {
             "node_id": self._node_id,
             "entries": {f"{s}/{k}": sorted(e.metas) for (s, k), e in self._entries.items()},
-            "pieces": {f"{s}/{k}": sorted(e.pieces) for (s, k), e in self._entries.items() if e.pieces},
+            "pieces": {f"{s}/{k}": sorted(e.shards) for (s, k), e in self._entries.items() if e.shards},
         }
 
 

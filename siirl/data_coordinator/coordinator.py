@@ -1,14 +1,23 @@
 """The client each DAG worker uses to hand its shard to the next stage's dp layout.
 
-Protocol for one (step, stage key):
-1. every producer dp rank publishes its shard's metadata (uid keys, token lengths) to all buffers;
-2. each producer and each consumer reads all producers' metadata from its local buffer and computes
-   the same assignment of samples to consumer dp ranks (``assign_samples``);
-3. each producer ``ray.put``s one piece per consumer dp rank, in its own process, so the bytes live in
-   its node's object store, and gives only the refs to its own node's buffer;
-4. each consumer fetches the refs of its own pieces, concatenates them, and acks; the last ack of the
-   entry drops it, which frees the objects.
-The driver takes no part: it only created the buffers.
+Protocol for one (step, stage key), a reference hand-off:
+
+1. Each producer (the dp-group leader of the producing layout) ``ray.put``s its whole shard ONCE, in its
+   own process, in the wire format (numpy byte blocks, which readers map without copying), and publishes
+   its metadata (uid group keys, token lengths: a few bytes per sample) to every node's buffer, adding
+   the shard's ref only at the buffer on its own node. Then it returns: a producer never waits for peers.
+2. Each consumer waits on its local buffer until every producer's metadata is there, computes the same
+   assignment of samples to consumer dp ranks as everyone else (``assign_samples``: a pure function of
+   the metadata, so no assignment is ever sent), and takes its rows:
+   - from producers on its own node (the fast path): ``ray.get`` of the shard ref maps the node's object
+     store pages without copying, and the consumer copies just its rows, once, into its batch;
+   - from producers on other nodes: the buffer on the producer's node cuts out exactly those rows
+     there, so only they cross the network. The per-node buffer touches data only in this case.
+3. Each consumer acks every buffer; the last ack of an entry drops it, which frees the shard objects.
+
+Per hand-off that is one object-store write per producer, one copy per consumer byte and two round trips
+per consumer (wait, ack); the driver takes no part (it only created the buffers), so its memory stays flat
+whatever the batch size.
 """
 
 from __future__ import annotations
@@ -22,16 +31,10 @@ import ray
 from ray.actor import ActorHandle
 from tensordict import TensorDict, TensorDictBase
 
-from siirl.data_coordinator.assignment import (
-    ProducerMeta,
-    assign_samples,
-    counts_by_producer,
-    describe_shard,
-    producer_pieces,
-)
+from siirl.data_coordinator.assignment import ProducerMeta, assign_samples, describe_shard, rows_by_producer
 from siirl.data_coordinator.buffer import find_data_buffers
 from siirl.data_coordinator.layout import DpLayout, needs_redistribution
-from siirl.data_coordinator.tensordict_ops import from_wires, to_wire, wire_take
+from siirl.data_coordinator.tensordict_ops import take_from_wires, to_wire
 
 
 class DataCoordinatorTimeout(TimeoutError):
@@ -69,14 +72,14 @@ class DataCoordinator:
             f"timed out after {self.timeout_s:.0f}s waiting for step {step} stage {key!r} {what}"
         )
 
-    def _all_metadata(self, step: int, key: str, num_producers: int, deadline: float) -> list[ProducerMeta]:
-        """Every producer's metadata, in rank order, from this node's buffer (waits for late producers)."""
+    def _entry(
+        self, step: int, key: str, num_producers: int, deadline: float
+    ) -> tuple[list[ProducerMeta], dict[int, list]]:
+        """Every producer's metadata in rank order, and the shard refs of this node's producers."""
         local = self._buffers[self._node_id]
         remaining = deadline - time.monotonic()
-        metas = {
-            m.producer_rank: m
-            for m in ray.get(local.wait_metadata.remote(step, key, num_producers, remaining))
-        }
+        found, shards = ray.get(local.wait_entry.remote(step, key, num_producers, remaining))
+        metas = {m.producer_rank: m for m in found}
         if len(metas) < num_producers:
             missing = sorted(set(range(num_producers)) - set(metas))
             raise self._timeout(step, key, f"metadata of producer ranks {missing}")
@@ -84,7 +87,7 @@ class DataCoordinator:
             raise ValueError(
                 f"step {step} stage {key!r}: producer ranks {sorted(metas)} are not 0..{num_producers - 1}"
             )
-        return [metas[r] for r in range(num_producers)]
+        return [metas[r] for r in range(num_producers)], shards
 
     def _assignment(
         self, step: int, key: str, metas: list[ProducerMeta], num_consumers: int
@@ -113,76 +116,55 @@ class DataCoordinator:
         num_consumers: int,
         expected_acks: int,
     ) -> None:
-        """Hand this producer's shard over; returns once its pieces are registered.
+        """Hand this producer's shard over: one ``ray.put`` and one publish per node; never waits on peers.
 
-        Blocks until all ``num_producers`` have published metadata (the assignment needs all of it).
-        ``expected_acks`` is the number of consumer workers that will ``get`` this entry.
+        ``num_producers`` / ``num_consumers`` are part of the call for symmetry with ``get`` (consumers
+        plan from the metadata); ``expected_acks`` is the number of consumer workers that will ``get``.
         """
-        deadline = self._deadline()
         meta = describe_shard(batch, producer_rank, self._node_id, self._group_key, self._length_key)
-        # The local wait parks until every publish (this one included) has landed, so publishing and
-        # waiting share one round trip; the publish replies are checked afterwards for errors.
-        published = [b.publish.remote(step, key, meta, expected_acks) for b in self._buffers.values()]
-        metas = self._all_metadata(step, key, num_producers, deadline)
-        ray.get(published)
-        parts = self._assignment(step, key, metas, num_consumers)
-        wire = to_wire(batch)
-        refs = [
-            ray.put(wire_take(wire, rows)) if len(rows) else None
-            for rows in producer_pieces(metas, parts, producer_rank)
-        ]
-        ray.get(self._buffers[self._node_id].attach.remote(step, key, producer_rank, [refs]))
+        ref = ray.put(to_wire(batch))
+        ray.get([
+            buffer.publish.remote(step, key, meta, expected_acks, [ref] if node == self._node_id else None)
+            for node, buffer in self._buffers.items()
+        ])
 
-    def _piece_refs(
-        self, step: int, key: str, consumer_rank: int, metas: list[ProducerMeta], deadline: float
-    ) -> dict:
-        """This consumer's piece ref (or None) of every producer, from the buffers of the producers' nodes."""
-        by_node: dict[str, list[int]] = {}
-        for meta in metas:
-            if meta.node_id not in self._buffers:
-                raise RuntimeError(
-                    f"no data buffer known for node {meta.node_id} of producer {meta.producer_rank}"
-                )
-            by_node.setdefault(meta.node_id, []).append(meta.producer_rank)
-        remaining = deadline - time.monotonic()
-        replies = ray.get(
-            [
-                self._buffers[node].wait_pieces.remote(step, key, consumer_rank, ranks, remaining)
-                for node, ranks in by_node.items()
-            ]
-        )
-        refs = {rank: ref for reply in replies for rank, ref in reply.items()}
-        if len(refs) < len(metas):
-            raise self._timeout(
-                step, key, f"pieces of producer ranks {sorted(set(range(len(metas))) - set(refs))}"
-            )
-        return refs
+    def _remote_buffer(self, meta: ProducerMeta) -> ActorHandle:
+        if meta.node_id not in self._buffers:
+            raise RuntimeError(f"no data buffer known for node {meta.node_id} of producer {meta.producer_rank}")
+        return self._buffers[meta.node_id]
 
     def get(
         self, step: int, key: str, *, consumer_rank: int, num_consumers: int, num_producers: int
     ) -> TensorDict:
         """Exactly the samples assigned to ``consumer_rank``, ordered by producer rank then shard order."""
-        deadline = self._deadline()
-        metas = self._all_metadata(step, key, num_producers, deadline)
+        metas, shards = self._entry(step, key, num_producers, self._deadline())
         parts = self._assignment(step, key, metas, num_consumers)
-        wanted = counts_by_producer(metas, parts[consumer_rank]).tolist()
-        if not sum(wanted):
+        rows = rows_by_producer(metas, parts[consumer_rank])
+        mine = [r for r in range(num_producers) if len(rows[r])]
+        if not mine:
             raise ValueError(
                 f"step {step} stage {key!r}: consumer dp rank {consumer_rank} was assigned no samples"
             )
-        refs = self._piece_refs(step, key, consumer_rank, metas, deadline)
-        if any((refs[r] is None) != (wanted[r] == 0) for r in range(num_producers)):
-            raise RuntimeError(f"step {step} stage {key!r}: producers computed a different assignment")
-        mine = [r for r in range(num_producers) if wanted[r]]
-        wires = ray.get([refs[r] for r in mine])
-        for r, wire in zip(mine, wires):
-            if wire.num_rows != wanted[r]:
-                raise RuntimeError(
-                    f"step {step} stage {key!r}: producer {r} sent {wire.num_rows} != {wanted[r]}"
-                )
-        batch = from_wires(wires)
-        del wires, refs
-        # Every producer attached only after all its publishes landed, so every buffer has the entry now.
+        here = [r for r in mine if metas[r].node_id == self._node_id]
+        lost = [r for r in here if r not in shards]
+        if lost:
+            raise RuntimeError(f"step {step} stage {key!r}: no shard ref of local producer ranks {lost}")
+        cuts = {
+            r: self._remote_buffer(metas[r]).cut.remote(step, key, r, rows[r].tolist())
+            for r in mine if r not in here
+        }
+        local_wires = dict(zip(here, ray.get([shards[r][0] for r in here])))  # mapped, not copied
+        remote_wires = dict(zip(cuts, ray.get([ref[0] for ref in ray.get(list(cuts.values()))])))
+        pieces = [
+            (local_wires[r], rows[r]) if r in local_wires else (remote_wires[r], np.arange(len(rows[r])))
+            for r in mine
+        ]
+        for r, (wire, _) in zip(mine, pieces):
+            if wire.num_rows != metas[r].num_samples and r in local_wires:
+                raise RuntimeError(f"step {step} stage {key!r}: producer {r} sent {wire.num_rows} rows, "
+                                   f"published {metas[r].num_samples}")
+        batch = take_from_wires(pieces)
+        del pieces, local_wires, remote_wires
         ray.get([b.ack.remote(step, key) for b in self._buffers.values()])
         return batch
 

@@ -3,12 +3,18 @@
 There is no central loader feeding workers: every worker builds a ``DistributedDataLoader`` for its
 rollout dp rank, all ranks agree on the row order through a shared seed, and each reads only the rows
 (and row groups) of its slices. The loader is resumable mid-epoch via ``state_dict``.
+
+Over-long prompts must be dropped identically everywhere before the order is drawn. Given a ``ScanShare``
+(the DAG workers pass one over their process group), each worker tokenizes only a 1/size slice of the
+rows to find them and the workers exchange the (few) over-long row ids; without one, a single process
+scans everything.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,6 +30,32 @@ from siirl.params.data import DataConfig
 logger = logging.getLogger(__name__)
 
 STATE_KEYS = ("epoch", "position", "num_rows", "global_batch_size")
+
+
+@dataclass(frozen=True)
+class ScanShare:
+    """This process's part in the over-long-prompt scan: it scans slice ``rank`` of ``size`` equal row
+    slices; ``gather`` collects every participant's over-long row ids (in rank order)."""
+
+    rank: int
+    size: int
+    gather: Callable[[np.ndarray], list[np.ndarray]]
+
+
+def dist_scan_share(group: Any = None) -> ScanShare | None:
+    """A ``ScanShare`` over a torch.distributed group (all its ranks build their loaders together), or
+    ``None`` outside torch.distributed."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+
+    def gather(ids: np.ndarray) -> list[np.ndarray]:
+        out: list[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(out, ids, group=group)
+        return out
+
+    return ScanShare(dist.get_rank(group), dist.get_world_size(group), gather)
 
 
 class DistributedDataLoader:
@@ -46,6 +78,7 @@ class DistributedDataLoader:
         global_batch_size: int | None,
         shuffle: bool,
         drop_last: bool,
+        scan: ScanShare | None = None,
     ) -> None:
         if dp_size < 1 or not 0 <= dp_rank < dp_size:
             raise DataError(f"dp_rank must be in [0, dp_size), got dp_rank={dp_rank}, dp_size={dp_size}")
@@ -60,7 +93,7 @@ class DistributedDataLoader:
             tokenizer, config.max_prompt_length, config.truncation, config.apply_chat_template
         )
         self._columns = [config.prompt_key, config.reward_fn_key, "reward_model", "extra_info"]
-        self._kept, self.num_filtered = self._scan(dp_rank)
+        self._kept, self.num_filtered = self._scan(dp_rank, scan)
         num_rows = len(self._kept)
         if num_rows == 0:
             raise EmptyDatasetError(
@@ -80,24 +113,35 @@ class DistributedDataLoader:
         self._epoch = 0
         self._position = 0
 
-    def _scan(self, dp_rank: int) -> tuple[np.ndarray, int]:
-        """Kept row ids and the number filtered; over-long prompts are found before training starts."""
+    def _too_long(self, start: int, end: int) -> np.ndarray:
+        """Row ids in ``[start, end)`` whose rendered prompt exceeds ``max_prompt_length`` tokens."""
+        found = []
+        for first, prompts in self._rows.iter_column(self._config.prompt_key, start, end):
+            describe = lambda i, o=first: self._rows.describe(o + i)
+            lengths = self._encoder.lengths(prompts, describe)
+            found.append(first + np.flatnonzero(lengths > self._encoder.max_prompt_length))
+        return np.concatenate(found).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
+
+    def _scan(self, dp_rank: int, scan: ScanShare | None) -> tuple[np.ndarray, int]:
+        """Kept row ids and the number filtered; over-long prompts are found before training starts,
+        each process tokenizing only its ``scan`` slice of the rows."""
         all_rows = np.arange(self._rows.num_rows, dtype=np.int64)
         if not self._config.filter_overlong_prompts and self._encoder.truncation != "error":
             return all_rows, 0
-        lengths = np.zeros(len(all_rows), dtype=np.int64)
-        offset = 0
-        for prompts in self._rows.iter_column(self._config.prompt_key):
-            describe = lambda i, o=offset: self._rows.describe(o + i)
-            lengths[offset : offset + len(prompts)] = self._encoder.lengths(prompts, describe)
-            offset += len(prompts)
-        too_long = lengths > self._encoder.max_prompt_length
+        if scan is None or scan.size == 1:
+            too_long = self._too_long(0, len(all_rows))
+        else:
+            bounds = np.linspace(0, len(all_rows), scan.size + 1).astype(np.int64)
+            mine = self._too_long(int(bounds[scan.rank]), int(bounds[scan.rank + 1]))
+            too_long = np.sort(np.concatenate(scan.gather(mine)))
         if not self._config.filter_overlong_prompts:
-            if too_long.any():
-                first = int(np.argmax(too_long))
-                raise self._encoder.too_long_error(self._rows.describe(first), int(lengths[first]))
+            if len(too_long):
+                first = int(too_long[0])
+                prompt = self._rows.read([first], [self._config.prompt_key])[0].get(self._config.prompt_key)
+                length = int(self._encoder.lengths([prompt], lambda i: self._rows.describe(first))[0])
+                raise self._encoder.too_long_error(self._rows.describe(first), length)
             return all_rows, 0
-        num_filtered = int(too_long.sum())
+        num_filtered = len(too_long)
         if num_filtered and dp_rank == 0:
             logger.info(
                 "filtered %d of %d prompts longer than data.max_prompt_length=%d",
@@ -105,7 +149,9 @@ class DistributedDataLoader:
                 len(all_rows),
                 self._encoder.max_prompt_length,
             )
-        return all_rows[~too_long], num_filtered
+        keep = np.ones(len(all_rows), dtype=bool)
+        keep[too_long] = False
+        return all_rows[keep], num_filtered
 
     @property
     def epoch(self) -> int:
@@ -128,11 +174,12 @@ class DistributedDataLoader:
         epoch, start = self._epoch, self._position
         todo = self._sampler.batches(epoch)[start:]
         row_ids = self._kept[np.concatenate(todo)] if todo else np.zeros(0, dtype=np.int64)
-        rows = self._rows.read(row_ids, self._columns)
+        # One columnar read of this rank's rows for the epoch; Python objects exist one batch at a time.
+        table = self._rows.read_table(row_ids, self._columns)
         offset = 0
         for i, positions in enumerate(todo):
             end = offset + len(positions)
-            batch = self._make_batch(rows[offset:end], row_ids[offset:end])
+            batch = self._make_batch(table.slice(offset, end - offset).to_pylist(), row_ids[offset:end])
             offset = end
             self._position = start + i + 1
             yield batch
@@ -176,7 +223,8 @@ class DistributedDataLoader:
 
 
 def build_train_dataloader(
-    config: DataConfig, tokenizer: Any, dp_rank: int, dp_size: int, files: Sequence[str] | None = None
+    config: DataConfig, tokenizer: Any, dp_rank: int, dp_size: int, files: Sequence[str] | None = None,
+    scan: ScanShare | None = None,
 ) -> DistributedDataLoader:
     """Shuffled, ``drop_last`` loader of ``data.train_batch_size`` prompts per step over all ranks."""
     files = list(config.train_files if files is None else files)
@@ -195,11 +243,13 @@ def build_train_dataloader(
         global_batch_size=config.train_batch_size,
         shuffle=config.shuffle,
         drop_last=True,
+        scan=scan,
     )
 
 
 def build_val_dataloader(
-    config: DataConfig, tokenizer: Any, dp_rank: int, dp_size: int, files: Sequence[str] | None = None
+    config: DataConfig, tokenizer: Any, dp_rank: int, dp_size: int, files: Sequence[str] | None = None,
+    scan: ScanShare | None = None,
 ) -> DistributedDataLoader:
     """The whole validation set, sharded in file order, nothing dropped (``val_batch_size=-1``: one batch)."""
     files = list(config.val_files if files is None else files)
@@ -214,4 +264,5 @@ def build_val_dataloader(
         global_batch_size=None if config.val_batch_size == -1 else config.val_batch_size,
         shuffle=False,
         drop_last=False,
+        scan=scan,
     )

@@ -70,21 +70,31 @@ class ParquetRows:
         except (pa.ArrowException, OSError) as exc:
             raise DataFileError(f"{self._paths[file_idx]} is malformed ({_one_line(exc)})") from None
 
-    def iter_column(self, column: str) -> Iterator[list]:
-        """Every value of one column, one row group at a time, in global row order."""
+    def iter_column(self, column: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, list]]:
+        """``(first row id, values)`` of one column over rows ``[start, end)``, one row group at a time, in
+        global row order; row groups outside the range are never read."""
+        end = self.num_rows if end is None else end
         for file_idx, handle in enumerate(self._files):
+            base = int(self._file_start[file_idx])
+            bounds = self._group_start[file_idx]
             for group in range(handle.num_row_groups):
-                yield self._read_group(file_idx, group, [column]).column(column).to_pylist()
+                lo, hi = base + int(bounds[group]), base + int(bounds[group + 1])
+                if hi <= start or lo >= end:
+                    continue
+                values = self._read_group(file_idx, group, [column]).column(column)
+                first, last = max(lo, start), min(hi, end)
+                yield first, values.slice(first - lo, last - first).to_pylist()
 
-    def read(self, row_ids: Sequence[int] | np.ndarray, columns: Sequence[str]) -> list[dict]:
-        """The requested rows as dicts, in the order of ``row_ids`` (columns a file lacks are absent)."""
+    def read_table(self, row_ids: Sequence[int] | np.ndarray, columns: Sequence[str]) -> pa.Table:
+        """The requested rows as one Arrow table (columnar, compact), in the order of ``row_ids``; a column
+        some file lacks is null in that file's rows."""
         ids = np.asarray(row_ids, dtype=np.int64)
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_rows):
             raise IndexError(f"row id out of range for a dataset of {self.num_rows} rows")
-        out: list[dict | None] = [None] * len(ids)
         order = np.argsort(ids, kind="stable")
         sorted_ids = ids[order]
         file_of = np.searchsorted(self._file_start, sorted_ids, side="right") - 1
+        pieces, positions = [], []
         for file_idx in np.unique(file_of):
             in_file = np.nonzero(file_of == file_idx)[0]
             local = sorted_ids[in_file] - self._file_start[file_idx]
@@ -93,7 +103,14 @@ class ParquetRows:
             for group in np.unique(group_of):
                 sel = np.nonzero(group_of == group)[0]
                 table = self._read_group(int(file_idx), int(group), columns)
-                rows = table.take(pa.array(local[sel] - starts[group])).to_pylist()
-                for pos, row in zip(order[in_file[sel]], rows):
-                    out[pos] = row
-        return out  # type: ignore[return-value]
+                pieces.append(table.take(pa.array(local[sel] - starts[group])))
+                positions.append(order[in_file[sel]])
+        if not pieces:
+            return pa.table({})
+        table = pa.concat_tables(pieces, promote_options="default")
+        where = np.concatenate(positions)  # output position of each row of ``table``
+        return table.take(pa.array(np.argsort(where, kind="stable")))
+
+    def read(self, row_ids: Sequence[int] | np.ndarray, columns: Sequence[str]) -> list[dict]:
+        """The requested rows as dicts, in the order of ``row_ids``."""
+        return self.read_table(row_ids, columns).to_pylist()

@@ -186,3 +186,50 @@ def from_wires(wires: Sequence[WireBatch]) -> TensorDict:
         tensors[key] = torch.from_numpy(out).view(dtype).reshape(num_rows, *shape)
     others = {key: [v for w in wires for v in w.non_tensors[key]] for key in first.non_tensors}
     return _build(num_rows, tensors, others)
+
+
+def _copy_rows(out: np.ndarray, data: np.ndarray, rows: np.ndarray) -> None:
+    """``out[:] = data[rows]`` without a temporary: slices for long consecutive runs, else one gather."""
+    runs = _runs(rows)
+    if len(runs) * MIN_AVG_RUN_ROWS <= len(rows):
+        at = 0
+        for a, b in runs:
+            out[at : at + b - a] = data[a:b]
+            at += b - a
+    else:
+        np.take(data, rows, axis=0, out=out)
+
+
+def take_from_wires(pieces: Sequence[tuple[WireBatch, np.ndarray]]) -> TensorDict:
+    """The given rows of each wire batch, concatenated in order, as one writable TensorDict.
+
+    Each byte is copied exactly once, straight from the (possibly object-store mapped) wire blocks into
+    the result: no intermediate piece is materialised.
+    """
+    if not pieces:
+        raise ValueError("take_from_wires needs at least one (wire batch, rows) pair")
+    first = pieces[0][0]
+    for i, (wire, _) in enumerate(pieces[1:], start=1):
+        if set(wire.tensors) != set(first.tensors) or set(wire.non_tensors) != set(first.non_tensors):
+            raise ValueError(f"cannot concatenate wire batch #{i}: its fields differ from #0")
+    rows_list = [np.asarray(rows, dtype=np.int64) for _, rows in pieces]
+    num_rows = sum(len(rows) for rows in rows_list)
+    tensors = {}
+    for key, (dtype, shape, _) in first.tensors.items():
+        row_bytes = prod(shape) * torch.empty(0, dtype=dtype).element_size()
+        if row_bytes == 0 or num_rows == 0:
+            tensors[key] = torch.empty((num_rows, *shape), dtype=dtype)
+            continue
+        out = np.empty((num_rows, row_bytes), dtype=np.uint8)
+        at = 0
+        for (wire, _), rows in zip(pieces, rows_list):
+            blocks = wire.tensors[key][2]
+            data = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+            _copy_rows(out[at : at + len(rows)], data, rows)
+            at += len(rows)
+        tensors[key] = torch.from_numpy(out).view(dtype).reshape(num_rows, *shape)
+    others = {
+        key: [wire.non_tensors[key][i] for (wire, _), rows in zip(pieces, rows_list) for i in rows.tolist()]
+        for key in first.non_tensors
+    }
+    return _build(num_rows, tensors, others)

@@ -23,7 +23,8 @@ class DeviceBackend(ABC):
     name: str = ""
     #: torch.distributed backend used between devices of this family.
     dist_backend: str = "gloo"
-    #: Ray resource one DAG worker reserves (None: plain CPU slots).
+    #: Ray's name for this family's accelerator resource, as its accelerator manager reports it ("GPU",
+    #: "NPU", ...); also the key of ``get_accelerator_ids()``. None: plain CPU slots.
     ray_resource: str | None = None
     #: Environment variable that restricts a process to its devices.
     visible_devices_env: str | None = None
@@ -124,8 +125,36 @@ class DeviceBackend(ABC):
             env[self.visible_devices_env] = os.environ[self.visible_devices_env]
         return env
 
-    def apply_model_patches(self, model: Any) -> list[str]:
-        """Swap this family's fused kernels into a built Hugging Face model; the names of those applied."""
+    # ----- how a DAG worker asks Ray for its device -----
+
+    def ray_bundle(self) -> dict[str, float]:
+        """One placement-group bundle for one DAG worker: a CPU slot plus one device of this family.
+
+        Bundles name every resource by its Ray name, the built-in "CPU"/"GPU" included.
+        """
+        bundle = {"CPU": 1.0}
+        if self.ray_resource:
+            bundle[self.ray_resource] = 1.0
+        return bundle
+
+    def ray_actor_resources(self) -> dict[str, Any]:
+        """The resource keywords of ``ray.remote(...).options()`` matching :meth:`ray_bundle`.
+
+        Accelerators other than Ray's built-in GPU go in ``resources`` under their Ray name (Ray accepts
+        e.g. ``resources={"NPU": 1}``); the CUDA backend overrides this with ``num_gpus``, because Ray
+        refuses "CPU" and "GPU" inside ``resources``.
+        """
+        options: dict[str, Any] = {"num_cpus": 1}
+        if self.ray_resource:
+            options["resources"] = {self.ray_resource: 1}
+        return options
+
+    def apply_model_patches(self, model: Any, generation: bool = False) -> list[str]:
+        """Swap this family's fused kernels into a built Hugging Face model; the names of those applied.
+
+        ``generation``: the model will decode with a KV cache (rollout), not run packed sequences, so
+        kernels that only serve the packed layout are left out.
+        """
         return []
 
     def fused_log_probs(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:

@@ -35,14 +35,19 @@ class CudaBackend(DeviceBackend):
     def torch_namespace(self) -> ModuleType:
         return torch.cuda
 
+    def ray_actor_resources(self) -> dict[str, Any]:
+        """Ray's built-in GPU is requested with ``num_gpus`` (it refuses "GPU" inside ``resources``)."""
+        return {"num_cpus": 1, "num_gpus": 1}
+
     def attn_implementation(self) -> str:
         return "flash_attention_2" if importlib.util.find_spec("flash_attn") is not None else "sdpa"
 
-    def apply_model_patches(self, model: Any) -> list[str]:
-        """Varlen attention: flash-attn when installed, else sequence-wise SDPA."""
+    def apply_model_patches(self, model: Any, generation: bool = False) -> list[str]:
+        """Packed training: the best batched varlen attention kernel (see ``kernels.cuda_attention``);
+        generation keeps stock attention (flash_attention_2 or SDPA with the padding mask and KV cache)."""
         from siirl.device.kernels import apply_patches
 
-        return apply_patches(model, self.name)
+        return apply_patches(model, self.name, generation)
 
     def fused_log_probs(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None:
         """flash-attn's Triton cross-entropy when installed."""

@@ -55,11 +55,11 @@ class NpuBackend(DeviceBackend):
             env["VLLM_USE_V1"] = "1"
         return env
 
-    def apply_model_patches(self, model: Any) -> list[str]:
+    def apply_model_patches(self, model: Any, generation: bool = False) -> list[str]:
         """torch_npu fused RMSNorm, rotary embedding and varlen fusion attention (Qwen2/Qwen3/Llama/Mistral)."""
         from siirl.device.kernels import apply_patches
 
-        return apply_patches(model, self.name)
+        return apply_patches(model, self.name, generation)
 
     def fused_log_probs(self) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         from siirl.device.kernels.logprob import npu_log_probs

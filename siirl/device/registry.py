@@ -34,6 +34,13 @@ def backend_names() -> list[str]:
     return sorted(_BACKENDS)
 
 
+def backend_class(name: str) -> type[DeviceBackend]:
+    """The registered class of family ``name``, without checking that its hardware is present."""
+    if name not in _BACKENDS:
+        raise DeviceUnavailableError(f"unknown device '{name}'; valid devices: {', '.join(backend_names())}")
+    return _BACKENDS[name]
+
+
 def get_backend(name: str = "auto") -> DeviceBackend:
     """Return a usable backend for ``name``; a one-line ``DeviceUnavailableError`` otherwise."""
     if name == "auto":

@@ -56,6 +56,8 @@ class RewardModelConfig:
     #: naive | batch | parallel | dapo
     reward_manager: str = "naive"
     num_workers: int = 2
+    #: Bound of one score-function call in every manager (``batch``: the whole batch call); a late call
+    #: scores 0 and is counted in the reward/timeouts metric.
     timeout_s: float = 10.0
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
 

@@ -47,7 +47,8 @@ class PolicyLossConfig:
 
 @dataclass
 class ActorConfig:
-    strategy: str = "fsdp2"
+    #: auto (replicate small models, FSDP2 otherwise) | fsdp (= fsdp2) | replicate; also used by the reference
+    strategy: str = "auto"
     #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
     ppo_mini_batch_size: int = 16
     ppo_micro_batch_size_per_gpu: int = 64
@@ -131,6 +132,8 @@ class ActorRolloutRefConfig:
 @dataclass
 class CriticConfig:
     enable: bool = False
+    #: auto | fsdp (= fsdp2) | replicate, as ``actor_rollout_ref.actor.strategy``
+    strategy: str = "auto"
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
     ppo_mini_batch_size: int = 16

@@ -29,6 +29,11 @@ class TrainerConfig:
     seed: int = 1
     #: Existing Ray cluster to join (RAY_ADDRESS also works); empty = start a local one.
     ray_address: str = ""
+    #: Log level of the DAG workers (the SIIRL_LOG_LEVEL environment variable wins); per-step detail
+    #: goes to metrics.jsonl / TensorBoard and the driver's progress bar either way.
+    log_level: str = "WARNING"
+    #: Intra-op threads of each DAG worker; 0 = the node's cores divided by its workers (no oversubscription).
+    cpu_threads_per_worker: int = 0
 
 
 @dataclass

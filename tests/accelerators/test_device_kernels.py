@@ -1,7 +1,7 @@
 """Device kernel patches on tiny HF models: same numbers as the unpatched model, patch names reported.
 
-NPU runs against the fake torch_npu (its operators are plain-torch CPU math); CUDA without flash-attn
-installs the sequence-wise SDPA varlen attention, which runs on the CPU as it is.
+NPU runs against the fake torch_npu (its operators are plain-torch CPU math); CUDA flash-attn runs against
+a stub computing the same math in torch. The other CUDA varlen kernels: test_cuda_varlen_kernels.py.
 """
 
 from __future__ import annotations
@@ -134,17 +134,11 @@ def test_unknown_families_and_cpu_get_no_patches(fake_torch_npu):
     assert model.config._attn_implementation == "sdpa"
 
 
-def test_cuda_sdpa_varlen_keeps_logits_and_generation(fake_cuda):
-    model, inputs = qwen2(), padded_inputs()
-    reference = valid_logits(model, inputs)
-    prompts = {"input_ids": inputs["input_ids"][[0]][:, :7], "attention_mask": inputs["attention_mask"][[0]][:, :7]}
-    generated = model.generate(**prompts, max_new_tokens=4, do_sample=False, pad_token_id=0)
-    assert get_backend("cuda").apply_model_patches(model) == ["sdpa_varlen"]  # flash-attn is not installed
-    assert model.config._attn_implementation == "siirl_sdpa_varlen"
-    torch.testing.assert_close(valid_logits(model, inputs), reference, rtol=1e-5, atol=1e-5)
-    with torch.no_grad():
-        torch.testing.assert_close(model(**packed(inputs)).logits[0], reference, rtol=1e-5, atol=1e-5)
-    assert torch.equal(model.generate(**prompts, max_new_tokens=4, do_sample=False, pad_token_id=0), generated)
+def test_cuda_patches_are_for_training_only(fake_cuda):
+    """A model built for generation keeps stock SDPA (padding mask + KV cache): no varlen patch at all."""
+    model = qwen2()
+    assert get_backend("cuda").apply_model_patches(model, generation=True) == []
+    assert model.config._attn_implementation == "sdpa"
 
 
 def test_fused_log_probs(fake_torch_npu, fake_cuda, monkeypatch):
@@ -195,6 +189,7 @@ def test_cuda_flash_attn_varlen_and_cross_entropy(fake_cuda, monkeypatch):
     model, inputs = qwen2(), padded_inputs()
     reference = valid_logits(model, inputs)
     assert get_backend("cuda").apply_model_patches(model) == ["flash_attn_varlen"]
+    assert get_backend("cuda").apply_model_patches(qwen2(), generation=True) == []
     with torch.no_grad():
         torch.testing.assert_close(model(**packed(inputs)).logits[0], reference, rtol=1e-5, atol=1e-5)
     assert seen[0] == {"dtype": torch.int32, "max": (9, 9), "causal": True}  # the longest packed sequence

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from siirl.dag_worker.checkpoint import CheckpointManager, rng_state, set_rng_state
+from siirl.dag_worker.manifest import read_verified
 from siirl.errors import SiirlUserError
 
 
@@ -25,8 +26,8 @@ class Component:
         (path / "part1.json").write_text(json.dumps(self.value))
 
     def load_checkpoint(self, path):
-        self.value = json.loads((path / "part0.json").read_text())
-        assert json.loads((path / "part1.json").read_text()) == self.value
+        self.value = json.loads(read_verified(path / "part0.json"))
+        assert json.loads(read_verified(path / "part1.json")) == self.value
 
 
 def test_save_then_load_round_trip(tmp_path):

@@ -1,6 +1,7 @@
 """Metric sinks and the end-of-run plot."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +32,25 @@ def test_unknown_sink_is_named(tmp_path):
 
 def test_reduce_without_process_group_is_identity():
     assert reduce_metrics({"a": 1.0, "b/max": 2.0}) == {"a": 1.0, "b/max": 2.0}
+
+
+def _reduce_rank(rank: int, port: int, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    got = reduce_metrics({"a": 1.0 + 2 * rank, "len/max": 3.0 - rank, "len/min": 5.0 + rank})
+    (Path(out_dir) / f"{rank}.json").write_text(json.dumps(got))
+    dist.destroy_process_group()
+
+
+def test_reduce_over_two_ranks_means_maxes_and_mins(tmp_path):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.spawn(_reduce_rank, args=(port, str(tmp_path)), nprocs=2, join=True)
+    want = {"a": 2.0, "len/max": 3.0, "len/min": 5.0}
+    assert [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)] == [want, want]

@@ -14,7 +14,7 @@ from siirl.data_coordinator import (
     describe_shard,
     needs_redistribution,
 )
-from siirl.data_coordinator.assignment import counts_by_producer, producer_pieces, uid_keys
+from siirl.data_coordinator.assignment import rows_by_producer, uid_keys
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 
 
@@ -69,16 +69,12 @@ def test_uid_keys_are_stable_and_tell_types_apart():
     assert int(keys.max()) < 1 << 63  # never collides with the keys of uid-less samples
 
 
-def test_pieces_and_counts_agree_with_the_partition():
+def test_rows_by_producer_agree_with_the_partition():
     metas = metas_with_groups(3, 2, 2)
-    parts = assign_samples(metas, 2)
-    for c, part in enumerate(parts):
-        counts = counts_by_producer(metas, part)
-        for p in range(3):
-            assert len(producer_pieces(metas, parts, p)[c]) == counts[p]
-            assert np.all(
-                producer_pieces(metas, parts, p)[c] + 4 * p == part[(part >= 4 * p) & (part < 4 * p + 4)]
-            )
+    for part in assign_samples(metas, 2):
+        rows = rows_by_producer(metas, part)
+        assert np.array_equal(np.concatenate([r + 4 * p for p, r in enumerate(rows)]), part)
+        assert all(np.all((r >= 0) & (r < 4)) for r in rows)
 
 
 def test_assignment_errors():

@@ -9,6 +9,7 @@ import torch
 from dc_testutils import data_config, make_row, write_rows
 
 from siirl.data_coordinator import build_train_dataloader, build_val_dataloader, non_tensor_list
+from siirl.data_coordinator.dataloader import ScanShare
 from siirl.data_coordinator.parquet_source import ParquetRows
 
 
@@ -190,11 +191,37 @@ def test_resuming_reads_only_the_rows_of_the_remaining_batches(parquet_of, token
     loader = build_train_dataloader(config, tokenizer, 0, 2)
     assert loader.batch_size_per_rank == 2 and len(loader) == 4
     requested = []
-    original = ParquetRows.read
+    original = ParquetRows.read_table
     monkeypatch.setattr(
-        ParquetRows, "read", lambda self, ids, cols: requested.append(len(ids)) or original(self, ids, cols)
+        ParquetRows, "read_table", lambda self, ids, cols: requested.append(len(ids)) or original(self, ids, cols)
     )
     loader.load_state_dict({**loader.state_dict(), "position": 3})
     assert len(list(loader)) == 1 and requested == [2]
     loader.load_state_dict({**loader.state_dict(), "position": 4})  # end of epoch 1
     assert list(loader) == [] and loader.state_dict() == {**loader.state_dict(), "epoch": 2, "position": 0}
+
+
+def test_ranks_scan_only_their_slice_for_overlong_prompts_and_agree(parquet_of, tokenizer, monkeypatch):
+    long = {3, 17, 31}
+    path = parquet_of(40, row_group_size=5, contents=lambda i: "x" * 20 if i in long else f"q{i}")
+    config = data_config(train_files=[path], train_batch_size=4)
+    whole = epoch_indices(build_train_dataloader(config, tokenizer, 0, 1))
+    scanned: dict[int, list[int]] = {}
+    original = ParquetRows.iter_column
+
+    def spy(self, column, start=0, end=None):
+        for first, values in original(self, column, start, end):
+            scanned.setdefault(rank, []).extend(range(first, first + len(values)))
+            yield first, values
+
+    monkeypatch.setattr(ParquetRows, "iter_column", spy)
+    found = {}  # every rank's over-long ids, as an all-gather would return them
+    for rank in range(4):
+        share = ScanShare(rank, 4, lambda ids, r=rank: [found.setdefault(r, ids)])
+        build_train_dataloader(config, tokenizer, rank % 2, 2, scan=share)
+    assert scanned == {r: list(range(10 * r, 10 * r + 10)) for r in range(4)}  # a quarter each
+    gather = lambda ids: [found[r] for r in range(4)]
+    loaders = [build_train_dataloader(config, tokenizer, r, 2, scan=ScanShare(r, 4, gather)) for r in range(2)]
+    assert all(loader.num_filtered == 3 for loader in loaders)
+    merged = [a + b for a, b in zip(*(epoch_indices(loader) for loader in loaders))]
+    assert merged == whole and not long & {i for batch in merged for i in batch}

@@ -51,3 +51,81 @@ def test_killed_worker_fails_job_within_60s(tmp_path):
     assert proc.returncode != 0
     assert elapsed < 60, f"job took {elapsed:.0f}s to notice the dead worker"
     assert "DAG worker rank 1" in stderr
+
+
+def _last_error_line(capsys) -> str:
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("siirl:")]
+    assert lines, "no siirl: line on stderr"
+    return lines[-1]
+
+
+def _reward_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "rewards.py"
+    path.write_text(f"def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    {body}\n")
+    return path
+
+
+def test_user_error_in_a_worker_is_one_line_exit_2(tmp_path, capsys, ray_session):
+    from .e2e_helpers import run_main
+
+    rewards = _reward_file(tmp_path, "return 'correct'")
+    code = run_main(tmp_path / "run", f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1")
+    line = _last_error_line(capsys)
+    assert code == 2, line
+    assert line.startswith("siirl: error: score function for 'siirl/arith_add' returned 'correct'"), line
+    assert "DAG worker rank" in line
+
+
+def test_internal_error_in_a_worker_names_type_message_and_log(tmp_path, capsys, ray_session):
+    from .e2e_helpers import run_main
+
+    rewards = _reward_file(tmp_path, "raise RuntimeError('verifier exploded')")
+    run_dir = tmp_path / "run"
+    code = run_main(run_dir, f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1")
+    line = _last_error_line(capsys)
+    assert code == 1, line
+    assert "failed: RuntimeError: verifier exploded" in line, line
+    log = line.split("traceback: ", 1)[1].split(";")[0].rstrip(")")
+    text = Path(log).read_text()
+    assert Path(log).parent == run_dir / "logs" and 'rewards.py", line 2' in text and "\x1b[" not in text
+
+
+def test_placement_beyond_cluster_totals_is_refused_at_once(tmp_path, capsys, ray_session):
+    from .e2e_helpers import run_main
+
+    began = time.monotonic()
+    code = run_main(tmp_path / "run", "trainer.n_devices_per_node=64", "data.train_batch_size=64",
+                    "actor_rollout_ref.actor.ppo_mini_batch_size=64")
+    line = _last_error_line(capsys)
+    assert code == 2 and "64 DAG workers need 64 CPU but the Ray cluster has 4 in total" in line, line
+    assert time.monotonic() - began < 60
+
+
+def _descendants(pid: int) -> list:
+    import psutil
+
+    return psutil.Process(pid).children(recursive=True)
+
+
+def test_ctrl_c_ends_job_and_every_process_within_10s(tmp_path):
+    import psutil
+
+    run_dir = tmp_path / "interrupt"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "siirl.main_dag", *FAST, f"trainer.output_dir={run_dir}",
+         "trainer.total_training_steps=10000"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    _wait_for(lambda: _trained_one_step(run_dir), 240, proc)
+    started = _descendants(proc.pid)
+    assert len(started) >= 3  # Ray's services and the DAG workers
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, stderr = proc.communicate(timeout=30)
+    exited = time.monotonic() - sent
+    _, alive = psutil.wait_procs(started, timeout=max(0.1, 10 - (time.monotonic() - sent)))
+    assert proc.returncode == 130, stderr[-2000:]
+    assert exited < 10, f"driver took {exited:.1f}s to exit"
+    assert not [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], alive

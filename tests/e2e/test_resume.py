@@ -25,3 +25,22 @@ def test_resume_reproduces_uninterrupted_run(tmp_path, ray_session):
     for step in (3, 4):
         for key, value in expected[step].items():
             assert got[step][key] == pytest.approx(value, rel=1e-5, abs=1e-7), (step, key)
+
+
+def test_damaged_latest_checkpoint_falls_back_to_previous(tmp_path, ray_session, caplog):
+    import logging
+    import math
+
+    common = ["trainer.save_freq=1", "trainer.test_freq=-1", "trainer.seed=7"]
+    run = tmp_path / "run"
+    assert run_main(run, "trainer.total_training_steps=2", *common) == 0
+    shard = run / "checkpoints" / "global_step_2" / "actor" / "rank_0_of_2.safetensors"
+    data = bytearray(shard.read_bytes())
+    data[-64:-48] = bytes(b ^ 0xFF for b in data[-64:-48])  # 16 bytes inside the last tensor
+    shard.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        assert run_main(run, "trainer.total_training_steps=3", "trainer.resume_mode=auto", *common) == 0
+    assert str(shard) in caplog.text and "previous intact checkpoint" in caplog.text
+    steps = [r for r in read_metrics(run) if "actor/pg_loss" in r]
+    assert [r["step"] for r in steps] == [1, 2, 2, 3]  # steps 2-3 re-run from step 1's checkpoint
+    assert all(math.isfinite(r["actor/entropy"]) for r in steps)

@@ -1,17 +1,21 @@
-"""Two CPU processes (gloo, FSDP2) reproduce a single-process PPO step; checkpoints and weight sync work."""
+"""Two CPU processes (gloo; FSDP2 or replicated) reproduce a single-process PPO step; checkpoints and weight
+sync work."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
 import torch
+import torch.distributed as dist
 from engine_testutils import actor_config, make_batch, model_config, spawn
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
 from siirl.algorithms import agg_loss, compute_policy_loss, entropy_from_logits, kl_loss, logprobs_from_logits
+from siirl.dag_worker.manifest import write_manifest
 from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.workers import ActorWorker, ReferenceWorker
 from siirl.params.model import RefConfig, RolloutConfig
@@ -32,13 +36,15 @@ def _params(actor: ActorWorker) -> dict[str, torch.Tensor]:
     return {name: tensor.clone() for name, tensor in actor.named_parameters_for_sync()}
 
 
-def _rank_main(rank: int, world: int, model_dir: str, out_dir: str) -> None:
+def _rank_main(rank: int, world: int, model_dir: str, out_dir: str, strategy: str) -> None:
     out = Path(out_dir)
     share = ROWS // world
     batch = make_batch(ROWS, seed=11)[rank * share : (rank + 1) * share]
     mcfg = model_config(Path(model_dir))
-    ref = ReferenceWorker(mcfg, OmegaConf.structured(RefConfig(log_prob_max_token_len_per_gpu=30)), "cpu")
-    actor = ActorWorker(mcfg, actor_config(**ACTOR), "cpu")
+    ref_cfg = OmegaConf.structured(RefConfig(log_prob_max_token_len_per_gpu=30))
+    ref = ReferenceWorker(mcfg, ref_cfg, "cpu", strategy=strategy)
+    actor = ActorWorker(mcfg, actor_config(strategy=strategy, **ACTOR), "cpu")
+    assert actor.strategy.name == ref.strategy.name == {"fsdp2": "fsdp"}.get(strategy, strategy)
     log_probs = actor.compute_log_prob(batch)
     torch.testing.assert_close(ref.compute_ref_log_prob(batch), log_probs["old_log_probs"])
     # Uneven shards: rank 0 runs out of rows and pads its micro-batch count with zero-weight dummies.
@@ -67,6 +73,10 @@ def _rank_main(rank: int, world: int, model_dir: str, out_dir: str) -> None:
 
     # Checkpoint round trip: restoring model + optimizer + scheduler reproduces the next step exactly.
     actor.save_checkpoint(out / "ckpt")
+    dist.barrier()
+    if rank == 0:  # seal it as the checkpoint manager does: files are only read against a manifest
+        write_manifest(out / "ckpt")
+    dist.barrier()
     actor.update_policy(batch)
     second = _params(actor)
     actor.update_policy(batch)
@@ -111,8 +121,9 @@ def _single_process_step(model_dir: Path) -> tuple[torch.Tensor, float, dict[str
     return (log_prob.detach() * mask), pg_loss.item(), dict(model.named_parameters())
 
 
-def test_two_rank_fsdp_step_matches_single_process(tiny_model_dir, tmp_path):
-    spawn(_rank_main, WORLD, str(tiny_model_dir), str(tmp_path))
+@pytest.mark.parametrize("strategy", ["fsdp2", "replicate"])
+def test_two_rank_step_matches_single_process(tiny_model_dir, tmp_path, strategy):
+    spawn(_rank_main, WORLD, str(tiny_model_dir), str(tmp_path), strategy)
     want_lp, want_loss, want_params = _single_process_step(tiny_model_dir)
     got_lp = torch.cat(
         [load_file(tmp_path / f"log_probs_{r}.safetensors")["log_probs"] for r in range(WORLD)]
@@ -122,6 +133,11 @@ def test_two_rank_fsdp_step_matches_single_process(tiny_model_dir, tmp_path):
     torch.testing.assert_close(uneven, want_lp, atol=1e-5, rtol=1e-5)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert abs(metrics["actor/pg_loss"] - want_loss) < 1e-5
+    phases = [k for k in metrics if k.startswith("timing_s/update_actor/")]
+    assert sorted(phases) == sorted(
+        f"timing_s/update_actor/{p}"
+        for p in ("forward", "backward", "optimizer", "collectives", "data_movement", "host")
+    )
     got = load_file(tmp_path / "params.safetensors")
     assert set(got) == {name for name, _ in want_params.items()}
     # Adam's first step moves each weight by about +-lr (1e-2) whatever the gradient's size, so float

@@ -7,6 +7,7 @@ from tensordict import TensorDict
 from siirl.engine.reward import make_reward_manager
 from siirl.engine.reward.batch_fields import get_ground_truths, get_list, get_str_list, set_list
 from siirl.engine.reward.dapo import overlong_penalty
+from siirl.errors import ConfigError
 from tests.reward.helpers import TOKENIZER, make_batch
 from tests.reward.reward_fns import batch_score
 
@@ -105,7 +106,7 @@ def test_dapo_bad_options(opts, match):
 
 def test_factory_errors():
     with pytest.raises(
-        ValueError, match=r"unknown reward manager 'fancy'; known: \['batch', 'dapo', 'naive', 'parallel'\]"
+        ConfigError, match=r"reward_manager='fancy' is not registered; known: batch, dapo, naive, parallel"
     ):
         make_reward_manager("fancy", TOKENIZER)
     with pytest.raises(ValueError, match=r"unknown options: \['colour'\]"):

@@ -2,30 +2,27 @@
 
 NPU: ``torch_npu.npu_fusion_attention`` in the TND (packed tokens) layout with cumulative
 ``actual_seq_qlen`` / ``actual_seq_kvlen`` and ``sparse_mode=3`` (causal, aligned bottom-right), which
-takes the compressed 2048x2048 upper-triangular mask. CUDA: ``flash_attn.flash_attn_varlen_func`` when
-flash-attn is installed, else PyTorch SDPA run sequence by sequence (no quadratic block-diagonal mask
-over a whole packed row).
+takes the compressed 2048x2048 upper-triangular mask. CUDA: ``flash_attn.flash_attn_varlen_func``; the
+other CUDA kernels and the choice between them live in ``cuda_attention``. ``sdpa_varlen_kernel`` (SDPA
+sequence by sequence) is the reference they are tested against and the last resort of an old torch.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from siirl.device.kernels import npu_norm_rope  # noqa: F401  (NPU norm/rotary patches run before attention)
 from siirl.device.kernels.hf_models import modeling_module, uses_sliding_window
 from siirl.device.kernels.registry import register_patch
 from siirl.device.kernels.varlen import Segments, install
 
 # No "flash" in these names: transformers treats any such name as a request for its own flash-attn path.
 NPU_VARLEN, FLASH_VARLEN, SDPA_VARLEN = "siirl_npu_varlen", "siirl_fa_varlen", "siirl_sdpa_varlen"
-#: ``attn_implementation`` names the patches install; all take packed sequences (boundaries from
-#: ``position_ids``), like transformers' own flash_attention_2.
-VARLEN_ATTENTION_NAMES = frozenset({NPU_VARLEN, FLASH_VARLEN, SDPA_VARLEN})
 
 
 @functools.lru_cache(maxsize=8)
@@ -90,24 +87,4 @@ def patch_npu_attention(model: nn.Module) -> bool:
     if not _installable(model):
         return False
     install(model, NPU_VARLEN, npu_varlen_kernel)
-    return True
-
-
-def _flash_attn_installed() -> bool:
-    return importlib.util.find_spec("flash_attn") is not None
-
-
-@register_patch("cuda", "flash_attn_varlen")
-def patch_flash_attention(model: nn.Module) -> bool:
-    if not (_installable(model) and _flash_attn_installed()):
-        return False
-    install(model, FLASH_VARLEN, flash_varlen_kernel)
-    return True
-
-
-@register_patch("cuda", "sdpa_varlen")
-def patch_sdpa_attention(model: nn.Module) -> bool:
-    if not _installable(model) or _flash_attn_installed():
-        return False
-    install(model, SDPA_VARLEN, sdpa_varlen_kernel)
     return True

@@ -72,10 +72,22 @@ def uniform_segments(batch: int, q_len: int, kv_len: int, device: torch.device) 
     return Segments(None, None, rows * q_len, rows * kv_len, q_len, kv_len)
 
 
+def segments_from_boundaries(kwargs: dict) -> Segments | None:
+    """Boundaries the packed layout hands over (``cu_seq_lens_q/k``, ``max_length_q/k``), if present: the
+    same tensors reach every layer, without a host sync per layer."""
+    cu_q, cu_k = kwargs.get("cu_seq_lens_q"), kwargs.get("cu_seq_lens_k")
+    max_q, max_k = kwargs.get("max_length_q"), kwargs.get("max_length_k")
+    if cu_q is None or cu_k is None or max_q is None or max_k is None:
+        return None
+    return Segments(None, None, cu_q.to(torch.int32), cu_k.to(torch.int32), int(max_q), int(max_k))
+
+
 def find_segments(
     attention_mask: torch.Tensor | None, position_ids: torch.Tensor | None, batch: int, q_len: int, kv_len: int,
-    device: torch.device,
+    device: torch.device, boundaries: Segments | None = None,
 ) -> Segments:
+    if attention_mask is None and batch == 1 and boundaries is not None:
+        return boundaries
     if attention_mask is not None:
         return segments_from_mask(attention_mask, q_len)
     if position_ids is not None and q_len == kv_len:
@@ -100,7 +112,8 @@ def make_attention_forward(kernel: VarlenKernel) -> Callable:
         kv_heads, kv_len = key.shape[1], key.shape[2]
         if attention_mask is not None and attention_mask.dim() != 2:
             raise ValueError(f"varlen attention takes a 2-D padding mask, got shape {tuple(attention_mask.shape)}")
-        seg = find_segments(attention_mask, kwargs.get("position_ids"), batch, q_len, kv_len, query.device)
+        seg = find_segments(attention_mask, kwargs.get("position_ids"), batch, q_len, kv_len, query.device,
+                            segments_from_boundaries(kwargs))
         q = query.transpose(1, 2).reshape(batch * q_len, heads, head_dim)
         k = key.transpose(1, 2).reshape(batch * kv_len, kv_heads, head_dim)
         v = value.transpose(1, 2).reshape(batch * kv_len, kv_heads, value.shape[-1])

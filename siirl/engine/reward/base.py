@@ -18,6 +18,8 @@ import torch
 from tensordict import TensorDictBase
 
 from siirl.engine.reward.batch_fields import get_ground_truths, get_list, get_str_list
+from siirl.engine.reward.bounded import BoundedCaller, FailureLog
+from siirl.errors import RewardFunctionError
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +42,9 @@ def split_result(result: Any, data_source: str) -> tuple[float, dict[str, Any]]:
     """(score, extra values) of one score-function result: a number, or a dict holding ``"score"``."""
     if isinstance(result, dict):
         if "score" not in result:
-            raise ValueError(f"score function for {data_source!r} returned a dict without a 'score' key")
+            raise RewardFunctionError(
+                f"score function for {data_source!r} returned a dict without a 'score' key"
+            )
         extra = {k: v for k, v in result.items() if k != "score"}
         result = result["score"]
     else:
@@ -48,7 +52,7 @@ def split_result(result: Any, data_source: str) -> tuple[float, dict[str, Any]]:
     try:
         return float(result), extra
     except (TypeError, ValueError):
-        raise ValueError(
+        raise RewardFunctionError(
             f"score function for {data_source!r} returned {result!r}; expected a number"
         ) from None
 
@@ -60,11 +64,20 @@ class RewardManager(ABC):
     function returned in a dict (missing ones are None).
     """
 
-    def __init__(self, tokenizer: Any = None, compute_score: Callable[..., Any] | None = None, **opts: Any):
+    def __init__(
+        self,
+        tokenizer: Any = None,
+        compute_score: Callable[..., Any] | None = None,
+        timeout_s: float = 10.0,
+        **opts: Any,
+    ):
         if opts:
             raise ValueError(f"{type(self).__name__} got unknown options: {sorted(opts)}")
         self.tokenizer = tokenizer
         self.compute_score = compute_score or self.default_score_fn()
+        #: Every score-function call is bounded by ``timeout_s``; a late one scores 0 and is counted.
+        self.caller = BoundedCaller(timeout_s)
+        self.failures = FailureLog(type(self).__name__)
 
     def default_score_fn(self) -> Callable[..., Any]:
         """Score function used when none is given: the data_source registry."""
@@ -75,6 +88,14 @@ class RewardManager(ABC):
     @abstractmethod
     def score(self, inputs: RewardInputs) -> list[Any]:
         """One score-function result (number or dict with ``"score"``) per sample."""
+
+    def failure_metrics(self) -> dict[str, float]:
+        """``reward/timeouts|errors|crashes`` since the last call (same keys on every rank)."""
+        return self.failures.pop_metrics()
+
+    def close(self) -> None:
+        """Release what the manager started (the bounded-call thread; subclasses add pools)."""
+        self.caller.close()
 
     def collect_inputs(self, batch: TensorDictBase, tokenizer: Any) -> RewardInputs:
         """Decode responses (valid tokens only, special tokens dropped) and gather the per-sample fields."""
@@ -106,7 +127,7 @@ class RewardManager(ABC):
         """Scores and per-sample extra info; subclasses that reshape rewards (DAPO) extend this."""
         results = self.score(inputs)
         if len(results) != len(inputs):
-            raise ValueError(
+            raise RewardFunctionError(
                 f"{type(self).__name__} produced {len(results)} scores for {len(inputs)} samples"
             )
         split = [split_result(r, ds) for r, ds in zip(results, inputs.data_sources)]

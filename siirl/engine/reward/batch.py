@@ -6,7 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from siirl.engine.reward.base import RewardInputs, RewardManager
+from siirl.engine.reward.bounded import RewardTimeout
 from siirl.engine.reward.registry import register_reward_manager
+from siirl.errors import RewardFunctionError
 
 
 def default_batch_compute_score(
@@ -22,20 +24,26 @@ def default_batch_compute_score(
 
 @register_reward_manager("batch")
 class BatchRewardManager(RewardManager):
-    """Calls ``compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=)`` once per batch."""
+    """Calls ``compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=)`` once per batch;
+    ``timeout_s`` bounds that one call (a late batch scores 0 throughout)."""
 
     def default_score_fn(self) -> Callable[..., Any]:
         return default_batch_compute_score
 
     def score(self, inputs: RewardInputs) -> list[Any]:
-        results = self.compute_score(
-            data_sources=inputs.data_sources,
-            solution_strs=inputs.solutions,
-            ground_truths=inputs.ground_truths,
-            extra_infos=inputs.extra_infos,
-        )
+        try:
+            results = self.caller.call(
+                self.compute_score,
+                data_sources=inputs.data_sources,
+                solution_strs=inputs.solutions,
+                ground_truths=inputs.ground_truths,
+                extra_infos=inputs.extra_infos,
+            )
+        except RewardTimeout as exc:
+            self.failures.record("timeouts", f"batch of {len(inputs)}: {exc}", samples=len(inputs))
+            return [0.0] * len(inputs)
         if isinstance(results, (str, bytes, dict)) or not hasattr(results, "__len__"):
-            raise ValueError(
+            raise RewardFunctionError(
                 f"batch compute_score must return a list of scores, got {type(results).__name__}"
             )
         return list(results)

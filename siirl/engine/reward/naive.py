@@ -1,10 +1,12 @@
-"""The ``naive`` manager: one score-function call per sample, in order, in this process."""
+"""The ``naive`` manager: one score-function call per sample, in order, in this process, each bounded by
+``timeout_s`` (a late call scores 0 and is counted in ``reward/timeouts``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from siirl.engine.reward.base import RewardInputs, RewardManager
+from siirl.engine.reward.bounded import RewardTimeout
 from siirl.engine.reward.registry import register_reward_manager
 
 
@@ -13,9 +15,12 @@ class NaiveRewardManager(RewardManager):
     """Simplest and easiest to debug: exceptions from the score function propagate unchanged."""
 
     def score(self, inputs: RewardInputs) -> list[Any]:
-        return [
-            self.compute_score(ds, sol, gt, extra)
-            for ds, sol, gt, extra in zip(
-                inputs.data_sources, inputs.solutions, inputs.ground_truths, inputs.extra_infos
-            )
-        ]
+        results: list[Any] = []
+        samples = zip(inputs.data_sources, inputs.solutions, inputs.ground_truths, inputs.extra_infos)
+        for i, (ds, sol, gt, extra) in enumerate(samples):
+            try:
+                results.append(self.caller.call(self.compute_score, ds, sol, gt, extra))
+            except RewardTimeout as exc:
+                self.failures.record("timeouts", f"sample {i} (data_source {ds!r}): {exc}")
+                results.append(0.0)
+        return results

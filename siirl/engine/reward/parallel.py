@@ -1,7 +1,8 @@
 """The ``parallel`` manager: score samples in a process pool with a per-call timeout.
 
 For slow or fragile score functions (math verifiers, code execution): a call that raises or runs past
-``timeout_s`` scores 0 and logs a warning instead of failing or stalling the step. The pool is created
+``timeout_s`` scores 0 instead of failing or stalling the step (its worker process is killed); the first
+failure of each kind is logged and all are counted in ``reward/timeouts|errors|crashes``. The pool is created
 once and reused across steps.
 """
 
@@ -37,7 +38,8 @@ class ParallelRewardManager(RewardManager):
         mp_context: str = "spawn",
         **opts: Any,
     ):
-        super().__init__(tokenizer, compute_score, **opts)
+        super().__init__(tokenizer, compute_score, timeout_s=timeout_s, **opts)
+        self.failures.log = logger
         try:
             pickle.dumps(self.compute_score)
         except Exception as exc:  # noqa: BLE001 - pickling can fail in many ways; all mean the same here
@@ -56,15 +58,13 @@ class ParallelRewardManager(RewardManager):
             if outcome.ok:
                 results.append(outcome.value)
             else:
-                logger.warning(
-                    "reward for sample %d (data_source %r) set to 0: %s",
-                    i,
-                    inputs.data_sources[i],
-                    outcome.error,
+                self.failures.record(
+                    outcome.kind, f"sample {i} (data_source {inputs.data_sources[i]!r}): {outcome.error}"
                 )
                 results.append(0.0)
         return results
 
     def close(self) -> None:
         """Stop the worker processes (they restart on the next call)."""
+        super().close()
         self.pool.close()

@@ -27,11 +27,13 @@ _start_queue: Any = None
 
 @dataclass
 class CallOutcome:
-    """Result of one call: ``ok`` with ``value``, or a failure with a one-line ``error``."""
+    """Result of one call: ``ok`` with ``value``, or a failure with a one-line ``error`` of a ``kind``:
+    ``errors`` (the call raised), ``timeouts`` or ``crashes`` (its worker process died)."""
 
     ok: bool
     value: Any = None
     error: str = ""
+    kind: str = "errors"
 
 
 def _init_worker(start_queue: Any) -> None:
@@ -110,11 +112,15 @@ class TimeoutProcessPool:
             running = [i for i in started if outcomes[i] is None]
             failed_starts = 0 if started else failed_starts + 1
             if len(running) == 1:
-                outcomes[running[0]] = CallOutcome(False, error="worker process died while running the call")
+                outcomes[running[0]] = CallOutcome(
+                    False, error="worker process died while running the call", kind="crashes"
+                )
             suspects.update(running)
             if failed_starts >= _MAX_FAILED_STARTS:
                 for i in pending:
-                    outcomes[i] = outcomes[i] or CallOutcome(False, error="worker processes failed to start")
+                    outcomes[i] = outcomes[i] or CallOutcome(
+                        False, error="worker processes failed to start", kind="crashes"
+                    )
         return [o for o in outcomes if o is not None]
 
     def _run_round(
@@ -142,7 +148,7 @@ class TimeoutProcessPool:
             now = time.monotonic()
             for i, (pid, t0) in started.items():
                 if outcomes[i] is None and not futures[i].done() and now - t0 > self.timeout_s:
-                    outcomes[i] = CallOutcome(False, error=f"timed out after {self.timeout_s:g}s")
+                    outcomes[i] = CallOutcome(False, error=f"timed out after {self.timeout_s:g}s", kind="timeouts")
                     _kill(pid)
                     broken = killed = True
         if broken:

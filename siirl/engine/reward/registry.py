@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from siirl.engine.reward.base import RewardManager
+from siirl.errors import ConfigError
 
 REWARD_MANAGERS: dict[str, type[RewardManager]] = {}
 _BUILTIN_MODULES = ("naive", "batch", "parallel", "dapo")
@@ -33,11 +34,19 @@ def _load_builtins() -> None:
         importlib.import_module(f"siirl.engine.reward.{module}")
 
 
+def reward_manager_names() -> list[str]:
+    """Every registered manager, built-ins included (the values ``reward_model.reward_manager`` takes)."""
+    _load_builtins()
+    return sorted(REWARD_MANAGERS)
+
+
 def make_reward_manager(
     name: str, tokenizer: Any = None, compute_score: Callable[..., Any] | None = None, **opts: Any
 ) -> RewardManager:
     """Build the manager registered as ``name``; ``opts`` go to its constructor (e.g. num_workers, timeout_s)."""
     _load_builtins()
     if name not in REWARD_MANAGERS:
-        raise ValueError(f"unknown reward manager {name!r}; known: {sorted(REWARD_MANAGERS)}")
+        raise ConfigError(
+            f"reward_model.reward_manager={name!r} is not registered; known: {', '.join(sorted(REWARD_MANAGERS))}"
+        )
     return REWARD_MANAGERS[name](tokenizer=tokenizer, compute_score=compute_score, **opts)

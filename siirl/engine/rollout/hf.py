@@ -94,7 +94,7 @@ class HFRolloutEngine(RolloutEngine):
             raise ConfigError(f"rollout.micro_batch_size must be >= 1, got {self.micro_batch_size}")
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
         self.model = load_causal_lm(
-            model_cfg, self.backend, resolve_dtype(str(model_cfg.dtype), self.backend)
+            model_cfg, self.backend, resolve_dtype(str(model_cfg.dtype), self.backend), generation=True
         )
         self.model.requires_grad_(False).eval()
         self.model.to(self.device)

@@ -82,6 +82,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
             process_group=process_group,
             local_rank=local_rank,
             init_seed=init_seed,
+            strategy=str(actor_cfg.strategy),
         )
         self.cfg = actor_cfg
         self.rollout_n = rollout_n

@@ -1,5 +1,10 @@
-"""What the actor, reference and critic workers share: an FSDP2-sharded HF model in a data-parallel group,
-padding-free forward passes over micro-batches, and the mini-batch / micro-batch update loop.
+"""What the actor, reference and critic workers share: an HF model spread over a data-parallel group
+(FSDP2-sharded or replicated, see ``parallel_strategy``), padding-free forward passes over micro-batches,
+and the mini-batch / micro-batch update loop.
+
+An update talks to its peers a fixed number of times, not once per micro-batch: one all-reduce checks
+the row counts, one gathers every mini-batch's token counts, one per optimizer step averages gradients
+(replicated models; FSDP reduces inside backward) and one combines all the metrics at the end.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ from siirl.algorithms import logprobs_from_logits
 from siirl.algorithms.registry import config_value
 from siirl.device import DeviceBackend, get_backend
 from siirl.engine.workers.distributed import DataParallelGroup
-from siirl.engine.workers.fsdp import shard_model, to_local_float
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
 from siirl.engine.workers.model_loading import resolve_dtype
 from siirl.engine.workers.padding_free import (
@@ -29,6 +33,8 @@ from siirl.engine.workers.padding_free import (
     response_outputs,
     supports_logits_to_keep,
 )
+from siirl.engine.workers.parallel_strategy import build_strategy, count_parameters
+from siirl.engine.workers.stage_timer import StageTimer
 from siirl.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -90,8 +96,15 @@ def check_keys(batch: TensorDict, keys: tuple[str, ...], caller: str) -> None:
         raise ValueError(f"{caller} needs batch keys {missing} (has {sorted(present)})")
 
 
-def _as_float(value: torch.Tensor | float) -> float:
-    return float(value.detach().item()) if isinstance(value, torch.Tensor) else float(value)
+def _as_floats(values: list[torch.Tensor | float]) -> list[float]:
+    """Python floats of scalar tensors and numbers, with ONE device-to-host copy for all the tensors.
+
+    A ``.item()`` per metric per micro-batch would make the host wait for the accelerator's queue to
+    drain every time, so no kernels are queued ahead while the next micro-batch is prepared.
+    """
+    tensors = [v.detach().reshape(()).to(torch.float64) for v in values if isinstance(v, torch.Tensor)]
+    on_host = iter(torch.stack(tensors).tolist() if tensors else [])
+    return [next(on_host) if isinstance(v, torch.Tensor) else float(v) for v in values]
 
 
 def _enable_activation_checkpointing(model: nn.Module) -> None:
@@ -104,7 +117,7 @@ def _enable_activation_checkpointing(model: nn.Module) -> None:
 
 
 class FSDPWorker:
-    """An HF model sharded with ``fully_shard`` over the worker's data-parallel group."""
+    """An HF model over the worker's data-parallel group: ``fully_shard``-ed or replicated (``strategy``)."""
 
     def __init__(
         self,
@@ -117,6 +130,7 @@ class FSDPWorker:
         local_rank: int = 0,
         cpu_offload: bool = False,
         init_seed: int = 0,
+        strategy: str = "auto",
     ) -> None:
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.backend.set_device(local_rank)
@@ -145,28 +159,35 @@ class FSDPWorker:
         self.logits_to_keep = supports_logits_to_keep(model)
         self.log_probs_fn = self.backend.fused_log_probs() or logprobs_from_logits
         offload = cpu_offload and self.device.type != "cpu"  # host-resident already on the CPU backend
-        self.model = shard_model(model, self.dp.mesh, self.compute_dtype, cpu_offload=offload)
+        self.strategy = build_strategy(strategy, model, self.dp, self.compute_dtype, trainable, offload)
+        self.model = self.strategy.wrap(model, self.device, offload)
         self.update_count = 0
-        logger.info("%s ready: layout=%s attn=%s dp=%d", type(self).__name__, self.layout, attn, self.dp.size)
+        self.timer = StageTimer()
+        logger.info(
+            "%s ready: strategy=%s (%d parameters) layout=%s attn=%s dp=%d", type(self).__name__,
+            self.strategy.name, count_parameters(self.model), self.layout, attn, self.dp.size,
+        )
 
     # ----- forward -----
 
     def forward_micro_batch(self, micro: TensorDict, reduce: HeadReduce) -> torch.Tensor:
         """``reduce``'d head outputs at the response tokens of one micro-batch: ``(rows, R, ...)``."""
-        return response_outputs(
-            self.model,
-            micro["input_ids"],
-            micro["attention_mask"],
-            micro["position_ids"],
-            micro["responses"].shape[1],
-            self.layout,
-            reduce,
-            self.logits_to_keep,
-        )
+        with self.strategy.forward_context():
+            return response_outputs(
+                self.model,
+                micro["input_ids"],
+                micro["attention_mask"],
+                micro["position_ids"],
+                micro["responses"].shape[1],
+                self.layout,
+                reduce,
+                self.logits_to_keep,
+            )
 
     def micro_batches(self, batch: TensorDict, batching: Batching) -> list[list[int]]:
         seqlens = batch["attention_mask"].sum(-1).tolist()
-        return plan_micro_batches(seqlens, batch["attention_mask"].shape[1], self.layout, batching, self.dp)
+        agree = self.dp if self.strategy.lockstep_micro_batches else None
+        return plan_micro_batches(seqlens, batch["attention_mask"].shape[1], self.layout, batching, agree)
 
     def iter_micro_batches(
         self, batch: TensorDict, keys: tuple[str, ...], batching: Batching
@@ -177,8 +198,10 @@ class FSDPWorker:
         view = batch.select(*keys)
         for rows in self.micro_batches(batch, batching):
             dummy = not rows
-            index = torch.tensor(rows or [0], dtype=torch.long)
-            yield rows, view[index].to(self.device), dummy
+            with self.timer.phase("data_movement"):
+                index = torch.tensor(rows or [0], dtype=torch.long)
+                micro = view[index].to(self.device)
+            yield rows, micro, dummy
 
     @torch.no_grad()
     def forward_batch(self, batch: TensorDict, batching: Batching, reduce: HeadReduce) -> torch.Tensor:
@@ -208,6 +231,19 @@ class FSDPWorker:
             )
         return rows
 
+    def _mini_batches(self, rows: int, mini_rows: int, epochs: int, shuffle: bool) -> list[torch.Tensor]:
+        """Row indices of every optimizer step of the update, in order (the same on every rank)."""
+        minis = []
+        for epoch in range(epochs):
+            order = None
+            if shuffle:  # the same permutation on every rank, a new one every epoch and update
+                seed = self.update_count * max(epochs, 1) + epoch
+                order = torch.randperm(rows, generator=torch.Generator().manual_seed(seed))
+            for start in range(0, rows, mini_rows):
+                index = torch.arange(start, min(start + mini_rows, rows))
+                minis.append(order[index] if order is not None else index)
+        return minis
+
     def run_updates(
         self,
         batch: TensorDict,
@@ -222,31 +258,56 @@ class FSDPWorker:
         micro_loss: Callable[[TensorDict, LossScale], MicroLoss],
         prefix: str,
     ) -> dict[str, float]:
-        """``epochs`` passes of mini-batch optimiser steps with gradient accumulation over micro-batches."""
+        """``epochs`` passes of mini-batch optimiser steps with gradient accumulation over micro-batches.
+
+        Besides the loss metrics (``{prefix}/...``) it reports where the time went:
+        ``timing_s/update_{prefix}/{forward,backward,optimizer,collectives,data_movement,host}``.
+        """
+        self.timer.start()
         check_keys(batch, keys, type(self).__name__)
         rows = batch.batch_size[0]
-        low, high = self.dp.min_max_int(rows)
+        with self.timer.phase("collectives"):
+            low, high = self.dp.min_max_int(rows)
         if low != high or rows == 0:
             raise ValueError(
                 f"every data-parallel rank must train on the same non-zero number of rows, got {low}..{high}"
             )
-        history: dict[str, list[float]] = defaultdict(list)
-        for epoch in range(epochs):
-            order = None
-            if shuffle:  # the same permutation on every rank, a new one every epoch and update
-                seed = self.update_count * max(epochs, 1) + epoch
-                order = torch.randperm(rows, generator=torch.Generator().manual_seed(seed))
-            for start in range(0, rows, mini_rows):
-                index = torch.arange(start, min(start + mini_rows, rows))
-                mini = batch[order[index] if order is not None else index]
-                for key, value in self._mini_batch_step(
-                    mini, keys, batching, optimizer, grad_clip, micro_loss
-                ).items():
-                    history[key].append(value)
+        minis = self._mini_batches(rows, mini_rows, epochs, shuffle)
+        mask = batch["response_mask"]
+        with self.timer.phase("collectives"):  # the loss scales of every optimizer step at once
+            counts = self.dp.sum_ints([c for index in minis for c in (int(mask[index].sum().item()), len(index))])
+        steps = []
+        for k, index in enumerate(minis):
+            with self.timer.phase("data_movement"):
+                mini = batch[index]
+            scale = LossScale(max(counts[2 * k], 1), counts[2 * k + 1], self.dp.size)
+            steps.append(self._mini_batch_step(mini, keys, batching, optimizer, grad_clip, micro_loss, scale))
         self.update_count += 1
-        metrics = {f"{prefix}/{key}": sum(values) / len(values) for key, values in history.items()}
+        metrics = self._combine_step_metrics(steps, prefix)
         metrics[f"{prefix}/lr"] = optimizer.param_groups[0]["lr"]
+        metrics.update(self.timer.metrics(f"timing_s/update_{prefix}"))
         return metrics
+
+    def _combine_step_metrics(self, steps: list[dict[str, Any]], prefix: str) -> dict[str, float]:
+        """Every optimizer step's metrics summed over ranks in ONE all-reduce, then averaged over steps."""
+        flat: list[float] = []
+        for step in steps:
+            flat += [step["summed"][k] for k in sorted(step["summed"])]
+            flat += [step["weighted"][k] for k in sorted(step["weighted"])] + [step["weight"]]
+        with self.timer.phase("collectives"):
+            totals = self.dp.sum_floats(flat)
+        history: dict[str, list[float]] = defaultdict(list)
+        offset = 0
+        for step in steps:
+            sum_keys, avg_keys = sorted(step["summed"]), sorted(step["weighted"])
+            block = totals[offset : offset + len(sum_keys) + len(avg_keys) + 1]
+            offset += len(block)
+            for key, value in zip(sum_keys, block):
+                history[key].append(value / self.dp.size)
+            for key, value in zip(avg_keys, block[len(sum_keys) :]):
+                history[key].append(value / max(block[-1], 1.0))
+            history["grad_norm"].append(step["grad_norm"])
+        return {f"{prefix}/{key}": sum(values) / len(values) for key, values in history.items()}
 
     def _mini_batch_step(
         self,
@@ -256,35 +317,43 @@ class FSDPWorker:
         optimizer: torch.optim.Optimizer,
         grad_clip: float,
         micro_loss: Callable[[TensorDict, LossScale], MicroLoss],
-    ) -> dict[str, float]:
-        tokens, seqs = self.dp.sum_ints([int(mini["response_mask"].sum().item()), mini.batch_size[0]])
-        scale = LossScale(max(tokens, 1), seqs, self.dp.size)
-        summed: dict[str, float] = defaultdict(float)
-        weighted: dict[str, float] = defaultdict(float)  # token-weighted sums of the averaged metrics
-        weight = 0.0
+        scale: LossScale,
+    ) -> dict[str, Any]:
+        """Accumulate gradients over the micro-batches and step; returns this rank's metric sums."""
+        # Accumulated where they are computed (device tensors or floats); read back once per mini-batch.
+        summed: dict[str, torch.Tensor | float] = defaultdict(float)
+        weighted: dict[str, torch.Tensor | float] = defaultdict(float)  # token-weighted sums of averaged metrics
+        weight: torch.Tensor | float = 0.0
         for _, micro, dummy in self.iter_micro_batches(mini, keys, batching):
-            result = micro_loss(micro, scale)
-            (result.loss * (0.0 if dummy else 1.0)).backward()
+            with self.timer.phase("forward"):
+                result = micro_loss(micro, scale)
+            with self.timer.phase("backward"):
+                (result.loss * (0.0 if dummy else 1.0)).backward()
             if dummy:
                 continue
-            tokens_here = float(micro["response_mask"].sum().item())
-            weight += tokens_here
+            tokens_here = micro["response_mask"].sum()
+            weight = weight + tokens_here
             for key, value in result.summed.items():
-                summed[key] += _as_float(value)
+                summed[key] = summed[key] + (value.detach() if isinstance(value, torch.Tensor) else value)
             for key, value in result.averaged.items():
-                weighted[key] += tokens_here * _as_float(value)
+                detached = value.detach() if isinstance(value, torch.Tensor) else value
+                weighted[key] = weighted[key] + tokens_here * detached
+        with self.timer.phase("collectives"):
+            self.strategy.reduce_gradients(self.model)
+        with self.timer.phase("optimizer"):
+            grad_norm = self._optimizer_step(optimizer, grad_clip)
         sum_keys, avg_keys = sorted(summed), sorted(weighted)
-        totals = self.dp.sum_floats(
-            [summed[k] for k in sum_keys] + [weighted[k] for k in avg_keys] + [weight]
-        )
-        metrics = {k: v / self.dp.size for k, v in zip(sum_keys, totals)}
-        metrics.update({k: v / max(totals[-1], 1.0) for k, v in zip(avg_keys, totals[len(sum_keys) :])})
-        metrics["grad_norm"] = self._optimizer_step(optimizer, grad_clip)
-        return metrics
+        values = _as_floats([summed[k] for k in sum_keys] + [weighted[k] for k in avg_keys] + [weight])
+        return {
+            "summed": dict(zip(sum_keys, values)),
+            "weighted": dict(zip(avg_keys, values[len(sum_keys) : -1])),
+            "weight": values[-1],
+            "grad_norm": grad_norm,
+        }
 
     def _optimizer_step(self, optimizer: torch.optim.Optimizer, grad_clip: float) -> float:
         max_norm = grad_clip if grad_clip > 0 else math.inf
-        grad_norm = to_local_float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+        grad_norm = self.strategy.clip_grad_norm(self.model, max_norm)
         if math.isfinite(grad_norm):
             optimizer.step()
         else:

@@ -1,8 +1,10 @@
-"""Model + optimizer + LR-scheduler state as a tensor-only dict, saved with torch.distributed.checkpoint.
+"""Model + optimizer + LR-scheduler state as a tensor-only dict, one safetensors file per data-parallel rank.
 
 Only tensors go into the checkpoint (the optimizer's hyper-parameters come from the config, the schedule
-position is a tensor), so loading one never unpickles anything: DCP reads non-tensor entries with a full
-``torch.load``, which would run code from an untrusted file.
+position is a tensor). Each rank stores its local shards of the FSDP2 (DTensor) state in
+``rank_<r>_of_<n>.safetensors`` and reads them back into the same sharding; nothing is unpickled (safetensors
+parses a JSON header and raw bytes), and the file is checked against the checkpoint's sha256 manifest first.
+Resuming therefore needs the same data-parallel size as the run that saved.
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
+from safetensors import SafetensorError
+from safetensors.torch import load as load_safetensors
+from safetensors.torch import save_file
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.tensor import DTensor
 from torch.optim.lr_scheduler import LambdaLR
 
+from siirl.dag_worker.manifest import read_verified
 from siirl.engine.workers.optim import restore_lr_scheduler
-from siirl.errors import SiirlUserError
+from siirl.errors import CheckpointError
 
 
 def training_state(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: LambdaLR) -> dict[str, Any]:
@@ -48,16 +54,61 @@ def apply_training_state(
     restore_lr_scheduler(scheduler, int(state["lr_scheduler"]["last_epoch"]))
 
 
-def save_state(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup) -> None:
+def _flatten(state: dict[str, Any], prefix: str = "") -> dict[str, torch.Tensor]:
+    """``{"optimizer": {"w": {"exp_avg": t}}}`` -> ``{"optimizer/w/exp_avg": t}``."""
+    flat: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}/"))
+        elif isinstance(value, torch.Tensor):
+            flat[name] = value
+        else:
+            raise TypeError(f"checkpoint state entry {name} is a {type(value).__name__}, not a tensor")
+    return flat
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+def shard_file(path: str | Path, group: dist.ProcessGroup | None) -> Path:
+    """This rank's file; ``group=None`` is a single process without torch.distributed."""
+    rank, size = (dist.get_rank(group), dist.get_world_size(group)) if group is not None else (0, 1)
+    return Path(path) / f"rank_{rank}_of_{size}.safetensors"
+
+
+def save_state(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup | None) -> None:
+    """This rank's shards of ``state`` as host copies in one safetensors file."""
     Path(path).mkdir(parents=True, exist_ok=True)
-    dcp.save(state, checkpoint_id=str(path), process_group=group)
+    tensors = {}
+    for name, tensor in _flatten(state).items():
+        local = _local(tensor).detach()
+        tensors[name] = torch.empty(local.shape, dtype=local.dtype).copy_(local)
+    save_file(tensors, str(shard_file(path, group)), metadata={"format": "siirl-shard-v1"})
 
 
-def load_state_into(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup) -> None:
-    """Fill ``state`` (a template with the right shapes and shardings) in place from ``path``."""
-    if not (Path(path) / ".metadata").is_file():
-        raise SiirlUserError(f"'{path}' is not a torch.distributed.checkpoint folder (no .metadata)")
-    dcp.load(state, checkpoint_id=str(path), process_group=group)
+def load_state_into(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup | None) -> None:
+    """Fill ``state`` (a template with the right shapes and shardings) in place from this rank's file."""
+    file = shard_file(path, group)
+    if not file.is_file():
+        saved = sorted(p.name for p in Path(path).glob("rank_*_of_*.safetensors"))
+        found = f"it holds {', '.join(saved)}" if saved else "it holds no shards"
+        raise CheckpointError(f"checkpoint file {file} is missing ({found}; resume with the same dp size)")
+    try:
+        loaded = load_safetensors(read_verified(file))
+    except SafetensorError as exc:
+        raise CheckpointError(f"checkpoint file {file} is not a valid safetensors file ({exc})") from None
+    for name, target in _flatten(state).items():
+        if name not in loaded:
+            raise CheckpointError(f"checkpoint file {file} lacks {name}")
+        local = _local(target)
+        if tuple(loaded[name].shape) != tuple(local.shape):
+            raise CheckpointError(
+                f"checkpoint file {file}: {name} has shape {tuple(loaded[name].shape)}, expected {tuple(local.shape)}"
+            )
+        with torch.no_grad():
+            local.copy_(loaded[name])
 
 
 class CheckpointMixin:

@@ -49,6 +49,7 @@ class CriticWorker(CheckpointMixin, FSDPWorker):
             process_group=process_group,
             local_rank=local_rank,
             init_seed=init_seed,
+            strategy=str(critic_cfg.strategy),
         )
         self.cfg = critic_cfg
         self.rollout_n = rollout_n

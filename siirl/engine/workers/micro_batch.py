@@ -9,7 +9,8 @@ The cost of a micro-batch depends on how it is laid out (see ``padding_free``):
 - ``padded``: rows x the full padded width, in the original order.
 
 FSDP all-gathers parameters in every forward, so every rank of the data-parallel group must run the same
-number of micro-batches: the count is agreed with an all-reduce MAX, then each rank re-plans to it. A
+number of micro-batches: the count is agreed with an all-reduce MAX, then each rank re-plans to it
+(replicated models skip this: their forwards involve no peers). A
 rank that has fewer rows than that count gets empty micro-batches, which the workers run as zero-weight
 dummies.
 """
@@ -120,14 +121,17 @@ def _plan_local(
 
 
 def plan_micro_batches(
-    seqlens: list[int], width: int, layout: str, batching: Batching, dp: DataParallelGroup
+    seqlens: list[int], width: int, layout: str, batching: Batching, dp: DataParallelGroup | None
 ) -> MicroBatches:
     """Row indices of each micro-batch; every rank of ``dp`` gets the same number of micro-batches.
 
     ``seqlens`` are the unpadded lengths of the rows, ``width`` their padded length. Empty entries are
-    dummies for a rank with too few rows.
+    dummies for a rank with too few rows. ``dp=None``: no agreement (replicated models run their
+    forwards without collectives, so each rank keeps its own count).
     """
     micro_batches = _plan_local(seqlens, width, layout, batching, 1)
+    if dp is None:
+        return micro_batches
     target = dp.max_int(len(micro_batches))
     if len(micro_batches) < target:
         micro_batches = _plan_local(seqlens, width, layout, batching, min(target, len(seqlens)))

@@ -92,7 +92,9 @@ def load_tokenizer(model_cfg: Any) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def _load(auto_cls: Any, model_cfg: Any, dtype: torch.dtype, backend: DeviceBackend, **extra: Any) -> Any:
+def _load(
+    auto_cls: Any, model_cfg: Any, dtype: torch.dtype, backend: DeviceBackend, generation: bool = False, **extra: Any
+) -> Any:
     path = model_dir(model_cfg)
     trust = bool(model_cfg.trust_remote_code)
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust, **extra)
@@ -100,7 +102,7 @@ def _load(auto_cls: Any, model_cfg: Any, dtype: torch.dtype, backend: DeviceBack
     model = auto_cls.from_pretrained(
         path, config=config, dtype=dtype, attn_implementation=attn, trust_remote_code=trust
     )
-    patches = backend.apply_model_patches(model)
+    patches = backend.apply_model_patches(model, generation=generation)
     logger.info(
         "loaded %s from %s (dtype=%s, attn=%s, device patches=%s)",
         type(model).__name__, path, dtype, model.config._attn_implementation, patches or "none",
@@ -108,9 +110,15 @@ def _load(auto_cls: Any, model_cfg: Any, dtype: torch.dtype, backend: DeviceBack
     return model
 
 
-def load_causal_lm(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
-    """The causal LM at ``model_cfg.path`` on the host, parameters in ``dtype``, ``use_cache`` off."""
-    model = _load(AutoModelForCausalLM, model_cfg, dtype, backend)
+def load_causal_lm(
+    model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype, generation: bool = False
+) -> PreTrainedModel:
+    """The causal LM at ``model_cfg.path`` on the host, parameters in ``dtype``, ``use_cache`` off.
+
+    ``generation``: built for decoding (rollout): device kernels that serve only packed training
+    sequences are left out, so generation runs the stock batched attention with its KV cache.
+    """
+    model = _load(AutoModelForCausalLM, model_cfg, dtype, backend, generation)
     model.config.use_cache = False
     return model
 

@@ -15,7 +15,8 @@ from siirl.engine.workers.model_loading import load_causal_lm
 
 
 class ReferenceWorker(FSDPWorker):
-    """FSDP2-sharded copy of the initial policy in the compute dtype, without gradients or optimizer.
+    """FSDP2-sharded (or replicated, following the actor's ``strategy``) copy of the initial policy in the
+    compute dtype, without gradients or optimizer.
 
     ``ref_cfg`` is a ``RefConfig`` node: its ``log_prob_*`` keys size the micro-batches and
     ``param_offload`` keeps the shards in host memory between forwards (FSDP2 ``CPUOffloadPolicy``; on the
@@ -31,6 +32,7 @@ class ReferenceWorker(FSDPWorker):
         process_group: dist.ProcessGroup | None = None,
         local_rank: int = 0,
         temperature: float = 1.0,
+        strategy: str = "auto",
     ) -> None:
         super().__init__(
             model_cfg,
@@ -40,6 +42,7 @@ class ReferenceWorker(FSDPWorker):
             process_group=process_group,
             local_rank=local_rank,
             cpu_offload=bool(ref_cfg.param_offload),
+            strategy=strategy,
         )
         self.temperature = float(temperature)
         self.batching = log_prob_batching(ref_cfg)

@@ -3,10 +3,12 @@
 In the ``packed`` layout a micro-batch is one row of concatenated sequences, so every linear layer (the bulk
 of the compute) sees only valid tokens. Attention must keep each sequence to its own causal past. With
 plain sdpa transformers builds a dense (tokens x tokens) block-diagonal mask, which costs far more than the
-padding it removes. This kernel runs ``scaled_dot_product_attention`` with ``is_causal=True`` on each
-sequence's slice instead: attention work is the sum of squared sequence lengths, as with flash attention's
-varlen kernel, and no mask means torch can pick its fused causal kernels. (One call per sequence: fine
-where this kernel is used, on hosts and devices without flash attention; GPUs with it use its varlen path.)
+padding it removes. This kernel instead gathers the sequences into a few length buckets (lengths within a
+factor ``BUCKET_RATIO`` of each other), right-pads each bucket to its longest member and runs ONE
+``scaled_dot_product_attention`` with ``is_causal=True`` per bucket: a causal query never looks right, so
+right padding cannot leak into valid positions and no mask is needed. Attention work stays within
+``BUCKET_RATIO**2`` of the sum of squared lengths, and the number of kernel calls (and of autograd nodes)
+is the number of buckets, not of sequences.
 
 Sequence boundaries come from the ``cu_seq_lens_q`` keyword that transformers forwards to attention
 functions (the same argument flash attention's varlen path reads). Registered in transformers'
@@ -15,7 +17,7 @@ functions (the same argument flash attention's varlen path reads). Registered in
 
 from __future__ import annotations
 
-from itertools import pairwise
+import math
 from typing import Any
 
 import torch
@@ -24,6 +26,26 @@ from torch.nn.functional import scaled_dot_product_attention
 from transformers import AttentionInterface
 
 VARLEN_SDPA = "siirl_varlen_sdpa"
+#: Longest / shortest sequence length allowed in one padded bucket.
+BUCKET_RATIO = 1.25
+
+
+def length_buckets(cu_seq_lens: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per bucket: ``(gather, valid)``; ``gather`` is ``(k, L)`` token indices of k right-padded sequences
+    (padding repeats each sequence's last token), ``valid`` the flat positions of real tokens in it."""
+    bounds = cu_seq_lens.to("cpu", torch.long)
+    starts, lengths = bounds[:-1], bounds[1:] - bounds[:-1]
+    keys = torch.ceil(torch.log(lengths.clamp(min=1).double()) / math.log(BUCKET_RATIO)).long()
+    buckets = []
+    for key in torch.unique(keys).tolist():
+        members = (keys == key).nonzero().squeeze(1)
+        lens, first = lengths[members], starts[members]
+        width = int(lens.max())
+        offsets = torch.arange(width)[None, :]
+        gather = first[:, None] + torch.minimum(offsets, (lens - 1)[:, None])
+        valid = (offsets < lens[:, None]).flatten().nonzero().squeeze(1)
+        buckets.append((gather, valid))
+    return buckets
 
 
 def varlen_sdpa_attention(
@@ -45,20 +67,25 @@ def varlen_sdpa_attention(
     groups = query.shape[1] // key.shape[1]
     if groups > 1:
         key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
-    bounds = cu_seq_lens_q.tolist()
     p = dropout if module.training else 0.0
-    pieces = [
-        scaled_dot_product_attention(
-            query[:, :, start:end],
-            key[:, :, start:end],
-            value[:, :, start:end],
-            dropout_p=p,
-            is_causal=True,
-            scale=scaling,
+    heads, dim = query.shape[1], query.shape[3]
+    outputs, order = [], []
+    for gather, valid in length_buckets(cu_seq_lens_q):
+        rows, width = gather.shape
+        index = gather.flatten().to(query.device)
+
+        def padded(x: torch.Tensor, index: torch.Tensor = index, rows: int = rows, width: int = width) -> torch.Tensor:
+            return x[0].index_select(1, index).view(heads, rows, width, dim).transpose(0, 1)
+
+        out = scaled_dot_product_attention(
+            padded(query), padded(key), padded(value), dropout_p=p, is_causal=True, scale=scaling
         )
-        for start, end in pairwise(bounds)
-    ]
-    return torch.cat(pieces, dim=2).transpose(1, 2), None
+        keep = valid.to(query.device)
+        outputs.append(out.transpose(0, 1).reshape(heads, rows * width, dim).index_select(1, keep))
+        order.append(index.index_select(0, keep))
+    flat = torch.cat(outputs, dim=1)
+    result = flat.new_empty(flat.shape).index_copy(1, torch.cat(order), flat)
+    return result.transpose(0, 1).unsqueeze(0), None
 
 
 AttentionInterface.register(VARLEN_SDPA, varlen_sdpa_attention)

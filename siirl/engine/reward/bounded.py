@@ -1,0 +1,100 @@
+"""Bounded in-process reward calls and the failure counts every manager reports.
+
+``BoundedCaller`` runs a score function on a daemon thread and stops waiting after ``timeout_s``. Python
+cannot stop a thread, so a call that never returns keeps its thread, but nobody waits for it: the caller
+gets a timeout (the sample scores 0), the next call runs on a fresh thread, and a daemon thread never
+keeps the process alive at exit. Use the ``parallel`` manager when a stuck call must also be killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: Failure kinds every manager reports as ``reward/<kind>`` metrics (fixed keys: ranks all-reduce them).
+FAILURE_KINDS = ("timeouts", "errors", "crashes")
+
+
+class RewardTimeout(Exception):
+    """A score-function call ran past the manager's ``timeout_s``."""
+
+
+class FailureLog:
+    """Counts failed reward calls by kind and logs the first of each kind (later ones only count)."""
+
+    def __init__(self, owner: str, log: logging.Logger = logger) -> None:
+        self.owner, self.log = owner, log
+        self.counts = dict.fromkeys(FAILURE_KINDS, 0)
+        self._logged: set[str] = set()
+
+    def record(self, kind: str, detail: str, samples: int = 1) -> None:
+        """``samples`` failed for one reason (``kind`` is one of ``FAILURE_KINDS``)."""
+        self.counts[kind] += samples
+        if kind not in self._logged:
+            self._logged.add(kind)
+            self.log.warning(
+                "%s: %s; scored 0 (further %s are counted in the reward/%s metric, not logged)",
+                self.owner, detail, kind, kind,
+            )
+
+    def pop_metrics(self) -> dict[str, float]:
+        """``reward/<kind>`` counts since the last call, then reset."""
+        metrics = {f"reward/{kind}": float(n) for kind, n in self.counts.items()}
+        self.counts = dict.fromkeys(FAILURE_KINDS, 0)
+        return metrics
+
+
+class _Job:
+    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> None:
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+def _serve(jobs: queue.SimpleQueue) -> None:
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        try:
+            job.value = job.fn(*job.args, **job.kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, which re-raises it
+            job.error = exc
+        job.done.set()
+
+
+class BoundedCaller:
+    """``call(fn, *args, **kwargs)`` returns fn's value, re-raises its exception, or raises
+    ``RewardTimeout`` after ``timeout_s``."""
+
+    def __init__(self, timeout_s: float) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self._jobs: queue.SimpleQueue | None = None
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._jobs is None:
+            self._jobs = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(self._jobs,), name="siirl-reward", daemon=True).start()
+        job = _Job(fn, args, kwargs)
+        self._jobs.put(job)
+        if not job.done.wait(self.timeout_s):
+            # Abandon the stuck thread: it serves nothing else; it exits if the call ever returns.
+            self._jobs.put(None)
+            self._jobs = None
+            raise RewardTimeout(f"score function timed out after {self.timeout_s:g}s")
+        if job.error is not None:
+            raise job.error
+        return job.value
+
+    def close(self) -> None:
+        if self._jobs is not None:
+            self._jobs.put(None)
+            self._jobs = None
