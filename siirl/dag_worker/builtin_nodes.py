@@ -59,6 +59,7 @@ def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOut
         "response_length/mean": lengths.mean().item(),
         "response_length/max": lengths.max().item(),
         "prompt_length/mean": prompt_lengths.mean().item(),
+        **ctx.rollout.rollout_metrics(out),
     }
     _timed(metrics, "gen", start)
     return NodeOutput(out, metrics=metrics)

@@ -39,6 +39,8 @@ class WorkerContext:
     ref: Any = None
     critic: Any = None
     coordinator: Any = None
+    #: Multi-agent graphs: agent name -> its own actor and rollout engine (siirl.dag_worker.agents).
+    agents: dict[str, Any] = field(default_factory=dict)
     validating: bool = False
     rollout_weights_stale: bool = True
     extras: dict[str, Any] = field(default_factory=dict)
@@ -74,16 +76,23 @@ class WorkerContext:
             self.kl_ctrl.value = state["value"]
 
     def checkpoint_components(self) -> dict[str, Any]:
-        return {name: c for name, c in (("actor", self.actor), ("critic", self.critic)) if c is not None}
+        components = {name: c for name, c in (("actor", self.actor), ("critic", self.critic)) if c is not None}
+        components.update({f"agent_{name}": agent.actor for name, agent in self.agents.items()})
+        return components
 
     def close(self) -> None:
-        closer = getattr(self.reward_manager, "close", None)
-        if closer is not None:
-            closer()
+        for owner in (self.reward_manager, self.rollout):
+            closer = getattr(owner, "close", None)
+            if closer is not None:
+                closer()
 
 
 def _roles(graph) -> set[NodeRole]:
-    return {node.node_role for node in graph.nodes.values() if node.node_type is not NodeType.DATA_LOAD}
+    """Roles of the single policy; nodes of a multi-agent graph's agents bring their own models."""
+    return {
+        node.node_role for node in graph.nodes.values()
+        if node.node_type is not NodeType.DATA_LOAD and not node.config.get("agent")
+    }
 
 
 def uses_reference(cfg: DictConfig) -> bool:
@@ -93,6 +102,7 @@ def uses_reference(cfg: DictConfig) -> bool:
 def build_context(
     cfg: DictConfig, plan: ExecutionPlan, rank: int, backend: DeviceBackend, local_device: int
 ) -> WorkerContext:
+    from siirl.dag_worker.env_setup import env_reward_manager, inner_rollout_config, wrap_rollout
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
     from siirl.data_coordinator.dataloader import dist_scan_share
     from siirl.engine.rollout import make_rollout_engine
@@ -120,7 +130,7 @@ def build_context(
             build_val_dataloader(cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share())
             if cfg.data.val_files else None
         ),
-        reward_manager=make_reward_manager_from_config(cfg, tokenizer),
+        reward_manager=env_reward_manager(cfg) or make_reward_manager_from_config(cfg, tokenizer),
         kl_ctrl=make_kl_controller(cfg.algorithm.kl_ctrl),
     )
     if layouts_differ(plan):
@@ -134,10 +144,17 @@ def build_context(
             temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout, init_seed=cfg.trainer.seed, **common,
         )
     if NodeRole.ROLLOUT in roles:
-        ctx.rollout = make_rollout_engine(
-            arr.rollout.name, model_cfg=arr.model, rollout_cfg=arr.rollout, backend=backend,
+        engine = make_rollout_engine(
+            arr.rollout.name, model_cfg=arr.model, rollout_cfg=inner_rollout_config(cfg), backend=backend,
             max_response_length=cfg.data.max_response_length, tokenizer=tokenizer, **common,
         )
+        ctx.rollout = wrap_rollout(engine, cfg, tokenizer)
+    if any(node.config.get("agent") for node in me.graph):
+        from siirl.dag_worker.agent_nodes import validate_team
+        from siirl.dag_worker.agents import build_agents
+
+        ctx.agents = build_agents(cfg, me.graph, groups, backend, tokenizer, local_device)
+        ctx.extras["validate"] = validate_team
     if NodeRole.REFERENCE in roles and uses_reference(cfg):
         ctx.ref = ReferenceWorker(
             arr.model, arr.ref, backend, process_group=groups.get("reference"),
@@ -149,5 +166,6 @@ def build_context(
             init_seed=cfg.trainer.seed, **common,
         )
     logger.info("worker %d built: %s", rank, ", ".join(
-        name for name in ("actor", "rollout", "ref", "critic") if getattr(ctx, name) is not None))
+        [name for name in ("actor", "rollout", "ref", "critic") if getattr(ctx, name) is not None]
+        + [f"agent {name}" for name in ctx.agents]))
     return ctx

@@ -95,22 +95,31 @@ class TrainingLoop:
         """Greedy generation on this worker's validation shard; the score is averaged over all samples."""
         if self.ctx.val_loader is None:
             return {}
+        custom = self.ctx.extras.get("validate")
+        if custom is not None:  # e.g. multi-agent graphs: greedy team episodes
+            return custom(self.ctx)
         # The weight sync is collective; do it here so it never waits on a rank with an empty val shard.
         self.ctx.refresh_rollout_weights()
         self.ctx.validating = True
-        total, count = 0.0, 0
+        total, count, solved, episodes = 0.0, 0, 0.0, 0
         try:
             for batch in self.ctx.val_loader:
-                out = builtin_nodes.generate(batch, ctx=self.ctx).batch
-                out = builtin_nodes.compute_reward(out, ctx=self.ctx).batch
+                generated = builtin_nodes.generate(batch, ctx=self.ctx)
+                if "env/success_rate" in generated.metrics:  # environment rollouts: episodes solved
+                    solved += generated.metrics["env/success_rate"] * batch.batch_size[0]
+                    episodes += batch.batch_size[0]
+                out = builtin_nodes.compute_reward(generated.batch, ctx=self.ctx).batch
                 scores = out["token_level_scores"].sum(-1)
                 total, count = total + scores.sum().item(), count + scores.numel()
         finally:
             self.ctx.validating = False
-        sums = torch.tensor([total, float(count)], dtype=torch.float64)
+        sums = torch.tensor([total, float(count), solved, float(episodes)], dtype=torch.float64)
         if dist.is_initialized():
             dist.all_reduce(sums)
-        return {"val/score": (sums[0] / sums[1].clamp(min=1)).item()}
+        result = {"val/score": (sums[0] / sums[1].clamp(min=1)).item()}
+        if sums[3] > 0:
+            result["val/success_rate"] = (sums[2] / sums[3]).item()
+        return result
 
     # ----- checkpoints -----
 

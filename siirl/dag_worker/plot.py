@@ -1,9 +1,19 @@
-"""End-of-run picture: training reward and validation score per step, from metrics.jsonl."""
+"""End-of-run picture: training reward, validation score and (agentic runs) success rates per step."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+#: Curves drawn when the run logged them: rewards, validation, environment / team success rates.
+CURVES = (
+    "reward/mean",
+    "val/score",
+    "embodied_sampling/success_rate",
+    "env/success_rate",
+    "team/final_accuracy",
+    "val/success_rate",
+)
 
 
 def plot_run(run_dir: Path, out_name: str = "reward_curve.png") -> Path | None:
@@ -18,7 +28,7 @@ def plot_run(run_dir: Path, out_name: str = "reward_curve.png") -> Path | None:
 
     rows = [json.loads(line) for line in metrics_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     series = {
-        key: [(r["step"], r[key]) for r in rows if key in r] for key in ("reward/mean", "val/score")
+        key: [(r["step"], r[key]) for r in rows if key in r] for key in CURVES
     }
     if not any(series.values()):
         return None

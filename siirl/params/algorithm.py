@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, field
 
+from siirl.params.environment import EmbodiedConfig
+
 
 @dataclass
 class KLControlConfig:
@@ -37,6 +39,7 @@ class AlgorithmConfig:
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
     #: CPGD advantage weight factor: STD_weight | clip_filter_like_weight | naive
     weight_factor_in_cpgd: str = "STD_weight"
+    embodied: EmbodiedConfig = field(default_factory=EmbodiedConfig)
 
 
 @dataclass

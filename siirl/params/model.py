@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, field
 
+from siirl.params.environment import MultiTurnConfig
+
 
 @dataclass
 class ModelConfig:
@@ -111,6 +113,7 @@ class RolloutConfig:
     weight_sync_bucket_mb: int = 512
     stop: list[str] = field(default_factory=list)
     val_kwargs: ValSamplingConfig = field(default_factory=ValSamplingConfig)
+    multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
 
 
 @dataclass

@@ -6,6 +6,7 @@ from hydra.core.config_store import ConfigStore
 
 from siirl.params.algorithm import AlgorithmConfig, CustomRewardFunctionConfig, RewardModelConfig
 from siirl.params.data import DataConfig
+from siirl.params.environment import EnvConfig
 from siirl.params.model import ActorRolloutRefConfig, CriticConfig
 from siirl.params.trainer import DagConfig, TrainerConfig
 
@@ -22,6 +23,7 @@ class SiirlConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     dag: DagConfig = field(default_factory=DagConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
 
 
 def register_schema() -> None:

@@ -52,6 +52,10 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.cpu_threads_per_worker": _NON_NEGATIVE,
     "trainer.n_devices_per_node": _POSITIVE,
     "trainer.total_epochs": _POSITIVE,
+    "actor_rollout_ref.rollout.multi_turn.max_turns": _POSITIVE,
+    "actor_rollout_ref.rollout.multi_turn.max_observation_length": _POSITIVE,
+    "env.num_workers": _NON_NEGATIVE,
+    "env.timeout_s": _POSITIVE,
 }
 
 #: key -> (the family's registry, by import path); the value must name a registered function.
@@ -145,3 +149,14 @@ def validate_config(cfg: DictConfig) -> None:
     _check_registries(cfg)
     _check_remax_baseline(cfg)
     OmegaConf.update(cfg, LOSS_MODE_KEY, resolve_loss_mode(cfg))
+    _check_environment(cfg)
+
+
+def _check_environment(cfg: DictConfig) -> None:
+    """An environment-driven run (multi-turn or EMBODIED) must name an environment that resolves."""
+    from siirl.environment import resolve_env_factory
+    from siirl.environment.outputs import env_mode
+
+    if env_mode(cfg) is None:
+        return
+    resolve_env_factory(str(cfg.env.name))

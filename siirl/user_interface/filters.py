@@ -72,18 +72,18 @@ def dynamic_sampling(batch: TensorDictBase, config: Any = None, **kwargs: Any) -
     return output if ctx is None else _accumulate(output, ctx)
 
 
-def _accumulate(output: NodeOutput, ctx: Any) -> NodeOutput:
+def _accumulate(output: NodeOutput, ctx: Any, name: str = "dynamic_sampling") -> NodeOutput:
     """Collect kept groups over generation batches until this worker's share of the train batch is full."""
-    accumulator = ctx.extras.get("dynamic_sampling")
+    accumulator = ctx.extras.get(name)
     if accumulator is None:
         accumulator = DynamicSamplingAccumulator(
             target_groups=ctx.train_loader.batch_size_per_rank,
             max_num_gen_batches=int(cfg_get(ctx.cfg, "algorithm.filter_groups.max_num_gen_batches", 0)),
         )
-        ctx.extras["dynamic_sampling"] = accumulator
+        ctx.extras[name] = accumulator
     if not accumulator.add(output.batch):
         return NodeOutput(output.batch, output.metrics, {**output.info, NEED_MORE_DATA: True})
-    output.metrics["dynamic_sampling/gen_batches"] = accumulator.num_gen_batches
+    output.metrics[f"{name}/gen_batches"] = accumulator.num_gen_batches
     batch = accumulator.get_batch()
     accumulator.reset()
     return NodeOutput(batch, output.metrics, output.info)
@@ -98,10 +98,56 @@ def _success(batch: TensorDictBase) -> list[float]:
     raise ValueError("embodied_sampling needs a 'task_success' or 'token_level_scores' field in the batch")
 
 
+def _trajectory_ids(batch: TensorDictBase) -> list[Any]:
+    """One id per row naming its trajectory: ``traj_uid`` for step-wise rollouts, else the row itself."""
+    return row_values(batch, "traj_uid") if "traj_uid" in batch else list(range(batch.batch_size[0]))
+
+
+def _group_success_rates(uids: list[Any], trajs: list[Any], success: list[float]) -> dict[Any, float]:
+    """Success rate per uid group, counting each trajectory once (step rows repeat their trajectory's)."""
+    per_traj: dict[Any, tuple[Any, float]] = {}
+    for uid, traj, ok in zip(uids, trajs, success):
+        per_traj[traj] = (uid, ok)
+    totals: dict[Any, list[float]] = {}
+    for uid, ok in per_traj.values():
+        totals.setdefault(uid, []).append(ok)
+    return {uid: sum(values) / len(values) for uid, values in totals.items()}
+
+
 @node_contract(reads=("uid", "task_success"))
 def embodied_sampling(batch: TensorDictBase, config: Any = None, **kwargs: Any) -> NodeOutput:
-    """SRPO-style: drop uid groups whose success rate is 0 or 1 (every attempt failed, or every one won)."""
+    """Embodied filtering before scoring (``algorithm.embodied.sampling``).
+
+    Drops trajectories whose environment timed out or crashed (``env_error``), then task groups (uid)
+    where every trajectory succeeded (nothing to improve) and, with ``drop_all_failed``, where every one
+    failed: with binary rewards those carry no signal; with SRPO-style progress rewards (the default)
+    their failures are still ranked, so they are kept by default. On a worker (``ctx``) the kept groups
+    accumulate over generation batches until the worker's share of the train batch is full.
+    """
     success = _success(batch)
-    output = _keep_varied_groups(batch, success, False, "embodied_sampling")
-    output.metrics["embodied_sampling/success_rate"] = sum(success) / max(len(success), 1)
-    return output
+    prefix = "algorithm.embodied.sampling"
+    drop_failed = bool(cfg_get(config, f"{prefix}.drop_all_failed", False))
+    drop_succeeded = bool(cfg_get(config, f"{prefix}.drop_all_succeeded", True))
+    drop_errors = bool(cfg_get(config, f"{prefix}.drop_env_errors", True))
+    uids, trajs = row_values(batch, "uid"), _trajectory_ids(batch)
+    errors = row_values(batch, "env_error") if "env_error" in batch else [0.0] * len(success)
+    rates = _group_success_rates(uids, trajs, success)
+    keep = [
+        row for row, uid in enumerate(uids)
+        if not (drop_errors and errors[row])
+        and not (drop_succeeded and rates[uid] == 1.0)
+        and not (drop_failed and rates[uid] == 0.0)
+    ]
+    kept_groups = len({uids[row] for row in keep})
+    traj_success = [rate for rate in rates.values()]
+    metrics = {
+        "embodied_sampling/success_rate": sum(success) / max(len(success), 1),
+        "embodied_sampling/task_solved_any": sum(r > 0 for r in traj_success) / max(len(traj_success), 1),
+        "embodied_sampling/kept_groups": kept_groups,
+        "embodied_sampling/dropped_groups": len(rates) - kept_groups,
+        "embodied_sampling/env_errors": float(sum(bool(e) for e in errors)),
+    }
+    info = {"num_kept_groups": kept_groups, "num_kept_samples": len(keep)}
+    output = NodeOutput(batch=select_rows(batch, keep), metrics=metrics, info=info)
+    ctx = kwargs.get("ctx")
+    return output if ctx is None else _accumulate(output, ctx, "embodied_sampling")

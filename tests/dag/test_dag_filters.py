@@ -68,15 +68,18 @@ def test_filters_name_missing_fields():
 def test_embodied_sampling_drops_always_and_never_solved_tasks():
     batch = _batch(["t1", "t1", "t2", "t2", "t3", "t3", "t4"], [0.0] * 7)
     batch["task_success"] = torch.tensor([True, True, False, True, False, False, True])
-    out = embodied_sampling(batch)
+    binary = {"algorithm": {"embodied": {"sampling": {"drop_all_failed": True}}}}
+    out = embodied_sampling(batch, config=binary)
     assert out.batch["row"].tolist() == [2, 3]
     assert out.metrics["embodied_sampling/success_rate"] == pytest.approx(4 / 7)
     assert out.metrics["embodied_sampling/dropped_groups"] == 3
+    # default (progress rewards rank failures): all-failed groups stay, all-solved ones go
+    assert embodied_sampling(batch).batch["row"].tolist() == [2, 3, 4, 5]
 
 
 def test_embodied_sampling_falls_back_to_positive_scores():
-    out = embodied_sampling(_batch(["t1", "t1", "t2", "t2"], [1.0, 0.0, 1.0, 1.0]))
-    assert out.batch["row"].tolist() == [0, 1]
+    out = embodied_sampling(_batch(["t1", "t1", "t2", "t2", "t3"], [1.0, 0.0, 1.0, 1.0, 0.0]))
+    assert out.batch["row"].tolist() == [0, 1, 4]
 
 
 def test_select_rows_splits_whole_list_fields():

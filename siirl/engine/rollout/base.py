@@ -45,6 +45,10 @@ class RolloutEngine(ABC):
     def wake_up(self) -> None:
         """Take the device memory back before the next ``generate`` / ``sync_weights``."""
 
+    def rollout_metrics(self, out: TensorDict) -> dict[str, float]:
+        """Engine-specific metrics of one ``generate`` output (environment success, turns, ...)."""
+        return {}
+
 
 _ENGINES: dict[str, type[RolloutEngine]] = {}
 

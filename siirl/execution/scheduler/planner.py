@@ -42,7 +42,9 @@ def _model_role_keys(
         node = graph.nodes[node_id]
         if node.node_type in _MODEL_TYPES:
             placement = placements[node_id]
-            key = node.node_role.value if placement == ALL_RANKS else f"{placement}/{node.node_role.value}"
+            agent = node.config.get("agent")
+            role = f"{agent}/{node.node_role.value}" if agent else node.node_role.value
+            key = role if placement == ALL_RANKS else f"{placement}/{role}"
             keys.setdefault(key, (node.node_role, placement))
     return keys
 

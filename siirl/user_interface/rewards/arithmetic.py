@@ -1,4 +1,4 @@
-"""Exact-match score for the embedded addition task (``siirl/arith_add``)."""
+"""Exact-match score for the embedded addition tasks (``siirl/arith_add``, three-number ``siirl/arith_add3``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def parse_integer(text: str) -> int | None:
     return int(text) if _INTEGER.fullmatch(text) else None
 
 
-@register_score("siirl/arith_add")
+@register_score("siirl/arith_add", "siirl/arith_add3")
 def compute_score(solution_str: str, ground_truth: str, extra_info: dict | None = None) -> float:
     """1.0 when the whole response is the integer answer, else 0.0 (no partial credit: "46 apples" fails)."""
     expected = parse_integer(str(ground_truth))

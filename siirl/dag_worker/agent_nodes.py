@@ -1,0 +1,165 @@
+"""Node functions of multi-agent graphs (see :mod:`siirl.execution.dag.multi_agent`).
+
+The batch holds one row per team episode (question x ``n`` samples, grouped by ``uid``); agent ``name``
+keeps its own model inputs and outputs in ``batch["agents", name]`` (a TensorDict with the standard
+rollout keys, so the actor trains on it unchanged) and its text answer in ``<name>_output``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from tensordict import TensorDict
+
+from siirl import algorithms
+from siirl.data_coordinator.prompt_encoding import PromptEncoder
+from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
+from siirl.engine.rollout.batch_ops import expand_prompts
+from siirl.execution.dag import NodeOutput
+from siirl.execution.dag.node import resolve_callable
+from siirl.user_interface.rewards import default_compute_score
+
+
+@cache
+def _function(ref: str) -> Callable[..., Any]:
+    return resolve_callable(ref, "agent")
+
+
+def _last_token(response_mask: torch.Tensor, values: list[float]) -> torch.Tensor:
+    scores = torch.zeros(response_mask.shape, dtype=torch.float32)
+    last = (response_mask.long().sum(-1) - 1).clamp(min=0)
+    scores[torch.arange(len(values)), last] = torch.tensor(values, dtype=torch.float32)
+    return scores
+
+
+def _sub(batch: TensorDict, name: str) -> TensorDict:
+    return batch.get(("agents", name))
+
+
+def _start_episodes(batch: TensorDict, ctx: Any) -> TensorDict:
+    """First agent: one row per sample, the question text kept for every later agent."""
+    rollout = ctx.cfg.actor_rollout_ref.rollout
+    rows = expand_prompts(batch, int(rollout.val_kwargs.n if ctx.validating else rollout.n))
+    questions = [
+        ctx.tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)
+        for ids, mask in zip(rows["input_ids"], rows["attention_mask"])
+    ]
+    set_non_tensor_list(rows, "question", questions)
+    return rows
+
+
+def agent_generate(batch: TensorDict, config: Any = None, *, ctx, node_config: dict, **_: Any) -> NodeOutput:
+    """Agent ``node_config["agent"]`` answers, prompted by its ``prompt_fn`` from the earlier answers."""
+    name, previous = node_config["agent"], list(node_config.get("previous", []))
+    agent = ctx.agents[name]
+    rows = batch if previous else _start_episodes(batch, ctx)
+    questions = non_tensor_list(rows, "question")
+    earlier = [non_tensor_list(rows, f"{p}_output") for p in previous]
+    prompt_fn = _function(node_config["prompt_fn"])
+    texts = [prompt_fn(q, [answers[i] for answers in earlier]) for i, q in enumerate(questions)]
+    encoder = PromptEncoder(ctx.tokenizer, int(ctx.cfg.data.max_prompt_length), "left", True)
+    prompts = TensorDict(
+        encoder.encode([[{"role": "user", "content": t}] for t in texts], lambda i: f"{name} prompt {i}"),
+        batch_size=[len(texts)],
+    )
+    set_non_tensor_list(prompts, "uid", non_tensor_list(rows, "uid"))
+    agent.refresh()
+    out = agent.rollout.generate(prompts, validate=ctx.validating)
+    agent.done()
+    lengths = out["response_mask"].sum(-1)
+    answers = [
+        ctx.tokenizer.decode(resp[: int(n)].tolist(), skip_special_tokens=True)
+        for resp, n in zip(out["responses"], lengths)
+    ]
+    rows.set(("agents", name), out)
+    set_non_tensor_list(rows, f"{name}_output", answers)
+    return NodeOutput(rows, metrics={f"{name}/response_length/mean": lengths.float().mean().item()})
+
+
+def _team_scores(batch: TensorDict, final_agent: str) -> list[float]:
+    """The team's final answer (last agent) scored by the dataset's rule (``data_source``)."""
+    finals = non_tensor_list(batch, f"{final_agent}_output")
+    sources, truths = non_tensor_list(batch, "data_source"), non_tensor_list(batch, "ground_truth")
+    scores = []
+    for answer, source, truth in zip(finals, sources, truths):
+        result = default_compute_score(source, answer, truth)
+        scores.append(float(result["score"] if isinstance(result, dict) else result))
+    return scores
+
+
+def team_reward(batch: TensorDict, config: Any = None, *, node_config: dict, **_: Any) -> NodeOutput:
+    """Shared reward (the final answer's score for every agent) or each agent's own ``reward_fn``."""
+    names, mode = list(node_config["agents"]), node_config["reward_mode"]
+    team = _team_scores(batch, names[-1])
+    metrics = {"team/final_accuracy": sum(team) / len(team), "reward/mean": sum(team) / len(team)}
+    questions, truths = non_tensor_list(batch, "question"), non_tensor_list(batch, "ground_truth")
+    for position, name in enumerate(names):
+        if mode == "shared":
+            scores = team
+        else:
+            reward_fn = _function(node_config["reward_fns"][position])
+            earlier = [non_tensor_list(batch, f"{p}_output") for p in names[:position]]
+            answers = non_tensor_list(batch, f"{name}_output")
+            scores = [
+                float(reward_fn(q, [a[i] for a in earlier], answers[i], truths[i])) for i, q in enumerate(questions)
+            ]
+        sub = _sub(batch, name)
+        sub["token_level_scores"] = _last_token(sub["response_mask"], scores)
+        metrics[f"{name}/reward/mean"] = sum(scores) / len(scores)
+    return NodeOutput(batch, metrics=metrics)
+
+
+def agent_advantage(batch: TensorDict, config: Any = None, *, ctx, node_config: dict, **_: Any) -> NodeOutput:
+    """This agent's advantages from its own rewards, over the team episodes of one question (uid)."""
+    name, algo = node_config["agent"], ctx.cfg.algorithm
+    sub = _sub(batch, name)
+    sub["token_level_rewards"] = sub["token_level_scores"]
+    advantages, returns = algorithms.compute_advantage(
+        algo.adv_estimator, token_level_rewards=sub["token_level_rewards"], response_mask=sub["response_mask"],
+        index=non_tensor_list(sub, "uid"), values=None, config=algo,
+    )
+    sub["advantages"], sub["returns"] = advantages, returns
+    return NodeOutput(batch)
+
+
+def agent_old_log_prob(batch: TensorDict, config: Any = None, *, ctx, node_config: dict, **_: Any) -> NodeOutput:
+    sub = _sub(batch, node_config["agent"])
+    sub["old_log_probs"] = ctx.agents[node_config["agent"]].actor.compute_log_prob(sub)["old_log_probs"]
+    return NodeOutput(batch)
+
+
+def agent_train(batch: TensorDict, config: Any = None, *, ctx, node_config: dict, **_: Any) -> NodeOutput:
+    """This agent's PPO update on its own rows, with its own optimiser."""
+    name = node_config["agent"]
+    agent = ctx.agents[name]
+    metrics = agent.actor.update_policy(_sub(batch, name))
+    agent.stale = True
+    return NodeOutput(batch, metrics={f"{name}/{key}": value for key, value in metrics.items()})
+
+
+def validate_team(ctx: Any) -> dict[str, float]:
+    """Greedy team episodes on this worker's validation shard: the final-answer accuracy of the team."""
+    graph = ctx.plan.worker(ctx.rank).graph
+    nodes = [graph.nodes[n] for n in graph.get_execution_order()]
+    episode = [n for n in nodes if n.executable_ref.endswith((":agent_generate", ":team_reward"))]
+    total, count = 0.0, 0
+    for agent in ctx.agents.values():  # collective weight gathers: every rank, before its own val shard
+        agent.refresh()
+    ctx.validating = True
+    try:
+        for batch in ctx.val_loader:
+            for node in episode:
+                out = node.executable(batch, config=ctx.cfg, node_config=node.config, ctx=ctx)
+                batch = out.batch
+            total += out.metrics["team/final_accuracy"] * batch.batch_size[0]
+            count += batch.batch_size[0]
+    finally:
+        ctx.validating = False
+    sums = torch.tensor([total, float(count)], dtype=torch.float64)
+    if dist.is_initialized():
+        dist.all_reduce(sums)
+    return {"val/score": (sums[0] / sums[1].clamp(min=1)).item()}

@@ -1,0 +1,102 @@
+"""What both environment-driven rollouts share: the vector env, per-row tasks and seeds, token plumbing.
+
+The inner engine (hf / vllm / sglang) is built with ``n = 1``: the wrapper expands each prompt into its
+``n`` trajectories itself, because from the second turn on every trajectory has its own context.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from tensordict import TensorDict
+
+from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.engine.rollout.base import RolloutEngine
+from siirl.engine.rollout.batch_ops import prompt_position_ids
+from siirl.engine.rollout.sampling import SamplingParams
+from siirl.environment import VectorEnv
+
+#: Dataset fields handed to ``Env.reset`` as the task, when the batch has them.
+TASK_FIELDS = ("ground_truth", "index", "data_source", "task_id", "trial_id")
+
+
+def single_sample_config(rollout_cfg: Any) -> DictConfig:
+    """A copy of the rollout section with ``n = 1`` for training and validation."""
+    cfg = OmegaConf.create(OmegaConf.to_container(rollout_cfg, resolve=True))
+    cfg.n = 1
+    cfg.val_kwargs.n = 1
+    return cfg
+
+
+def group_seed(uid: Any) -> int:
+    """One seed per prompt group: all ``n`` trajectories of a task meet the same environment dynamics."""
+    return zlib.crc32(str(uid).encode()) & 0x7FFFFFFF
+
+
+class EnvSession:
+    """Owns the inner engine and a vector env that grows to the largest batch seen."""
+
+    def __init__(self, inner: RolloutEngine, tokenizer: Any, rollout_cfg: Any, env_cfg: Any) -> None:
+        self.inner, self.tokenizer = inner, tokenizer
+        self.env_cfg = env_cfg
+        self.train_n = SamplingParams.from_config(rollout_cfg).n
+        self.val_n = SamplingParams.from_config(rollout_cfg.val_kwargs).n
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+        self._venv: VectorEnv | None = None
+
+    def venv(self, rows: int) -> VectorEnv:
+        if self._venv is None or self._venv.num_envs < rows:
+            if self._venv is not None:
+                self._venv.close()
+            kwargs = OmegaConf.to_container(self.env_cfg.kwargs, resolve=True) if isinstance(
+                self.env_cfg.kwargs, DictConfig) else dict(self.env_cfg.kwargs)
+            self._venv = VectorEnv(
+                str(self.env_cfg.name), rows, kwargs,
+                num_workers=int(self.env_cfg.num_workers), timeout_s=float(self.env_cfg.timeout_s),
+            )
+        return self._venv
+
+    def tasks(self, rows: TensorDict) -> tuple[list[dict[str, Any]], list[int]]:
+        """Per-row task dicts (prompt text plus the dataset fields present) and per-group seeds."""
+        count = rows.batch_size[0]
+        texts = [
+            self.tokenizer.decode(ids[mask.bool()].tolist(), skip_special_tokens=True)
+            for ids, mask in zip(rows["input_ids"], rows["attention_mask"])
+        ]
+        keys = set(rows.keys())
+        columns = {key: non_tensor_list(rows, key) for key in TASK_FIELDS if key in keys}
+        tasks = [{"prompt_text": texts[i], **{k: v[i] for k, v in columns.items()}} for i in range(count)]
+        return tasks, [group_seed(uid) for uid in non_tensor_list(rows, "uid")]
+
+    def generate_tokens(self, contexts: Sequence[list[int]], validate: bool) -> list[list[int]]:
+        """One response per context (token lists), through the inner engine, without its padding."""
+        width = max(len(c) for c in contexts)
+        ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(contexts), width), dtype=torch.long)
+        for row, context in enumerate(contexts):
+            ids[row, width - len(context) :] = torch.tensor(context, dtype=torch.long)
+            mask[row, width - len(context) :] = 1
+        batch = TensorDict(
+            {"input_ids": ids, "attention_mask": mask, "position_ids": prompt_position_ids(mask)},
+            batch_size=[len(contexts)],
+        )
+        out = self.inner.generate(batch, validate=validate)
+        lengths = out["response_mask"].sum(-1).tolist()
+        return [out["responses"][row, : int(n)].tolist() for row, n in enumerate(lengths)]
+
+    def decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=True)
+
+    def close(self) -> None:
+        if self._venv is not None:
+            self._venv.close()
+            self._venv = None
+
+
+def real_prompt_tokens(rows: TensorDict) -> list[list[int]]:
+    """Each row's prompt without its left padding."""
+    return [ids[mask.bool()].tolist() for ids, mask in zip(rows["input_ids"], rows["attention_mask"])]

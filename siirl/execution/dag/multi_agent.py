@@ -1,0 +1,79 @@
+"""Multi-agent (MARFT-style) pipelines: several LLM agents, each with its own actor, acting in turn.
+
+Agent ``k`` sees the question plus the outputs of agents ``0..k-1`` (its ``prompt_fn`` writes its prompt
+from them), so the agents form one sequential team episode as in MARFT's Flex-POMDP. Every agent has its
+own weights, optimiser and rollout engine (built from the same base model), its own rows in the batch
+(``batch["agents", name]``), its own advantages and its own update; rewards are ``shared`` (every agent
+gets the team's final-answer score) or ``per_agent`` (each agent's ``reward_fn`` scores its own step).
+
+The graph is plain Pipeline code, so a custom team is a call to :func:`multi_agent_pipeline` (or any
+Pipeline that uses the node functions of :mod:`siirl.dag_worker.agent_nodes` with ``config={"agent":
+name, ...}``). The planner gives every agent its own role keys (``<agent>/rollout``, ``<agent>/actor``),
+which ``--plan`` prints with their ranks; the agents share the DAG workers, each worker holding one
+copy of every agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from siirl.errors import ConfigError
+from siirl.execution.dag.node_types import NodeRole, NodeType
+from siirl.execution.dag.pipeline import Pipeline
+from siirl.execution.dag.task_graph import TaskGraph
+
+AGENT_NODES = "siirl.dag_worker.agent_nodes"
+REWARD_MODES = ("shared", "per_agent")
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent: ``prompt_fn(question, previous_outputs) -> str`` and, for per-agent rewards,
+    ``reward_fn(question, previous_outputs, output, ground_truth) -> float`` (both "module:function");
+    ``model_path`` gives the agent its own base model (default: ``actor_rollout_ref.model.path``)."""
+
+    name: str
+    prompt_fn: str
+    reward_fn: str = ""
+    model_path: str = ""
+
+
+def multi_agent_pipeline(
+    agents: Sequence[AgentSpec], reward_mode: str = "shared", pipeline_id: str = "marft"
+) -> TaskGraph:
+    """rollout(agent 0) -> ... -> rollout(agent K-1) -> reward -> per agent: advantage -> old_log -> train."""
+    names = [agent.name for agent in agents]
+    if not agents or len(set(names)) != len(names) or any("/" in n or not n for n in names):
+        raise ConfigError(f"multi-agent pipeline needs unique, non-empty agent names without '/', got {names}")
+    if reward_mode not in REWARD_MODES:
+        raise ConfigError(f"reward_mode={reward_mode!r} is not one of {', '.join(REWARD_MODES)}")
+    if reward_mode == "per_agent" and any(not agent.reward_fn for agent in agents):
+        raise ConfigError("reward_mode=per_agent needs a reward_fn for every agent")
+    pipeline = Pipeline(pipeline_id, f"{len(agents)}-agent team ({reward_mode} reward)")
+    previous: list[str] = []
+    for position, agent in enumerate(agents):
+        node_id = f"{agent.name}_rollout"
+        pipeline.add_node(
+            node_id, f"{AGENT_NODES}:agent_generate", deps=previous[-1:], node_type=NodeType.MODEL_INFERENCE,
+            node_role=NodeRole.ROLLOUT,
+            config={"agent": agent.name, "previous": names[:position], "prompt_fn": agent.prompt_fn,
+                    "model_path": agent.model_path},
+        )
+        previous.append(node_id)
+    team = {"agents": names, "reward_mode": reward_mode, "reward_fns": [a.reward_fn for a in agents]}
+    pipeline.add_node("team_reward", f"{AGENT_NODES}:team_reward", deps=previous[-1:],
+                      node_type=NodeType.COMPUTE, node_role=NodeRole.REWARD, config=team)
+    last = "team_reward"
+    for agent in agents:
+        own = {"agent": agent.name}
+        steps = [
+            (f"{agent.name}_advantage", "agent_advantage", NodeType.COMPUTE, NodeRole.ADVANTAGE, False),
+            (f"{agent.name}_old_log_prob", "agent_old_log_prob", NodeType.MODEL_INFERENCE, NodeRole.ACTOR, True),
+            (f"{agent.name}_train", "agent_train", NodeType.MODEL_TRAIN, NodeRole.ACTOR, False),
+        ]
+        for node_id, func, node_type, role, forward_only in steps:
+            pipeline.add_node(node_id, f"{AGENT_NODES}:{func}", deps=[last], node_type=node_type,
+                              node_role=role, only_forward_compute=forward_only, config=own)
+            last = node_id
+    return pipeline.build()

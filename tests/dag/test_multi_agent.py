@@ -1,0 +1,93 @@
+"""Multi-agent pipelines: the graph, the planner's per-agent roles, prompts and team rewards."""
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from siirl.dag_worker.agent_nodes import team_reward
+from siirl.dag_worker.agents import agent_names
+from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
+from siirl.errors import ConfigError
+from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
+from siirl.execution.scheduler.planner import make_plan
+from siirl.user_interface import agent_teams
+
+
+def test_two_agent_graph_order_and_configs():
+    graph = agent_teams.two_agent_adders()
+    assert graph.get_execution_order() == [
+        "adder_rollout", "finisher_rollout", "team_reward",
+        "adder_advantage", "adder_old_log_prob", "adder_train",
+        "finisher_advantage", "finisher_old_log_prob", "finisher_train",
+    ]
+    assert graph.nodes["finisher_rollout"].config["previous"] == ["adder"]
+    assert graph.nodes["team_reward"].config["reward_mode"] == "per_agent"
+    assert agent_names(graph) == ["adder", "finisher"]
+
+
+def test_planner_gives_every_agent_its_own_roles():
+    plan = make_plan(agent_teams.two_agent_adders(), nnodes=1, devices_per_node=2)
+    assert list(plan.groups) == ["adder/rollout", "finisher/rollout", "adder/actor", "finisher/actor"]
+    assert all(group.ranks == (0, 1) for group in plan.groups.values())
+    assert "finisher/actor" in plan.groups_table() and "adder/rollout" in plan.to_table()
+
+
+def test_bad_teams_are_refused():
+    spec = AgentSpec("a", "m:f")
+    with pytest.raises(ConfigError, match="unique"):
+        multi_agent_pipeline([spec, spec])
+    with pytest.raises(ConfigError, match="reward_mode"):
+        multi_agent_pipeline([spec], reward_mode="best")
+    with pytest.raises(ConfigError, match="needs a reward_fn"):
+        multi_agent_pipeline([spec], reward_mode="per_agent")
+
+
+def test_prompts_see_the_question_and_earlier_answers():
+    assert agent_teams.adder_prompt("<|user|>12+30+7=", []) == "12+30="
+    assert agent_teams.finisher_prompt("12+30+7=", ["42"]) == "42+7="
+    assert agent_teams.finisher_reward("12+30+7=", ["41"], "48", "49") == 1.0  # judged on what it was given
+    assert agent_teams.adder_reward("12+30+7=", [], "41", "49") == 0.0
+    with pytest.raises(ValueError, match="expected a question"):
+        agent_teams.adder_prompt("hello", [])
+
+
+def _episodes(adder, finisher):
+    batch = TensorDict({}, [len(adder)])
+    for name in ("adder", "finisher"):
+        batch.set(("agents", name), TensorDict({"response_mask": torch.tensor([[1, 1, 0]] * len(adder))},
+                                               [len(adder)]))
+    set_non_tensor_list(batch, "question", ["12+30+7="] * len(adder))
+    set_non_tensor_list(batch, "ground_truth", ["49"] * len(adder))
+    set_non_tensor_list(batch, "data_source", ["siirl/arith_add3"] * len(adder))
+    set_non_tensor_list(batch, "adder_output", adder)
+    set_non_tensor_list(batch, "finisher_output", finisher)
+    return batch
+
+
+@pytest.mark.parametrize("mode", ["shared", "per_agent"])
+def test_team_reward_modes(mode):
+    graph = agent_teams.two_agent_adders() if mode == "per_agent" else agent_teams.two_agent_adders_shared()
+    config = graph.nodes["team_reward"].config
+    out = team_reward(_episodes(["42", "41", "42"], ["49", "48", "1"]), node_config=config)
+    adder = out.batch.get(("agents", "adder"))["token_level_scores"].sum(-1).tolist()
+    finisher = out.batch.get(("agents", "finisher"))["token_level_scores"].sum(-1).tolist()
+    assert out.metrics["team/final_accuracy"] == pytest.approx(1 / 3)
+    if mode == "shared":
+        assert adder == finisher == [1.0, 0.0, 0.0]
+    else:
+        assert adder == [1.0, 0.0, 1.0] and finisher == [1.0, 1.0, 0.0]
+    assert out.batch.get(("agents", "adder"))["token_level_scores"][:, 1].sum() == sum(adder)
+
+
+def test_an_agent_may_bring_its_own_base_model():
+    from omegaconf import OmegaConf
+
+    from siirl.dag_worker.agents import _model_config
+    from siirl.params.root import SiirlConfig
+
+    cfg = OmegaConf.structured(SiirlConfig())
+    cfg.actor_rollout_ref.model.path = "/models/base"
+    graph = multi_agent_pipeline([AgentSpec("a", "m:f"), AgentSpec("b", "m:f", model_path="/models/other")])
+    assert _model_config(cfg, graph, "a").path == "/models/base"
+    other = _model_config(cfg, graph, "b")
+    assert other.path == "/models/other" and other.dtype == cfg.actor_rollout_ref.model.dtype
