@@ -20,6 +20,8 @@ from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
 from siirl.engine.rollout.batch_ops import expand_prompts
 from siirl.execution.dag import NodeOutput
+from siirl.execution.dag.contract import node_contract
+from siirl.execution.dag.multi_agent import AgentConfig, AgentRolloutConfig, TeamRewardConfig
 from siirl.execution.dag.node import resolve_callable
 from siirl.user_interface.rewards import default_compute_score
 
@@ -52,14 +54,17 @@ def _start_episodes(batch: TensorDict, ctx: Any) -> TensorDict:
     return rows
 
 
-def agent_generate(batch: TensorDict, config: Any = None, *, ctx, node_config: dict, **_: Any) -> NodeOutput:
-    """Agent ``node_config["agent"]`` answers, prompted by its ``prompt_fn`` from the earlier answers."""
-    name, previous = node_config["agent"], list(node_config.get("previous", []))
+@node_contract(roles=("rollout",), config=AgentRolloutConfig)
+def agent_generate(
+    batch: TensorDict, config: Any = None, *, ctx, node_config: AgentRolloutConfig, **_: Any
+) -> NodeOutput:
+    """Agent ``node_config.agent`` answers, prompted by its ``prompt_fn`` from the earlier answers."""
+    name, previous = node_config.agent, list(node_config.previous)
     agent = ctx.agents[name]
     rows = batch if previous else _start_episodes(batch, ctx)
     questions = non_tensor_list(rows, "question")
     earlier = [non_tensor_list(rows, f"{p}_output") for p in previous]
-    prompt_fn = _function(node_config["prompt_fn"])
+    prompt_fn = _function(node_config.prompt_fn)
     texts = [prompt_fn(q, [answers[i] for answers in earlier]) for i, q in enumerate(questions)]
     encoder = PromptEncoder(ctx.tokenizer, int(ctx.cfg.data.max_prompt_length), "left", True)
     prompts = TensorDict(
@@ -91,9 +96,10 @@ def _team_scores(batch: TensorDict, final_agent: str) -> list[float]:
     return scores
 
 
-def team_reward(batch: TensorDict, config: Any = None, *, node_config: dict, **_: Any) -> NodeOutput:
+@node_contract(reads=("question", "ground_truth", "data_source", "agents"), config=TeamRewardConfig)
+def team_reward(batch: TensorDict, config: Any = None, *, node_config: TeamRewardConfig, **_: Any) -> NodeOutput:
     """Shared reward (the final answer's score for every agent) or each agent's own ``reward_fn``."""
-    names, mode = list(node_config["agents"]), node_config["reward_mode"]
+    names, mode = list(node_config.agents), node_config.reward_mode
     team = _team_scores(batch, names[-1])
     metrics = {"team/final_accuracy": sum(team) / len(team), "reward/mean": sum(team) / len(team)}
     questions, truths = non_tensor_list(batch, "question"), non_tensor_list(batch, "ground_truth")
@@ -101,7 +107,7 @@ def team_reward(batch: TensorDict, config: Any = None, *, node_config: dict, **_
         if mode == "shared":
             scores = team
         else:
-            reward_fn = _function(node_config["reward_fns"][position])
+            reward_fn = _function(node_config.reward_fns[position])
             earlier = [non_tensor_list(batch, f"{p}_output") for p in names[:position]]
             answers = non_tensor_list(batch, f"{name}_output")
             scores = [
@@ -113,9 +119,10 @@ def team_reward(batch: TensorDict, config: Any = None, *, node_config: dict, **_
     return NodeOutput(batch, metrics=metrics)
 
 
-def agent_advantage(batch: TensorDict, config: Any = None, *, ctx, node_config: dict, **_: Any) -> NodeOutput:
+@node_contract(reads=("agents",), config=AgentConfig)
+def agent_advantage(batch: TensorDict, config: Any = None, *, ctx, node_config: AgentConfig, **_: Any) -> NodeOutput:
     """This agent's advantages from its own rewards, over the team episodes of one question (uid)."""
-    name, algo = node_config["agent"], ctx.cfg.algorithm
+    name, algo = node_config.agent, ctx.cfg.algorithm
     sub = _sub(batch, name)
     sub["token_level_rewards"] = sub["token_level_scores"]
     advantages, returns = algorithms.compute_advantage(
@@ -126,15 +133,19 @@ def agent_advantage(batch: TensorDict, config: Any = None, *, ctx, node_config: 
     return NodeOutput(batch)
 
 
-def agent_old_log_prob(batch: TensorDict, config: Any = None, *, ctx, node_config: dict, **_: Any) -> NodeOutput:
-    sub = _sub(batch, node_config["agent"])
-    sub["old_log_probs"] = ctx.agents[node_config["agent"]].actor.compute_log_prob(sub)["old_log_probs"]
+@node_contract(reads=("agents",), roles=("actor",), config=AgentConfig)
+def agent_old_log_prob(
+    batch: TensorDict, config: Any = None, *, ctx, node_config: AgentConfig, **_: Any
+) -> NodeOutput:
+    sub = _sub(batch, node_config.agent)
+    sub["old_log_probs"] = ctx.agents[node_config.agent].actor.compute_log_prob(sub)["old_log_probs"]
     return NodeOutput(batch)
 
 
-def agent_train(batch: TensorDict, config: Any = None, *, ctx, node_config: dict, **_: Any) -> NodeOutput:
+@node_contract(reads=("agents",), roles=("actor",), config=AgentConfig)
+def agent_train(batch: TensorDict, config: Any = None, *, ctx, node_config: AgentConfig, **_: Any) -> NodeOutput:
     """This agent's PPO update on its own rows, with its own optimiser."""
-    name = node_config["agent"]
+    name = node_config.agent
     agent = ctx.agents[name]
     metrics = agent.actor.update_policy(_sub(batch, name))
     agent.stale = True
@@ -153,7 +164,7 @@ def validate_team(ctx: Any) -> dict[str, float]:
     try:
         for batch in ctx.val_loader:
             for node in episode:
-                out = node.executable(batch, config=ctx.cfg, node_config=node.config, ctx=ctx)
+                out = node.executable(batch, config=ctx.cfg, node_config=node.node_config(), ctx=ctx)
                 batch = out.batch
             total += out.metrics["team/final_accuracy"] * batch.batch_size[0]
             count += batch.batch_size[0]

@@ -16,6 +16,7 @@ from tensordict import TensorDict
 
 from siirl import algorithms
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.environment.outputs import environment_outputs, environment_reward_inputs
 from siirl.execution.config_access import cfg_get
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import NodeContract, node_contract
@@ -46,7 +47,9 @@ def _timed(metrics: dict[str, float], key: str, start: float) -> None:
     metrics[f"timing_s/{key}"] = time.perf_counter() - start
 
 
-@node_contract(reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",))
+@node_contract(
+    reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",), when=environment_outputs
+)
 def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Roll out ``n`` responses per prompt with the current policy (weights synced when stale)."""
     start = time.perf_counter()
@@ -66,7 +69,8 @@ def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOut
 
 
 @node_contract(
-    reads=("responses", "response_mask", "data_source", "ground_truth"), writes=("token_level_scores",)
+    reads=("responses", "response_mask", "data_source", "ground_truth"), writes=("token_level_scores",),
+    when=environment_reward_inputs,
 )
 def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Rule (or model) reward on the last response token -> ``token_level_scores``."""

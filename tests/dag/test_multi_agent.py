@@ -67,7 +67,7 @@ def _episodes(adder, finisher):
 @pytest.mark.parametrize("mode", ["shared", "per_agent"])
 def test_team_reward_modes(mode):
     graph = agent_teams.two_agent_adders() if mode == "per_agent" else agent_teams.two_agent_adders_shared()
-    config = graph.nodes["team_reward"].config
+    config = graph.nodes["team_reward"].node_config()
     out = team_reward(_episodes(["42", "41", "42"], ["49", "48", "1"]), node_config=config)
     adder = out.batch.get(("agents", "adder"))["token_level_scores"].sum(-1).tolist()
     finisher = out.batch.get(("agents", "finisher"))["token_level_scores"].sum(-1).tolist()
@@ -91,3 +91,24 @@ def test_an_agent_may_bring_its_own_base_model():
     assert _model_config(cfg, graph, "a").path == "/models/base"
     other = _model_config(cfg, graph, "b")
     assert other.path == "/models/other" and other.dtype == cfg.actor_rollout_ref.model.dtype
+
+
+def test_contracts_of_agent_and_environment_graphs():
+    from omegaconf import OmegaConf
+
+    from siirl.execution.dag.builtin_pipelines import embodied_pipeline, grpo_pipeline
+    from siirl.execution.dag.contract_check import ContractError, check_contracts
+    from siirl.params.root import SiirlConfig
+
+    cfg = OmegaConf.structured(SiirlConfig())
+    contracts = check_contracts(agent_teams.two_agent_adders(), cfg)
+    assert "adder_output" in contracts["adder_rollout"].writes and "agents" in contracts["finisher_train"].reads
+    with pytest.raises(ContractError, match="task_success"):  # no environment: nothing writes task_success
+        check_contracts(embodied_pipeline(cfg), cfg)
+    cfg.algorithm.workflow_type = "EMBODIED"
+    contracts = check_contracts(embodied_pipeline(cfg), cfg)
+    assert "environment" in contracts["rollout_actor"].roles and "traj_uid" in contracts["rollout_actor"].writes
+    assert "traj_signature" in contracts["function_reward"].reads
+    cfg.env.name = "no_such_env"
+    with pytest.raises(ContractError, match="needs the environment model, but unknown environment"):
+        check_contracts(grpo_pipeline(cfg), cfg)

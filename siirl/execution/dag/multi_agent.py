@@ -16,7 +16,7 @@ copy of every agent.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from siirl.errors import ConfigError
 from siirl.execution.dag.node_types import NodeRole, NodeType
@@ -39,6 +39,30 @@ class AgentSpec:
     model_path: str = ""
 
 
+@dataclass
+class AgentRolloutConfig:
+    """Own section of an agent's rollout node."""
+
+    agent: str
+    previous: list[str] = field(default_factory=list)
+    prompt_fn: str = ""
+    model_path: str = ""
+
+
+@dataclass
+class TeamRewardConfig:
+    agents: list[str] = field(default_factory=list)
+    reward_mode: str = "shared"
+    reward_fns: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AgentConfig:
+    """Own section of an agent's advantage / old-log-prob / train node."""
+
+    agent: str
+
+
 def multi_agent_pipeline(
     agents: Sequence[AgentSpec], reward_mode: str = "shared", pipeline_id: str = "marft"
 ) -> TaskGraph:
@@ -54,16 +78,20 @@ def multi_agent_pipeline(
     previous: list[str] = []
     for position, agent in enumerate(agents):
         node_id = f"{agent.name}_rollout"
+        earlier = [f"{name}_output" for name in names[:position]]
         pipeline.add_node(
             node_id, f"{AGENT_NODES}:agent_generate", deps=previous[-1:], node_type=NodeType.MODEL_INFERENCE,
             node_role=NodeRole.ROLLOUT,
             config={"agent": agent.name, "previous": names[:position], "prompt_fn": agent.prompt_fn,
                     "model_path": agent.model_path},
+            reads=("question", "agents", *earlier) if position else ("input_ids", "attention_mask"),
+            writes=(f"{agent.name}_output", "agents", "question", "uid"),
         )
         previous.append(node_id)
     team = {"agents": names, "reward_mode": reward_mode, "reward_fns": [a.reward_fn for a in agents]}
     pipeline.add_node("team_reward", f"{AGENT_NODES}:team_reward", deps=previous[-1:],
-                      node_type=NodeType.COMPUTE, node_role=NodeRole.REWARD, config=team)
+                      node_type=NodeType.COMPUTE, node_role=NodeRole.REWARD, config=team,
+                      reads=tuple(f"{name}_output" for name in names))
     last = "team_reward"
     for agent in agents:
         own = {"agent": agent.name}
