@@ -15,7 +15,7 @@ def run(capsys, *args):
 @pytest.mark.parametrize(
     ("overrides", "needles"),
     [
-        (["algorithm.workflow_type=EMBODIED"], ["node 'embodied_sampling' reads 'task_success'"]),
+        (["algorithm.workflow_type=EMBODIED", "env.name=nope"], ["unknown environment 'nope'"]),
         (["actor_rollout_ref.actor.strategy=megatron"], ["strategy='megatron'", "not implemented"]),
         (["critic.strategy=megatron"], ["critic.strategy"]),
         (["reward_model.enable=true"], ["reward_model.enable", "not supported"]),

@@ -47,8 +47,9 @@ def test_remax_without_its_baseline_node_is_refused():
 
 
 def test_embodied_without_an_environment_is_refused_in_one_line():
-    cfg = _cfg(workflow_type="EMBODIED")
-    _refused(select_pipeline(cfg), cfg, "node 'embodied_sampling'", "'task_success'")
+    cfg = _cfg(workflow_type="EMBODIED")  # no env section: no environment to supply task_success
+    _refused(select_pipeline(cfg), cfg, "node 'rollout_actor'", "needs the environment model")
+    check_contracts(select_pipeline(cfg), {**cfg, "env": {"name": "arith_chain"}})
 
 
 def test_kl_loss_reads_the_reference_log_probs():

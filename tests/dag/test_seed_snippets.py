@@ -109,10 +109,12 @@ def test_documented_commands_plan(line, capsys, tmp_path):
     assert main(["--plan", "device=cpu", *line.split(), f"trainer.output_dir={tmp_path}"]) == 0
 
 
-def test_embodied_command_is_refused_in_one_line(capsys):
-    assert main(["--plan", "device=cpu", "algorithm.workflow_type=EMBODIED"]) == EXIT_USER_ERROR
+def test_embodied_command_plans_on_the_builtin_environment(capsys, tmp_path):
+    assert main(["--plan", "device=cpu", "algorithm.workflow_type=EMBODIED", f"trainer.output_dir={tmp_path}"]) == 0
+    assert "rollout_actor -> embodied_sampling -> function_reward" in capsys.readouterr().out
+    assert main(["--plan", "device=cpu", "algorithm.workflow_type=EMBODIED", "env.name=nope"]) == EXIT_USER_ERROR
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "embodied_sampling" in err and "task_success" in err
+    assert "\n" not in err and "unknown environment 'nope'" in err
 
 
 def test_configuration_block_loads_as_a_config_file():
