@@ -7,7 +7,7 @@ The inner engine (hf / vllm / sglang) is built with ``n = 1``: the wrapper expan
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
@@ -100,3 +100,23 @@ class EnvSession:
 def real_prompt_tokens(rows: TensorDict) -> list[list[int]]:
     """Each row's prompt without its left padding."""
     return [ids[mask.bool()].tolist() for ids, mask in zip(rows["input_ids"], rows["attention_mask"])]
+
+
+class EnvSessionRollout(RolloutEngine):
+    """A rollout engine driven by an :class:`EnvSession`: weights and memory go to the wrapped engine."""
+
+    def __init__(self, session: EnvSession, max_turns: int) -> None:
+        self.session = session
+        self.max_turns = max_turns
+
+    def sync_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        self.session.inner.sync_weights(named_tensors)
+
+    def sleep(self) -> None:
+        self.session.inner.sleep()
+
+    def wake_up(self) -> None:
+        self.session.inner.wake_up()
+
+    def close(self) -> None:
+        self.session.close()

@@ -11,35 +11,21 @@ rewards, zero-padded to ``max_turns``: the trajectory representation the progres
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, select_rows, set_non_tensor_list
-from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right
+from siirl.engine.rollout.env_session import EnvSessionRollout
 from siirl.environment import StepResult
 
 
-class EnvStepRollout(RolloutEngine):
+class EnvStepRollout(EnvSessionRollout):
     def __init__(self, session: Any, *, max_turns: int, max_prompt_length: int, max_response_length: int) -> None:
-        self.session = session
-        self.max_turns = max_turns
+        super().__init__(session, max_turns)
         self.max_prompt_length, self.max_response_length = max_prompt_length, max_response_length
-
-    def sync_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        self.session.inner.sync_weights(named_tensors)
-
-    def sleep(self) -> None:
-        self.session.inner.sleep()
-
-    def wake_up(self) -> None:
-        self.session.inner.wake_up()
-
-    def close(self) -> None:
-        self.session.close()
 
     def rollout_metrics(self, out: TensorDict) -> dict[str, float]:
         """Per trajectory (a trajectory's step rows repeat its fields): weight each row by 1 / its steps."""

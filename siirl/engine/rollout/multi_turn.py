@@ -12,16 +12,14 @@ places them there (per-turn rewards; their sum is the trajectory's return). Work
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 
-from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.batch_ops import expand_prompts, prompt_position_ids
-from siirl.engine.rollout.env_session import EnvSession, real_prompt_tokens
+from siirl.engine.rollout.env_session import EnvSession, EnvSessionRollout, real_prompt_tokens
 from siirl.environment import StepResult
 
 logger = logging.getLogger(__name__)
@@ -63,27 +61,14 @@ class ObservationRenderer:
         return self.tokenizer(full[len(self._base) :], add_special_tokens=False)["input_ids"]
 
 
-class MultiTurnRollout(RolloutEngine):
+class MultiTurnRollout(EnvSessionRollout):
     def __init__(
         self, session: EnvSession, *, max_turns: int, max_response_length: int, max_observation_length: int
     ) -> None:
-        self.session = session
-        self.max_turns = max_turns
+        super().__init__(session, max_turns)
         self.max_observation_length = max_observation_length
         self.width = max_turns * max_response_length + (max_turns - 1) * max_observation_length
         self.render = ObservationRenderer(session.tokenizer)
-
-    def sync_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        self.session.inner.sync_weights(named_tensors)
-
-    def sleep(self) -> None:
-        self.session.inner.sleep()
-
-    def wake_up(self) -> None:
-        self.session.inner.wake_up()
-
-    def close(self) -> None:
-        self.session.close()
 
     def rollout_metrics(self, out: TensorDict) -> dict[str, float]:
         return {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 import torch
@@ -35,7 +36,7 @@ REPLICATE_MAX_PARAMS = 100_000_000
 STRATEGY_CHOICES = ("auto", "fsdp", "fsdp2", "replicate")
 
 
-class ParallelStrategy:
+class ParallelStrategy(ABC):
     """What differs between sharded and replicated training, behind one small interface."""
 
     name = ""
@@ -45,8 +46,9 @@ class ParallelStrategy:
     def __init__(self, dp: DataParallelGroup, compute_dtype: torch.dtype, trainable: bool) -> None:
         self.dp, self.compute_dtype, self.trainable = dp, compute_dtype, trainable
 
+    @abstractmethod
     def wrap(self, model: nn.Module, device: torch.device, cpu_offload: bool) -> nn.Module:
-        raise NotImplementedError
+        """Place ``model`` on ``device`` in this strategy's layout (sharded or whole)."""
 
     def forward_context(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
