@@ -18,6 +18,7 @@ from ray.exceptions import RayError
 from ray.util.placement_group import placement_group, remove_placement_group
 
 from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_init_options
+from siirl.dag_worker.layouts import layouts_differ
 from siirl.dag_worker.progress import ProgressBar, create_board
 from siirl.device import DeviceBackend
 from siirl.errors import ClusterError
@@ -68,18 +69,23 @@ def _reserve(plan: ExecutionPlan, backend: DeviceBackend):
     return group
 
 
-def _start_workers(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan, group) -> list:
+def _launch_workers(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan, group) -> list:
+    """Ask Ray for the DAG worker actors without waiting: their processes start (and import torch)
+    while the driver brings up the data buffers."""
     from siirl.dag_worker.worker import DAGWorker
 
     cfg_dict = OmegaConf.to_container(cfg, resolve=True)
     remote_cls = ray.remote(DAGWorker)
-    workers = []
-    for rank in range(plan.world_size):
-        options = worker_actor_options(backend, group, rank)
-        workers.append(remote_cls.options(**options).remote(cfg_dict, plan, rank, backend.name))
+    return [
+        remote_cls.options(**worker_actor_options(backend, group, rank)).remote(cfg_dict, plan, rank, backend.name)
+        for rank in range(plan.world_size)
+    ]
+
+
+def _rendezvous(workers: list) -> None:
+    """torch.distributed across the workers, hosted by rank 0."""
     address, port = ray.get(workers[0].rendezvous_address.remote())
     ray.get([w.init_distributed.remote(address, port) for w in workers])
-    return workers
 
 
 def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None) -> dict:
@@ -130,11 +136,15 @@ def run_job(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int
         group = board = None
         try:
             group = _reserve(plan, backend)
-            create_data_buffers()
+            workers = _launch_workers(cfg, backend, plan, group)
+            # Workers look both up only in ``run``, after the rendezvous. A plan whose stages all share one
+            # layout never moves samples between workers, so it runs without buffer actors.
+            if layouts_differ(plan):
+                create_data_buffers()
             board = create_board()
             try:
-                workers = _start_workers(cfg, backend, plan, group)
-            except RayError as exc:  # rendezvous / process groups
+                _rendezvous(workers)
+            except RayError as exc:  # worker start-up / process groups
                 raise explain(exc, None, str(cfg.trainer.output_dir)) from None
             bar = ProgressBar(board)
             try:

@@ -125,9 +125,13 @@ def compute_advantage(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -
 
 @node_contract(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",))
 def compute_old_log_prob(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
-    """Log-probs of the sampled tokens under the policy that generated them (the PPO 'old' policy)."""
+    """Log-probs of the sampled tokens under the policy that generated them (the PPO 'old' policy):
+    those the rollout recorded while sampling, or one actor forward (``old_log_prob_source``)."""
     start = time.perf_counter()
-    out = ctx.actor.compute_log_prob(batch)
+    if ctx.old_log_probs_from_rollout and "rollout_log_probs" in batch.keys():
+        out = {"old_log_probs": batch["rollout_log_probs"], "entropys": batch["rollout_entropys"]}
+    else:
+        out = ctx.actor.compute_log_prob(batch)
     batch["old_log_probs"] = out["old_log_probs"]
     mask = batch["response_mask"].bool()
     entropy = out.get("entropys", None)

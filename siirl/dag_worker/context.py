@@ -43,6 +43,9 @@ class WorkerContext:
     agents: dict[str, Any] = field(default_factory=dict)
     validating: bool = False
     rollout_weights_stale: bool = True
+    #: The rollout records the sampled tokens' log-probs and they serve as the PPO old log-probs
+    #: (``actor_rollout_ref.actor.old_log_prob_source``), so the actor skips its extra forward.
+    old_log_probs_from_rollout: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
 
     # ----- rollout weights follow the actor -----
@@ -149,6 +152,10 @@ def build_context(
             max_response_length=cfg.data.max_response_length, tokenizer=tokenizer, **common,
         )
         ctx.rollout = wrap_rollout(engine, cfg, tokenizer)
+        # Exact only while the rollout copy is this worker's actor, synced before every rollout.
+        engine.records_log_probs = ctx.old_log_probs_from_rollout = (
+            str(arr.actor.old_log_prob_source) == "rollout" and ctx.actor is not None and ctx.rollout is engine
+        )
     if any(node.config.get("agent") for node in me.graph):
         from siirl.dag_worker.agent_nodes import validate_team
         from siirl.dag_worker.agents import build_agents

@@ -51,6 +51,8 @@ class ActorConfig:
     #: auto (replicate small models, FSDP2 otherwise) | fsdp (= fsdp2) | replicate; also used by the reference.
     #: megatron is not implemented and refused.
     strategy: str = "auto"
+    #: auto | recompute | rollout: where the PPO old log-probs come from (see siirl.params.old_log_prob).
+    old_log_prob_source: str = "auto"
     #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
     ppo_mini_batch_size: int = 16
     ppo_micro_batch_size_per_gpu: int = 64

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
 from siirl.params.enums import WorkflowType
+from siirl.params.old_log_prob import OLD_LOG_PROB_KEY, resolve_old_log_prob_source
 
 
 def _one_of(*values: str) -> tuple[Callable[[Any], bool], str]:
@@ -150,6 +151,7 @@ def validate_config(cfg: DictConfig) -> None:
     _check_remax_baseline(cfg)
     OmegaConf.update(cfg, LOSS_MODE_KEY, resolve_loss_mode(cfg))
     _check_environment(cfg)
+    OmegaConf.update(cfg, OLD_LOG_PROB_KEY, resolve_old_log_prob_source(cfg))
 
 
 def _check_environment(cfg: DictConfig) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from siirl.driver import _reserve, _start_workers
+from siirl.driver import _launch_workers, _rendezvous, _reserve
 from siirl.main_dag import prepare
 
 FAKES = Path(__file__).resolve().parent / "worker_fakes"
@@ -48,7 +48,8 @@ def test_cuda_workers_get_one_gpu_each(fake_cuda, gpu_declaring_ray, tmp_path):
     group = _reserve(plan, backend)
     workers = []
     try:
-        workers = _start_workers(cfg, backend, plan, group)
+        workers = _launch_workers(cfg, backend, plan, group)
+        _rendezvous(workers)
         reports = ray.get([w.__ray_call__.remote(fake_cuda_worker.report) for w in workers])
     finally:
         for worker in workers:

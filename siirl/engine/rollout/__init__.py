@@ -10,6 +10,7 @@ from siirl.engine.rollout.base import (
     RolloutEngine,
     make_rollout_engine,
     register_rollout_engine,
+    rollout_engine_class,
     rollout_engine_names,
 )
 from siirl.engine.rollout.hf import HFRolloutEngine
@@ -21,5 +22,6 @@ __all__ = [
     "SamplingParams",
     "make_rollout_engine",
     "register_rollout_engine",
+    "rollout_engine_class",
     "rollout_engine_names",
 ]

@@ -28,6 +28,16 @@ from siirl.errors import ConfigError
 class RolloutEngine(ABC):
     """Generates responses with its own copy of the policy."""
 
+    #: Set by the worker when the PPO old log-probs come from the rollout: sampling then also writes
+    #: ``rollout_log_probs`` / ``rollout_entropys`` (rows, R), 0 past each response.
+    records_log_probs: bool = False
+
+    @classmethod
+    def sampled_log_probs(cls, dtype: torch.dtype) -> str:
+        """How the log-probs this engine could record while sampling compare with the actor's recomputation
+        in ``dtype``: ``exact``, ``approximate`` or ``unsupported`` (the engine records none)."""
+        return "unsupported"
+
     @abstractmethod
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
         """Responses for the prompts of ``batch`` (see the module docstring); ``validate`` switches to
@@ -69,8 +79,12 @@ def rollout_engine_names() -> list[str]:
     return sorted(_ENGINES)
 
 
-def make_rollout_engine(name: str, **kwargs: Any) -> RolloutEngine:
-    """Build the engine registered as ``name`` with the engine's own constructor arguments."""
+def rollout_engine_class(name: str) -> type[RolloutEngine]:
     if name not in _ENGINES:
         raise ConfigError(f"unknown rollout engine '{name}'; registered: {', '.join(rollout_engine_names())}")
-    return _ENGINES[name](**kwargs)
+    return _ENGINES[name]
+
+
+def make_rollout_engine(name: str, **kwargs: Any) -> RolloutEngine:
+    """Build the engine registered as ``name`` with the engine's own constructor arguments."""
+    return rollout_engine_class(name)(**kwargs)

@@ -12,12 +12,19 @@ from typing import Any
 
 import torch
 from tensordict import TensorDict
-from transformers import GenerationConfig, PreTrainedTokenizerBase, StoppingCriteria, StoppingCriteriaList
+from transformers import (
+    GenerationConfig,
+    LogitsProcessorList,
+    PreTrainedTokenizerBase,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from siirl.device import DeviceBackend, get_backend
 from siirl.engine.rollout.base import RolloutEngine, register_rollout_engine
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right
+from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.workers.model_loading import load_causal_lm, load_tokenizer, resolve_dtype
 from siirl.errors import ConfigError
@@ -141,8 +148,16 @@ class HFRolloutEngine(RolloutEngine):
             use_cache=True,
         )
 
+    @classmethod
+    def sampled_log_probs(cls, dtype: torch.dtype) -> str:
+        """Exact in float32: the engine's model is the actor's, synced before every rollout, run through
+        the same transformers code; in half precision the two paths round differently."""
+        return "exact" if dtype == torch.float32 else "approximate"
+
     @torch.no_grad()
-    def _generate_chunk(self, prompts: TensorDict, config: GenerationConfig) -> dict[str, torch.Tensor]:
+    def _generate_chunk(
+        self, prompts: TensorDict, config: GenerationConfig, recorder: SampledLogProbs | None
+    ) -> dict[str, torch.Tensor]:
         ids = prompts["input_ids"].to(self.device)
         mask = prompts["attention_mask"].to(self.device)
         stop = StopStringCriteria(self.tokenizer, self.stop_strings) if self.stop_strings else None
@@ -152,11 +167,18 @@ class HFRolloutEngine(RolloutEngine):
             attention_mask=mask,
             generation_config=config,
             stopping_criteria=StoppingCriteriaList([tracker]),
+            logits_processor=LogitsProcessorList([recorder] if recorder is not None else []),
         )
         generated = out[:, ids.shape[1] :].cpu()
         responses = pad_right(generated, self.max_response_length, self.pad_id)
         lengths = tracker.lengths(generated.shape[1]).clamp(max=self.max_response_length)
-        return assemble_sequences(prompts.cpu(), responses, lengths, self.pad_id)
+        fields = assemble_sequences(prompts.cpu(), responses, lengths, self.pad_id)
+        if recorder is not None:
+            mask = fields["response_mask"].to(torch.float32)
+            log_probs, entropies = recorder.finish(generated)
+            fields["rollout_log_probs"] = pad_right(log_probs, self.max_response_length, 0) * mask
+            fields["rollout_entropys"] = pad_right(entropies, self.max_response_length, 0) * mask
+        return fields
 
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
         missing = [k for k in ("input_ids", "attention_mask") if k not in set(batch.keys())]
@@ -172,7 +194,9 @@ class HFRolloutEngine(RolloutEngine):
             chunk = expanded[start : start + self.micro_batch_size].select("input_ids", "attention_mask")
             if "position_ids" in set(expanded.keys()):
                 chunk["position_ids"] = expanded["position_ids"][start : start + self.micro_batch_size]
-            pieces.append(self._generate_chunk(chunk, config))
+            record = self.records_log_probs and not params.greedy
+            recorder = SampledLogProbs(params.temperature) if record else None
+            pieces.append(self._generate_chunk(chunk, config, recorder))
         for key in pieces[0]:
             expanded[key] = torch.cat([piece[key] for piece in pieces])
         return expanded

@@ -1,0 +1,47 @@
+"""Log-probs (and entropies) of the tokens ``generate`` samples, recorded while it samples them.
+
+When the rollout model is an exact copy of the actor (same weights, synced before every rollout, and the
+same float32 math), these ARE the PPO "old" log-probs, and the actor's extra forward over every response
+(``compute_log_prob``) can be skipped: ``actor_rollout_ref.actor.old_log_prob_source`` decides.
+
+The recorder is a logits processor. ``generate`` runs the model's own processors first (none with
+siiRL's neutral sampling settings) and the sampling warpers (temperature, top-k, top-p) after every
+custom processor, so it sees the raw logits and records log-softmax(logits / temperature): the full
+distribution, exactly what the actor computes, whatever top-k / top-p later cut.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import LogitsProcessor
+
+
+class SampledLogProbs(LogitsProcessor):
+    """Called once per generated token; step ``t``'s choice is known at call ``t + 1`` (or ``finish``)."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self._pending: torch.Tensor | None = None  # (rows, vocab) log-probs of the step not yet sampled
+        self.log_probs: list[torch.Tensor] = []
+        self.entropies: list[torch.Tensor] = []
+
+    def _take(self, chosen: torch.Tensor) -> None:
+        self.log_probs.append(self._pending.gather(-1, chosen.unsqueeze(-1)).squeeze(-1))
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._pending is not None:
+            self._take(input_ids[:, -1])
+        log_probs = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        self.entropies.append(-(log_probs.exp() * log_probs).sum(-1))
+        self._pending = log_probs
+        return scores
+
+    def finish(self, generated: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(rows, steps)`` log-probs and entropies of ``generated`` (the new tokens only)."""
+        if self._pending is not None:
+            self._take(generated[:, len(self.log_probs)].to(self._pending.device))
+            self._pending = None
+        steps = generated.shape[1]
+        if len(self.log_probs) != steps:
+            raise RuntimeError(f"recorded {len(self.log_probs)} sampling steps for {steps} generated tokens")
+        return torch.stack(self.log_probs, dim=1).cpu(), torch.stack(self.entropies, dim=1).cpu()
