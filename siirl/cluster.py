@@ -55,17 +55,19 @@ def probe_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         ) from None
 
 
-def ray_init_options(address: str | None, runtime_env: dict[str, Any]) -> dict[str, Any]:
+def ray_init_options(address: str | None, runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:
     """``ray.init`` keyword arguments. A Ray that siiRL starts itself serves only this job, so it runs
     without the dashboard's HTTP server (Ray still starts its per-node agents); to watch a job in the
-    dashboard, start Ray yourself (``ray start --head --dashboard-host=<ip>``) and set trainer.ray_address."""
+    dashboard, start Ray yourself (``ray start --head --dashboard-host=<ip>``) and set trainer.ray_address.
+    ``runtime_env`` carries the job's environment to a cluster started elsewhere."""
     options: dict[str, Any] = {
         # Without an address: a fresh local instance, never whatever cluster another job left running.
         "address": address or "local",
-        "runtime_env": runtime_env,
         "logging_level": logging.WARNING,
         "log_to_driver": True,
     }
+    if runtime_env:
+        options["runtime_env"] = runtime_env
     if address is None:
         options["include_dashboard"] = False
     return options

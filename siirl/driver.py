@@ -47,11 +47,15 @@ def _init_ray(cfg: DictConfig) -> bool:
         return False
     if address:
         probe_address(address)
-    else:
-        # Ray starts worker processes at nice 15 (meant for background tasks): the DAG workers ARE the job,
-        # and at nice 15 any other busy process on the host would take most of their CPU time.
-        os.environ.setdefault("RAY_worker_niceness", "0")
-    ray.init(**ray_init_options(address, {"env_vars": env}))
+        ray.init(**ray_init_options(address, {"env_vars": env}))
+        return True
+    # Ray starts worker processes at nice 15 (meant for background tasks): the DAG workers ARE the job,
+    # and at nice 15 any other busy process on the host would take most of their CPU time.
+    os.environ.setdefault("RAY_worker_niceness", "0")
+    # A Ray started here inherits this environment down to every worker, so the job needs no runtime_env:
+    # with one, Ray could not hand the actors its pre-started workers and would start fresh ones.
+    os.environ.update(env)
+    ray.init(**ray_init_options(None))
     return True
 
 
