@@ -5,14 +5,17 @@ both sides alike), as fresh processes timed from launch to exit:
 
 - ours: README command 1, ``python -m siirl.main_dag device=cpu`` (2 DAG workers, Ray, start-up included);
 - baseline: ``benchmarks/single_process_grpo.py`` (one process, no Ray, same model, data, batch, algorithms,
-  learning rate and validation schedule; padded forwards as mainstream trainers do).
+  learning rate and validation schedule; padded forwards as mainstream trainers do). The baseline runs the
+  actor forward for the PPO old log-probs; ours takes them from the rollout's own recording, which is exact
+  here (``actor_rollout_ref.actor.old_log_prob_source=recompute`` makes ours run that forward too).
 
 Reported per round: samples/s over the training steps (validation excluded), the wall time of the whole
 command, the reward of the last steps and the final greedy validation score, and the ratio to the baseline
-of the same round. Then ours' step broken down by stage (data, each node, redistribution, and inside the
-update: forward, backward, optimizer, collectives, data movement, host overhead), so the parts add up to
-the step, and the whole command's wall split into steps, validation, metric reduction and start-up plus
-shut-down. Prints the tables, then one JSON line.
+of the same round; then both learning curves (mean reward per 50 steps, validation scores). Then ours'
+step broken down by stage (data, each node, redistribution, and inside the update: forward, backward,
+optimizer, collectives, data movement, host overhead), so the parts add up to the step, and the whole
+command's wall split into steps, validation, metric reduction and start-up plus shut-down.
+Prints the tables, then one JSON line.
 
     python benchmarks/bench_e2e.py [--rounds 2] [--steps N] [--baseline-layout padded|packed] [overrides ...]
 """
@@ -31,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 UPDATE_PHASES = ("forward", "backward", "optimizer", "collectives", "data_movement", "host")
+#: Steps per point of the printed reward curves.
+WINDOW = 50
 
 
 def run_command(name: str, argv: list[str], out_dir: Path, cwd: Path) -> dict:
@@ -60,6 +65,10 @@ def summarize(run: dict, samples_per_step: int) -> dict:
         "reward_last": statistics.mean(r["reward/mean"] for r in tail),
         "val_before": vals[0] if len(vals) > 1 else None,
         "val_final": vals[-1] if vals else None,
+        "reward_windows": [
+            statistics.mean(r["reward/mean"] for r in steps[a : a + WINDOW]) for a in range(0, len(steps), WINDOW)
+        ],
+        "val_curve": vals,
     }
 
 
@@ -127,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             results.append(row)
             last_rows, last_wall = runs["ours"]["rows"], runs["ours"]["wall_s"]
     print_comparison(results)
+    print_learning_curves(results)
     stages = breakdown(last_rows, last_wall)
     print(f"\nours, last round: mean seconds per step by stage ({samples} samples per step)")
     for name, seconds in stages:
@@ -148,6 +158,16 @@ def print_comparison(results: list[dict]) -> None:
             final = "-" if s["val_final"] is None else f"{s['val_final']:.3f}"
             print(f"{k:<7}{name:<10}{s['samples_per_s']:>11.1f}{s['wall_s']:>9.1f}{s['reward_last']:>14.3f}"
                   f"{before:>12}{final:>11}{ratio:>13}")
+
+
+def print_learning_curves(results: list[dict]) -> None:
+    """Mean reward per WINDOW steps and the validation scores, side by side: the same learning or not."""
+    print(f"\nlearning curves: mean reward per {WINDOW} steps | greedy validation scores")
+    for k, row in enumerate(results):
+        for name in ("ours", "baseline"):
+            rewards = " ".join(f"{v:.3f}" for v in row[name]["reward_windows"])
+            vals = " ".join(f"{v:.3f}" for v in row[name]["val_curve"])
+            print(f"{k:<7}{name:<10}{rewards} | {vals}")
 
 
 if __name__ == "__main__":
