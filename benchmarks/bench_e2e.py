@@ -1,28 +1,33 @@
 """The default command against a single-process GRPO loop on the same machine, with a per-stage breakdown.
 
-Each round runs, one after the other (the order alternates between rounds, so a busy neighbour hurts
-both sides alike), as fresh processes timed from launch to exit:
+Each round runs, one after the other (the order rotates between rounds, so a busy neighbour hurts
+every side alike), as fresh processes timed from launch to exit:
 
 - ours: README command 1, ``python -m siirl.main_dag device=cpu`` (2 DAG workers, Ray, start-up included);
 - baseline: ``benchmarks/single_process_grpo.py`` (one process, no Ray, same model, data, batch, algorithms,
   learning rate and validation schedule; padded forwards as mainstream trainers do). The baseline runs the
   actor forward for the PPO old log-probs; ours takes them from the rollout's own recording, which is exact
-  here (``actor_rollout_ref.actor.old_log_prob_source=recompute`` makes ours run that forward too).
+  here (``actor_rollout_ref.actor.old_log_prob_source=recompute`` makes ours run that forward too);
+- trl: ``benchmarks/trl_grpo.py``, the same job with TRL's GRPOTrainer, run by ``--trl-python`` (an
+  interpreter whose environment has trl; by default the current one if it can import trl, otherwise this
+  run is skipped). TRL lives in a venv of its own so it cannot change siiRL's transformers; see that file.
 
 Reported per round: samples/s over the training steps (validation excluded), the wall time of the whole
-command, the reward of the last steps and the final greedy validation score, and the ratio to the baseline
-of the same round; then both learning curves (mean reward per 50 steps, validation scores). Then ours'
+command, the reward of the last steps and the final greedy validation score, and ours' ratio to the baseline
+and to TRL in the same round; then the learning curves (mean reward per 50 steps, validation scores). Then ours'
 step broken down by stage (data, each node, redistribution, and inside the update: forward, backward,
 optimizer, collectives, data movement, host overhead), so the parts add up to the step, and the whole
 command's wall split into steps, validation, metric reduction and start-up plus shut-down.
 Prints the tables, then one JSON line.
 
-    python benchmarks/bench_e2e.py [--rounds 2] [--steps N] [--baseline-layout padded|packed] [overrides ...]
+    python benchmarks/bench_e2e.py [--rounds 2] [--steps N] [--baseline-layout padded|packed]
+        [--trl-python VENV/bin/python] [overrides ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -36,6 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 UPDATE_PHASES = ("forward", "backward", "optimizer", "collectives", "data_movement", "host")
 #: Steps per point of the printed reward curves.
 WINDOW = 50
+#: Runs in print order; "trl" is absent when no interpreter with trl is available.
+RUNS = ("ours", "baseline", "trl")
+#: Ratio columns: ours' samples/s over each other run's.
+RATIOS = {"baseline": "speedup", "trl": "vs_trl"}
 
 
 def run_command(name: str, argv: list[str], out_dir: Path, cwd: Path) -> dict:
@@ -109,7 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=-1, help="training steps (-1: the default command's own)")
     parser.add_argument("--baseline-layout", choices=("padded", "packed"), default="padded")
     parser.add_argument("--baseline-threads", type=int, default=0, help="0: torch's default (all cores)")
+    parser.add_argument("--trl-python", help="interpreter with trl installed (default: this one if it has trl)")
     args, extra = parser.parse_known_args(argv)
+    trl_python = trl_interpreter(args.trl_python)
     sys.path.insert(0, str(ROOT))
     from siirl.params import load_config
 
@@ -121,18 +132,23 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for r in range(args.rounds):
-            ours_dir, base_dir = work / f"ours_{r}", work / f"baseline_{r}"
+            ours_dir, base_dir, trl_dir = work / f"ours_{r}", work / f"baseline_{r}", work / f"trl_{r}"
+            threads = ["--threads", str(args.baseline_threads)]
             commands = {
                 "ours": ([sys.executable, "-m", "siirl.main_dag", "device=cpu", f"trainer.output_dir={ours_dir}",
                           "trainer.logger=[jsonl]", *common], ours_dir),
                 "baseline": ([sys.executable, str(ROOT / "benchmarks" / "single_process_grpo.py"), "--out",
-                              str(base_dir), "--layout", args.baseline_layout, "--threads",
-                              str(args.baseline_threads), *common], base_dir),
+                              str(base_dir), "--layout", args.baseline_layout, *threads, *common], base_dir),
             }
-            order = ["ours", "baseline"] if r % 2 == 0 else ["baseline", "ours"]
+            if trl_python:
+                commands["trl"] = ([trl_python, str(ROOT / "benchmarks" / "trl_grpo.py"), "--out", str(trl_dir),
+                                    *threads, *common], trl_dir)
+            names = list(commands)
+            order = names[r % len(names) :] + names[: r % len(names)]
             runs = {name: run_command(name, *commands[name], work) for name in order}
-            row = {name: summarize(runs[name], samples) for name in ("ours", "baseline")}
-            row["speedup"] = row["ours"]["samples_per_s"] / row["baseline"]["samples_per_s"]
+            row = {name: summarize(runs[name], samples) for name in names}
+            for other in names[1:]:
+                row[RATIOS[other]] = row["ours"]["samples_per_s"] / row[other]["samples_per_s"]
             results.append(row)
             last_rows, last_wall = runs["ours"]["rows"], runs["ours"]["wall_s"]
     print_comparison(results)
@@ -143,28 +159,43 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {name:<46}{seconds:>10.4f}")
     print(json.dumps({"benchmark": "e2e_grpo", "samples_per_step": samples, "baseline_layout": args.baseline_layout,
                       "baseline_threads": args.baseline_threads or os.cpu_count(), "load_avg": os.getloadavg(),
-                      "rounds": results, "median_speedup": statistics.median(r["speedup"] for r in results),
+                      "trl_python": trl_python, "rounds": results,
+                      "median_speedup": statistics.median(r["speedup"] for r in results),
+                      "median_vs_trl": statistics.median(r["vs_trl"] for r in results) if trl_python else None,
                       "breakdown_s": dict(stages)}))
 
 
+def trl_interpreter(requested: str | None) -> str | None:
+    """The interpreter for the TRL run: the one asked for (which must import trl), else this one if it has trl."""
+    if requested is None:
+        if importlib.util.find_spec("trl") is None:
+            print("trl is not importable here and no --trl-python was given: skipping the TRL baseline")
+            return None
+        return sys.executable
+    if subprocess.call([requested, "-c", "import trl"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+        sys.exit(f"--trl-python {requested} cannot import trl")
+    return requested
+
+
 def print_comparison(results: list[dict]) -> None:
+    ratios = [name for name in RATIOS if RATIOS[name] in results[0]]
     header = f"{'round':<7}{'run':<10}{'samples/s':>11}{'wall s':>9}{'reward(last)':>14}{'val before':>12}{'val final':>11}"
-    print(header + f"{'vs baseline':>13}")
+    print(header + "".join(f"{'vs ' + ('TRL' if n == 'trl' else n):>13}" for n in ratios))
     for k, row in enumerate(results):
-        for name in ("ours", "baseline"):
+        for name in (n for n in RUNS if n in row):
             s = row[name]
-            ratio = f"{row['speedup']:.2f}x" if name == "ours" else ""
+            cells = "".join(f"{(f'{row[RATIOS[n]]:.2f}x' if name == 'ours' else ''):>13}" for n in ratios)
             before = "-" if s["val_before"] is None else f"{s['val_before']:.3f}"
             final = "-" if s["val_final"] is None else f"{s['val_final']:.3f}"
             print(f"{k:<7}{name:<10}{s['samples_per_s']:>11.1f}{s['wall_s']:>9.1f}{s['reward_last']:>14.3f}"
-                  f"{before:>12}{final:>11}{ratio:>13}")
+                  f"{before:>12}{final:>11}{cells}")
 
 
 def print_learning_curves(results: list[dict]) -> None:
     """Mean reward per WINDOW steps and the validation scores, side by side: the same learning or not."""
     print(f"\nlearning curves: mean reward per {WINDOW} steps | greedy validation scores")
     for k, row in enumerate(results):
-        for name in ("ours", "baseline"):
+        for name in (n for n in RUNS if n in row):
             rewards = " ".join(f"{v:.3f}" for v in row[name]["reward_windows"])
             vals = " ".join(f"{v:.3f}" for v in row[name]["val_curve"])
             print(f"{k:<7}{name:<10}{rewards} | {vals}")

@@ -170,6 +170,12 @@ class DistributedDataLoader:
         rest_mine = rest // s.dp_size + (1 if s.dp_rank < rest % s.dp_size else 0)
         return full + (1 if rest_mine and not s.drop_last else 0)
 
+    def row_ids(self, epoch: int) -> np.ndarray:
+        """Parquet row ids in the order this rank reads them in ``epoch`` (filtered and shuffled), so another
+        trainer can be fed exactly the prompts of each of this loader's batches."""
+        batches = self._sampler.batches(epoch)
+        return self._kept[np.concatenate(batches)] if batches else np.zeros(0, dtype=np.int64)
+
     def __iter__(self) -> Iterator[TensorDict]:
         epoch, start = self._epoch, self._position
         todo = self._sampler.batches(epoch)[start:]
