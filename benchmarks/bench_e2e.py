@@ -10,7 +10,7 @@ every side alike), as fresh processes timed from launch to exit:
   here (``actor_rollout_ref.actor.old_log_prob_source=recompute`` makes ours run that forward too);
 - trl: ``benchmarks/trl_grpo.py``, the same job with TRL's GRPOTrainer, run by ``--trl-python`` (an
   interpreter whose environment has trl; by default the current one if it can import trl, otherwise this
-  run is skipped). TRL lives in a venv of its own so it cannot change siiRL's transformers; see that file.
+  run is skipped); ``pip install -e ".[bench]"`` into a separate venv keeps trl out of siiRL's environment.
 
 Reported per round: samples/s over the training steps (validation excluded), the wall time of the whole
 command, the reward of the last steps and the final greedy validation score, and ours' ratio to the baseline

@@ -9,9 +9,10 @@ scores TRL's completion ids), and validation (siiRL's greedy pass over the whole
 batch, updated in ``train_batch_size / ppo_mini_batch_size`` optimizer steps (see ``trl_arguments``).
 
 Writes ``metrics.jsonl`` (``reward/mean``, ``val/score``, ``timing_s/step``) like a siiRL run.
-TRL is kept out of siiRL's environment (it may pin another transformers); give it a venv of its own:
+Needs the ``bench`` extra (trl). To leave siiRL's own environment untouched, install it into a venv of its
+own and pass that interpreter to ``bench_e2e.py --trl-python``:
 
-    python3 -m venv VENV && VENV/bin/pip install -c ci/constraints-cpu.txt -e . trl
+    python3 -m venv VENV && VENV/bin/pip install -c ci/constraints-cpu.txt -e ".[bench]"
     VENV/bin/python benchmarks/trl_grpo.py --out DIR [--threads N] [overrides ...]
 """
 
@@ -31,6 +32,7 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 
 import torch
 from datasets import Dataset
+from omegaconf import OmegaConf
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
@@ -50,6 +52,15 @@ from siirl.params import load_config
 #: siiRL's policy-loss aggregation -> TRL's loss_type with the same normaliser when one optimizer step is one
 #: micro-batch (gradient_accumulation_steps=1): "bnpo" divides by the valid tokens of that batch.
 LOSS_TYPES = {"token-mean": "bnpo", "seq-mean-token-mean": "grpo"}
+#: Settings TRL's GRPOTrainer reproduces at one value only: config key -> that value.
+FIXED_SETTINGS = {
+    "algorithm.adv_estimator": "grpo",
+    "algorithm.use_kl_in_reward": False,
+    "actor_rollout_ref.actor.policy_loss.loss_mode": "vanilla",
+    "actor_rollout_ref.actor.entropy_coeff": 0.0,
+    "actor_rollout_ref.actor.optim.lr_scheduler_type": "constant",
+    "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": 0.0,
+}
 
 
 class SiirlReward:
@@ -97,10 +108,17 @@ def trl_arguments(cfg, steps: int, out: Path) -> GRPOConfig:
     mini_batch = int(actor.ppo_mini_batch_size) * n  # samples per optimizer step
     generation_batch = int(cfg.data.train_batch_size) * n  # samples per siiRL step
     if generation_batch % mini_batch:
-        raise ConfigError(f"data.train_batch_size must be a multiple of actor.ppo_mini_batch_size for the TRL run")
+        raise ConfigError(
+            "data.train_batch_size must be a multiple of actor.ppo_mini_batch_size for the TRL run"
+        )
     if actor.loss_agg_mode not in LOSS_TYPES:
-        raise ConfigError(f"actor.loss_agg_mode={actor.loss_agg_mode} has no TRL loss_type; one of {sorted(LOSS_TYPES)}")
-    if optim.lr_scheduler_type != "constant" or optim.lr_warmup_steps > 0 or optim.lr_warmup_steps_ratio > 0:
+        raise ConfigError(
+            f"actor.loss_agg_mode={actor.loss_agg_mode} has no TRL loss_type; one of {sorted(LOSS_TYPES)}"
+        )
+    for key, value in FIXED_SETTINGS.items():
+        if OmegaConf.select(cfg, key) != value:
+            raise ConfigError(f"the TRL run needs {key}={value}, got {OmegaConf.select(cfg, key)}")
+    if optim.lr_warmup_steps > 0:
         raise ConfigError("the TRL run mirrors a constant learning rate without warm-up only")
     return GRPOConfig(
         output_dir=str(out / "trl"),
@@ -134,7 +152,7 @@ def trl_arguments(cfg, steps: int, out: Path) -> GRPOConfig:
         use_cpu=True,
         bf16=False,
         fp16=False,
-        gradient_checkpointing=bool(arr.model.enable_gradient_checkpointing),
+        activation_checkpointing=bool(arr.model.enable_gradient_checkpointing),
         report_to="none",
         logging_strategy="no",
         save_strategy="no",
@@ -149,8 +167,12 @@ class GreedyValidation:
     def __init__(self, cfg, tokenizer, reward_manager) -> None:
         self.tokenizer, self.reward = tokenizer, reward_manager
         self.engine = make_rollout_engine(
-            "hf", model_cfg=cfg.actor_rollout_ref.model, rollout_cfg=cfg.actor_rollout_ref.rollout,
-            backend=get_backend("cpu"), max_response_length=cfg.data.max_response_length, tokenizer=tokenizer,
+            "hf",
+            model_cfg=cfg.actor_rollout_ref.model,
+            rollout_cfg=cfg.actor_rollout_ref.rollout,
+            backend=get_backend("cpu"),
+            max_response_length=cfg.data.max_response_length,
+            tokenizer=tokenizer,
         )
         self.loader = build_val_dataloader(cfg.data, tokenizer, 0, 1)
 
@@ -168,8 +190,15 @@ class SiirlMetrics(TrainerCallback):
     reward, the time from the step's first optimizer step to its last (generation, scoring, old log-probs
     and the updates), and at siiRL's schedule a greedy validation score, timed outside the step."""
 
-    def __init__(self, sink, updates_per_step: int, reward: SiirlReward, validate: GreedyValidation, cfg) -> None:
-        self.sink, self.updates_per_step, self.reward, self.validate = sink, updates_per_step, reward, validate
+    def __init__(
+        self, sink, updates_per_step: int, reward: SiirlReward, validate: GreedyValidation, cfg
+    ) -> None:
+        self.sink, self.updates_per_step, self.reward, self.validate = (
+            sink,
+            updates_per_step,
+            reward,
+            validate,
+        )
         self.total_steps = 0
         self.test_freq, self.val_before_train = int(cfg.trainer.test_freq), bool(cfg.trainer.val_before_train)
         self.clock = 0.0
@@ -191,7 +220,11 @@ class SiirlMetrics(TrainerCallback):
         if state.global_step % self.updates_per_step:
             return
         step = state.global_step // self.updates_per_step
-        row = {"step": step, "reward/mean": self.reward.last_mean, "timing_s/step": time.perf_counter() - self.clock}
+        row = {
+            "step": step,
+            "reward/mean": self.reward.last_mean,
+            "timing_s/step": time.perf_counter() - self.clock,
+        }
         if (self.test_freq > 0 and step % self.test_freq == 0) or step == self.total_steps:
             row["val/score"] = self.validate(model)
         self.write(row)
@@ -205,15 +238,25 @@ def build_trainer(cfg, steps: int, out: Path, sink) -> GRPOTrainer:
     manager = make_reward_manager_from_config(cfg, tokenizer)
     reward = SiirlReward(manager, tokenizer, cfg.data.reward_fn_key)
     args = trl_arguments(cfg, steps, out)
-    metrics = SiirlMetrics(sink, args.steps_per_generation, reward, GreedyValidation(cfg, tokenizer, manager), cfg)
-    return GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=train_dataset(cfg, tokenizer, steps),
-                       processing_class=tokenizer, callbacks=[metrics])
+    metrics = SiirlMetrics(
+        sink, args.steps_per_generation, reward, GreedyValidation(cfg, tokenizer, manager), cfg
+    )
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=train_dataset(cfg, tokenizer, steps),
+        processing_class=tokenizer,
+        callbacks=[metrics],
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: torch's default, all cores)")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="intra-op threads (0: torch's default, all cores)"
+    )
     args, overrides = parser.parse_known_args(argv)
     began = time.perf_counter()
     if args.threads > 0:
@@ -226,8 +269,16 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "metrics.jsonl", "w", encoding="utf-8") as sink:
         build_trainer(cfg, steps, args.out, sink).train()
-    print(json.dumps({"baseline": "trl_grpo", "threads": torch.get_num_threads(), "steps": steps,
-                      "seconds": time.perf_counter() - began}))
+    print(
+        json.dumps(
+            {
+                "baseline": "trl_grpo",
+                "threads": torch.get_num_threads(),
+                "steps": steps,
+                "seconds": time.perf_counter() - began,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
