@@ -135,6 +135,15 @@ def test_overlong_prompts_are_filtered_counted_and_logged_once(parquet_of, token
     assert seen == [i for i in range(20) if i not in long][:16]
 
 
+def test_row_ids_are_the_rows_each_epoch_reads_after_filtering_and_shuffling(parquet_of, tokenizer):
+    path = parquet_of(22, contents=lambda i: "x" * 20 if i in {2, 9} else f"q{i}")
+    loader = build_train_dataloader(data_config(train_files=[path], train_batch_size=4), tokenizer, 0, 1)
+    for epoch in range(2):
+        assert loader.row_ids(epoch).tolist() == [i for batch in epoch_indices(loader) for i in batch]
+    assert loader.row_ids(0).tolist() != loader.row_ids(1).tolist()
+    assert not {2, 9} & set(loader.row_ids(0).tolist())
+
+
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_truncation_keeps_the_configured_side(parquet_of, tokenizer, side):
     path = parquet_of(4, contents=lambda i: "abcdefghijklmnop" if i == 0 else f"q{i}")
