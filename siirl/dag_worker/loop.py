@@ -45,6 +45,9 @@ class TrainingLoop:
         self.progress = ProgressReporter(enabled=self.rank == 0)
         self.samples_per_step = int(self.cfg.data.train_batch_size) * int(self.cfg.actor_rollout_ref.rollout.n)
         self.train_iter = None
+        self.handoffs = ctx.handoffs
+        #: Workers whose first node is fed by another placement group read no training data.
+        self.loads_data = not (self.handoffs and self.handoffs.receives(self.nodes[0].node_id))
 
     # ----- data -----
 
@@ -61,16 +64,23 @@ class TrainingLoop:
     # ----- one step -----
 
     def run_graph(self) -> dict[str, float]:
-        metrics: dict[str, float] = {"data/gen_batches": 0.0, "timing_s/data": 0.0, "timing_s/redistribute": 0.0}
+        metrics: dict[str, float] = {"timing_s/redistribute": 0.0}
+        if self.loads_data:
+            metrics.update({"data/gen_batches": 0.0, "timing_s/data": 0.0})
+        if self.handoffs:
+            metrics["timing_s/handoff"] = 0.0
         metrics.update({f"timing_s/node/{node.node_id}": 0.0 for node in self.nodes})
         index, batch, layout = 0, None, self.data_layout
         while index < len(self.nodes):
             clock = time.perf_counter()
-            if index == 0:
+            if index == 0 and self.loads_data:
                 batch, layout = self._next_batch(), self.data_layout
                 metrics["data/gen_batches"] += 1
                 metrics["timing_s/data"] += time.perf_counter() - clock
             node = self.nodes[index]
+            if self.handoffs and self.handoffs.receives(node.node_id):
+                batch, layout = self.handoffs.fetch(self.step, node.node_id), None
+                metrics["timing_s/handoff"] += time.perf_counter() - clock
             wanted = self.layouts.get(node_layout_key(node, self.layouts) or "", layout)
             if layout is not None and wanted is not None and needs_redistribution(layout, wanted):
                 clock = time.perf_counter()
@@ -88,6 +98,10 @@ class TrainingLoop:
                 index = 0
                 continue
             check_declared_writes(node.node_id, self.contracts[node.node_id], out.batch)
+            if self.handoffs:
+                clock = time.perf_counter()
+                self.handoffs.send(self.step, node.node_id, out.batch)
+                metrics["timing_s/handoff"] += time.perf_counter() - clock
             batch, index = out.batch, index + 1
         return metrics
 
@@ -97,7 +111,7 @@ class TrainingLoop:
             return {}
         custom = self.ctx.extras.get("validate")
         if custom is not None:  # e.g. multi-agent graphs: greedy team episodes
-            return custom(self.ctx)
+            return custom(self.ctx, self.step)
         # The weight sync is collective; do it here so it never waits on a rank with an empty val shard.
         self.ctx.refresh_rollout_weights()
         self.ctx.validating = True
@@ -169,7 +183,7 @@ class TrainingLoop:
             if trainer.save_freq > 0 and step % trainer.save_freq == 0:
                 self.ckpt.save(step, self.ctx.checkpoint_components(), self._worker_state(step))
             began = time.perf_counter()
-            metrics = reduce_metrics(metrics)
+            metrics = reduce_metrics(metrics, same_keys=not self.handoffs)
             metrics["timing_s/reduce_metrics"] = time.perf_counter() - began
             metrics["perf/samples_per_s"] = self.samples_per_step / max(metrics["timing_s/step"], 1e-9)
             if (trainer.test_freq > 0 and step % trainer.test_freq == 0) or step == total:
