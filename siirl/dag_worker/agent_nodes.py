@@ -152,6 +152,10 @@ def agent_train(batch: TensorDict, config: Any = None, *, ctx, node_config: Agen
     return NodeOutput(batch, metrics={f"{name}/{key}": value for key, value in metrics.items()})
 
 
+def _in_episode(node: Any) -> bool:
+    return node.executable_ref.endswith((":agent_generate", ":team_reward"))
+
+
 def _validation_rounds(ctx: Any) -> int:
     """Validation batches per pass; with hand-offs every worker must walk the same number of them."""
     rounds = len(ctx.val_loader)
@@ -173,9 +177,9 @@ def validate_team(ctx: Any, step: int = 0) -> dict[str, float]:
     and hand their output to the other placement groups under the ``val<round>/`` tag of ``step``.
     """
     graph = ctx.plan.worker(ctx.rank).graph
-    nodes = [graph.nodes[n] for n in graph.get_execution_order()]
-    episode = [n for n in nodes if n.executable_ref.endswith((":agent_generate", ":team_reward"))]
-    in_episode = {n.node_id for n in episode}
+    episode = [graph.nodes[n] for n in graph.get_execution_order() if _in_episode(graph.nodes[n])]
+    # hand-offs go only to the episode nodes of the other workers, never to their training nodes
+    in_episode = {n.node_id for w in ctx.plan.workers for n in w.graph if _in_episode(n)}
     handoffs = ctx.handoffs
     total, count = 0.0, 0
     for agent in ctx.agents.values():  # collective weight gathers: every rank, before its own val shard

@@ -1,10 +1,13 @@
 """One worker's training loop: feed data shards through the task graph, validate, checkpoint, log.
 
 Every worker runs this same loop on its own shard; they meet only in collectives (gradient and metric
-all-reduces, checkpoint barriers), so there is no controller to wait on.
+all-reduces, checkpoint barriers), so there is no controller to wait on. When the plan splits the graph
+into placement groups (e.g. one per agent), a worker whose node is fed by another group takes that batch
+from the data coordinator and hands its own outputs to the groups that read them (``handoff``); only the
+workers running the graph's first node read training data. Single-group plans hand nothing over.
 
 Each step is timed stage by stage (``timing_s/data``, ``timing_s/node/<node id>``,
-``timing_s/redistribute``), so the parts add up to ``timing_s/step``; the update's inner phases come from
+``timing_s/redistribute``, ``timing_s/handoff``), so the parts add up to ``timing_s/step``; the update's inner phases come from
 the engine workers. Rank 0 posts the headline numbers to the driver's progress bar.
 """
 

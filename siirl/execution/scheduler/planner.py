@@ -24,7 +24,14 @@ from siirl.execution.scheduler.placement import (
     place_agents,
     split_ranks,
 )
-from siirl.execution.scheduler.plan import ALL_RANKS, ExecutionPlan, Handoff, RoleCoord, RoleGroups, WorkerPlan
+from siirl.execution.scheduler.plan import (
+    ALL_RANKS,
+    ExecutionPlan,
+    Handoff,
+    RoleCoord,
+    RoleGroups,
+    WorkerPlan,
+)
 
 _MODEL_TYPES = (NodeType.MODEL_INFERENCE, NodeType.MODEL_TRAIN)
 _SPEC_KEYS = ("tp", "dp")
