@@ -185,13 +185,13 @@ def validate_team(ctx: Any, step: int = 0) -> dict[str, float]:
     for agent in ctx.agents.values():  # collective weight gathers: every rank, before its own val shard
         agent.refresh()
     rounds = _validation_rounds(ctx)
-    loads = not (handoffs and handoffs.receives(episode[0].node_id))
-    batches = iter(ctx.val_loader) if loads else None
+    fed = handoffs and handoffs.receives(episode[0].node_id)
+    # a full pass over the loader (which moves it to its next epoch); fed workers read no rows
+    batches = [None] * rounds if fed else ctx.val_loader
     ctx.validating = True
     try:
-        for round_index in range(rounds):
+        for round_index, batch in enumerate(batches):
             tag = f"val{round_index}/"
-            batch = next(batches) if batches is not None else None
             for node in episode:
                 if handoffs and handoffs.receives(node.node_id):
                     batch = handoffs.fetch(step, node.node_id, tag)

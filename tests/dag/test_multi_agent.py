@@ -13,6 +13,7 @@ from siirl.errors import ConfigError
 from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
 from siirl.execution.scheduler import ALL_RANKS, render_plan
 from siirl.execution.scheduler.placement import agent_placement_mode
+from siirl.execution.scheduler.plan_view import graph_to_dot, placed_graph
 from siirl.execution.scheduler.plan import Handoff
 from siirl.execution.scheduler.planner import make_plan, plan_from_config
 from siirl.user_interface import agent_teams
@@ -62,6 +63,8 @@ def test_own_placement_puts_each_agent_on_its_own_ranks():
     text = render_plan(plan)
     assert "Agents (own ranks per agent):\n  adder: ranks 0-1\n  finisher: ranks 2-3" in text
     assert "adder_rollout->finisher_rollout, team_reward->adder_advantage" in text
+    dot = graph_to_dot(placed_graph(agent_teams.two_agent_adders(), plan))  # one cluster per agent
+    assert 'label="adder"' in dot and 'label="finisher"' in dot
 
 
 @pytest.mark.parametrize(

@@ -44,14 +44,16 @@ def test_two_agent_team_trains(tmp_path, ray_session, placement, shards):
     train, val = generate(str(tmp_path / "data"), n_train=64, n_val=16)
     run_dir = tmp_path / "team"
     team = ["dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders",
-            f"dag.agent_placement={placement}", f"data.train_files=[{train}]", f"data.val_files=[{val}]"]
+            f"dag.agent_placement={placement}", f"data.train_files=[{train}]", f"data.val_files=[{val}]",
+            "trainer.val_before_train=true"]
     code = run_main(run_dir, "trainer.total_training_steps=2", "trainer.save_freq=2", *team)
     assert code == 0
     steps = _steps(run_dir, "team/final_accuracy")
     assert [r["step"] for r in steps] == [1, 2]
     assert all("adder/actor/pg_loss" in r and "finisher/actor/pg_loss" in r for r in steps)
     assert all(("timing_s/handoff" in r) == (placement == "own") for r in steps)
-    assert "val/score" in read_metrics(run_dir)[-1]
+    # greedy team episodes before training and after the last step, the val set read whole both times
+    assert [r["step"] for r in read_metrics(run_dir) if "val/score" in r] == [0, 2]
     assert (run_dir / "reward_curve.png").is_file()
     saved = run_dir / "checkpoints" / "global_step_2"
     # own placement: each agent lives on one worker only (a dp group of one), so each built only its own

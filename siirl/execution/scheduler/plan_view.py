@@ -141,5 +141,16 @@ def show_plan(graph: TaskGraph, plan: ExecutionPlan, out_dir: str | Path) -> dic
     paths = {"text": out_dir / "plan.txt", "yaml": out_dir / "workflow.yaml"}
     paths["text"].write_text(render_plan(plan) + "\n", encoding="utf-8")
     dump_workflow_yaml(graph, paths["yaml"])
-    paths.update(write_dot(graph, out_dir / "graph.dot"))
+    paths.update(write_dot(placed_graph(graph, plan), out_dir / "graph.dot"))
     return paths
+
+
+def placed_graph(graph: TaskGraph, plan: ExecutionPlan) -> TaskGraph:
+    """``graph`` with the placement groups the planner chose (e.g. one per agent) written into the node
+    configs, so the picture clusters nodes by the ranks that really run them."""
+    placed = graph.copy()
+    for node in placed:
+        groups = {w.placement for w in plan.workers if node.node_id in w.graph.nodes}
+        if len(groups) == 1 and ALL_RANKS not in groups:
+            node.config = {**node.config, PLACEMENT_KEY: groups.pop()}
+    return placed
