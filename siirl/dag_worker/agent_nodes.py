@@ -19,6 +19,7 @@ from siirl import algorithms
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
 from siirl.engine.rollout.batch_ops import expand_prompts
+from siirl.errors import ConfigError
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import node_contract
 from siirl.execution.dag.multi_agent import AgentConfig, AgentRolloutConfig, TeamRewardConfig
@@ -163,7 +164,7 @@ def _validation_rounds(ctx: Any) -> int:
         bounds = torch.tensor([rounds, -rounds], dtype=torch.int64)
         dist.all_reduce(bounds, op=dist.ReduceOp.MAX)
         if bounds[0] != -bounds[1]:
-            raise ValueError(
+            raise ConfigError(
                 f"validation batches per worker differ ({-bounds[1].item()} to {bounds[0].item()}); "
                 "set data.val_batch_size to a multiple of the data-parallel size or -1 (one batch)"
             )

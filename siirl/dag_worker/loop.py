@@ -7,8 +7,8 @@ from the data coordinator and hands its own outputs to the groups that read them
 workers running the graph's first node read training data. Single-group plans hand nothing over.
 
 Each step is timed stage by stage (``timing_s/data``, ``timing_s/node/<node id>``,
-``timing_s/redistribute``, ``timing_s/handoff``), so the parts add up to ``timing_s/step``; the update's inner phases come from
-the engine workers. Rank 0 posts the headline numbers to the driver's progress bar.
+``timing_s/redistribute``, ``timing_s/handoff``), so the parts add up to ``timing_s/step``; the update's
+inner phases come from the engine workers. Rank 0 posts the headline numbers to the driver's progress bar.
 """
 
 from __future__ import annotations

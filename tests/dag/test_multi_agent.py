@@ -13,8 +13,8 @@ from siirl.errors import ConfigError
 from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
 from siirl.execution.scheduler import ALL_RANKS, render_plan
 from siirl.execution.scheduler.placement import agent_placement_mode
-from siirl.execution.scheduler.plan_view import graph_to_dot, placed_graph
 from siirl.execution.scheduler.plan import Handoff
+from siirl.execution.scheduler.plan_view import graph_to_dot, placed_graph
 from siirl.execution.scheduler.planner import make_plan, plan_from_config
 from siirl.user_interface import agent_teams
 
