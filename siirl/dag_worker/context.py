@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from siirl.algorithms import make_kl_controller
 from siirl.dag_worker.handoff import Handoffs
-from siirl.dag_worker.layouts import layouts_differ
+from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.process_groups import build_dp_groups
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.device import DeviceBackend
@@ -141,7 +141,7 @@ def build_context(
         reward_manager=env_reward_manager(cfg) or make_reward_manager_from_config(cfg, tokenizer),
         kl_ctrl=make_kl_controller(cfg.algorithm.kl_ctrl),
     )
-    if layouts_differ(plan) or plan.handoffs:
+    if moves_samples(plan):
         from siirl.data_coordinator import DataCoordinator
 
         ctx.coordinator = DataCoordinator()
