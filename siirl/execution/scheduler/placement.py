@@ -8,8 +8,10 @@ Groups may follow one another: when a node depends on a node of another group, t
 their output to the consuming ranks through the data coordinator (``siirl.dag_worker.handoff``). Every
 worker runs its own nodes in the one global execution order and a hand-off never waits on its consumers,
 so such chains cannot deadlock. What the training loop cannot run is refused here: a node that takes its
-input from another group must have that one dependency (it gets one batch, not a merge of several), and a
-node on every rank cannot depend on a group (ranks inside and outside the group would hold different data).
+input from another group must have that one dependency (it gets one batch, not a merge of several), a
+node on every rank cannot depend on a group (ranks inside and outside the group would hold different data),
+and dynamic sampling, which restarts the graph on its own ranks for more data, cannot be combined with
+hand-offs (the other groups would have consumed the abandoned batch).
 
 Multi-agent graphs (nodes with ``config["agent"]``) are placed by ``dag.agent_placement``: ``own`` puts
 agent ``k``'s nodes in placement group ``k`` (its name), ``shared`` keeps every agent on every rank, and
