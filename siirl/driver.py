@@ -18,7 +18,7 @@ from ray.exceptions import RayError
 from ray.util.placement_group import placement_group, remove_placement_group
 
 from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_init_options
-from siirl.dag_worker.layouts import layouts_differ
+from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.progress import ProgressBar, create_board
 from siirl.device import DeviceBackend
 from siirl.errors import ClusterError
@@ -142,8 +142,8 @@ def run_job(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int
             group = _reserve(plan, backend)
             workers = _launch_workers(cfg, backend, plan, group)
             # Workers look both up only in ``run``, after the rendezvous. A plan whose stages all share one
-            # layout never moves samples between workers, so it runs without buffer actors.
-            if layouts_differ(plan):
+            # layout and one placement group never moves samples between workers: no buffer actors.
+            if moves_samples(plan):
                 create_data_buffers()
             board = create_board()
             try:

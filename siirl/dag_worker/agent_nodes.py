@@ -19,6 +19,7 @@ from siirl import algorithms
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
 from siirl.engine.rollout.batch_ops import expand_prompts
+from siirl.errors import ConfigError
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import node_contract
 from siirl.execution.dag.multi_agent import AgentConfig, AgentRolloutConfig, TeamRewardConfig
@@ -152,22 +153,56 @@ def agent_train(batch: TensorDict, config: Any = None, *, ctx, node_config: Agen
     return NodeOutput(batch, metrics={f"{name}/{key}": value for key, value in metrics.items()})
 
 
-def validate_team(ctx: Any) -> dict[str, float]:
-    """Greedy team episodes on this worker's validation shard: the final-answer accuracy of the team."""
+def _in_episode(node: Any) -> bool:
+    return node.executable_ref.endswith((":agent_generate", ":team_reward"))
+
+
+def _validation_rounds(ctx: Any) -> int:
+    """Validation batches per pass; with hand-offs every worker must walk the same number of them."""
+    rounds = len(ctx.val_loader)
+    if ctx.handoffs and dist.is_initialized():
+        bounds = torch.tensor([rounds, -rounds], dtype=torch.int64)
+        dist.all_reduce(bounds, op=dist.ReduceOp.MAX)
+        if bounds[0] != -bounds[1]:
+            raise ConfigError(
+                f"validation batches per worker differ ({-bounds[1].item()} to {bounds[0].item()}); "
+                "set data.val_batch_size to a multiple of the data-parallel size or -1 (one batch)"
+            )
+    return rounds
+
+
+def validate_team(ctx: Any, step: int = 0) -> dict[str, float]:
+    """Greedy team episodes on the validation set: the final-answer accuracy of the team.
+
+    Agents on other workers answer their turn there: this worker's episode nodes take their input from
+    and hand their output to the other placement groups under the ``val<round>/`` tag of ``step``.
+    """
     graph = ctx.plan.worker(ctx.rank).graph
-    nodes = [graph.nodes[n] for n in graph.get_execution_order()]
-    episode = [n for n in nodes if n.executable_ref.endswith((":agent_generate", ":team_reward"))]
+    episode = [graph.nodes[n] for n in graph.get_execution_order() if _in_episode(graph.nodes[n])]
+    # hand-offs go only to the episode nodes of the other workers, never to their training nodes
+    in_episode = {n.node_id for w in ctx.plan.workers for n in w.graph if _in_episode(n)}
+    handoffs = ctx.handoffs
     total, count = 0.0, 0
     for agent in ctx.agents.values():  # collective weight gathers: every rank, before its own val shard
         agent.refresh()
+    rounds = _validation_rounds(ctx)
+    fed = handoffs and handoffs.receives(episode[0].node_id)
+    # a full pass over the loader (which moves it to its next epoch); fed workers read no rows
+    batches = [None] * rounds if fed else ctx.val_loader
     ctx.validating = True
     try:
-        for batch in ctx.val_loader:
+        for round_index, batch in enumerate(batches):
+            tag = f"val{round_index}/"
             for node in episode:
+                if handoffs and handoffs.receives(node.node_id):
+                    batch = handoffs.fetch(step, node.node_id, tag)
                 out = node.executable(batch, config=ctx.cfg, node_config=node.node_config(), ctx=ctx)
                 batch = out.batch
-            total += out.metrics["team/final_accuracy"] * batch.batch_size[0]
-            count += batch.batch_size[0]
+                if handoffs:
+                    handoffs.send(step, node.node_id, batch, tag, only=in_episode)
+            if "team/final_accuracy" in out.metrics:  # the workers of the team reward count the episodes
+                total += out.metrics["team/final_accuracy"] * batch.batch_size[0]
+                count += batch.batch_size[0]
     finally:
         ctx.validating = False
     sums = torch.tensor([total, float(count)], dtype=torch.float64)

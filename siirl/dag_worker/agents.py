@@ -1,7 +1,9 @@
 """The models of each agent of a multi-agent graph: its own actor (weights + optimiser) and rollout engine.
 
-Agents are found by the ``agent`` key in node configs; each gets the process group of its own role key
-(``<agent>/actor``), so the planner's placement is what the agent's FSDP collectives use.
+Agents are found by the ``agent`` key in the nodes of this worker's own graph, so a worker builds only
+the agents placed on it (with ``dag.agent_placement=own``, one agent per worker group); each gets the
+process group of its own role key (``<agent>/actor``), so the planner's placement is what the agent's
+FSDP collectives use.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from siirl.algorithms import make_kl_controller
-from siirl.dag_worker.layouts import layouts_differ
+from siirl.dag_worker.handoff import Handoffs
+from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.process_groups import build_dp_groups
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.device import DeviceBackend
@@ -39,6 +40,8 @@ class WorkerContext:
     ref: Any = None
     critic: Any = None
     coordinator: Any = None
+    #: Batches this worker takes from / hands to other placement groups (siirl.dag_worker.handoff).
+    handoffs: Any = None
     #: Multi-agent graphs: agent name -> its own actor and rollout engine (siirl.dag_worker.agents).
     agents: dict[str, Any] = field(default_factory=dict)
     validating: bool = False
@@ -126,6 +129,8 @@ def build_context(
         backend=backend,
         tokenizer=tokenizer,
         # Every worker scans a 1/world slice of the rows for over-long prompts; they share the findings.
+        # Workers whose first node is fed by another placement group build the loader (same epoch
+        # length everywhere) but never iterate it, so they read no rows.
         train_loader=build_train_dataloader(
             cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share()
         ),
@@ -136,10 +141,11 @@ def build_context(
         reward_manager=env_reward_manager(cfg) or make_reward_manager_from_config(cfg, tokenizer),
         kl_ctrl=make_kl_controller(cfg.algorithm.kl_ctrl),
     )
-    if layouts_differ(plan):
+    if moves_samples(plan):
         from siirl.data_coordinator import DataCoordinator
 
         ctx.coordinator = DataCoordinator()
+    ctx.handoffs = Handoffs(plan, rank, ctx.coordinator)
     common = {"local_rank": local_device}
     if NodeRole.ACTOR in roles or NodeRole.ROLLOUT in roles:
         ctx.actor = ActorWorker(

@@ -23,6 +23,11 @@ def node_layout_key(node: Node, layouts: dict[str, DpLayout]) -> str | None:
 
 
 def layouts_differ(plan: ExecutionPlan) -> bool:
-    """Whether samples ever move between workers, i.e. whether the job needs the data buffers at all."""
     layouts = list(role_layouts(plan).values())
     return any(needs_redistribution(layouts[0], other) for other in layouts[1:])
+
+
+def moves_samples(plan: ExecutionPlan) -> bool:
+    """Whether samples ever move between workers (a layout change inside one placement group, or a hand-off
+    between groups), i.e. whether the job needs the data buffers at all."""
+    return layouts_differ(plan) or bool(plan.handoffs)

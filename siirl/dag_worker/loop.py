@@ -1,11 +1,14 @@
 """One worker's training loop: feed data shards through the task graph, validate, checkpoint, log.
 
 Every worker runs this same loop on its own shard; they meet only in collectives (gradient and metric
-all-reduces, checkpoint barriers), so there is no controller to wait on.
+all-reduces, checkpoint barriers), so there is no controller to wait on. When the plan splits the graph
+into placement groups (e.g. one per agent), a worker whose node is fed by another group takes that batch
+from the data coordinator and hands its own outputs to the groups that read them (``handoff``); only the
+workers running the graph's first node read training data. Single-group plans hand nothing over.
 
 Each step is timed stage by stage (``timing_s/data``, ``timing_s/node/<node id>``,
-``timing_s/redistribute``), so the parts add up to ``timing_s/step``; the update's inner phases come from
-the engine workers. Rank 0 posts the headline numbers to the driver's progress bar.
+``timing_s/redistribute``, ``timing_s/handoff``), so the parts add up to ``timing_s/step``; the update's
+inner phases come from the engine workers. Rank 0 posts the headline numbers to the driver's progress bar.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ class TrainingLoop:
         self.progress = ProgressReporter(enabled=self.rank == 0)
         self.samples_per_step = int(self.cfg.data.train_batch_size) * int(self.cfg.actor_rollout_ref.rollout.n)
         self.train_iter = None
+        self.handoffs = ctx.handoffs
+        #: Workers whose first node is fed by another placement group read no training data.
+        self.loads_data = not (self.handoffs and self.handoffs.receives(self.nodes[0].node_id))
 
     # ----- data -----
 
@@ -61,16 +67,23 @@ class TrainingLoop:
     # ----- one step -----
 
     def run_graph(self) -> dict[str, float]:
-        metrics: dict[str, float] = {"data/gen_batches": 0.0, "timing_s/data": 0.0, "timing_s/redistribute": 0.0}
+        metrics: dict[str, float] = {"timing_s/redistribute": 0.0}
+        if self.loads_data:
+            metrics.update({"data/gen_batches": 0.0, "timing_s/data": 0.0})
+        if self.handoffs:
+            metrics["timing_s/handoff"] = 0.0
         metrics.update({f"timing_s/node/{node.node_id}": 0.0 for node in self.nodes})
         index, batch, layout = 0, None, self.data_layout
         while index < len(self.nodes):
             clock = time.perf_counter()
-            if index == 0:
+            if index == 0 and self.loads_data:
                 batch, layout = self._next_batch(), self.data_layout
                 metrics["data/gen_batches"] += 1
                 metrics["timing_s/data"] += time.perf_counter() - clock
             node = self.nodes[index]
+            if self.handoffs and self.handoffs.receives(node.node_id):
+                batch, layout = self.handoffs.fetch(self.step, node.node_id), None
+                metrics["timing_s/handoff"] += time.perf_counter() - clock
             wanted = self.layouts.get(node_layout_key(node, self.layouts) or "", layout)
             if layout is not None and wanted is not None and needs_redistribution(layout, wanted):
                 clock = time.perf_counter()
@@ -88,6 +101,10 @@ class TrainingLoop:
                 index = 0
                 continue
             check_declared_writes(node.node_id, self.contracts[node.node_id], out.batch)
+            if self.handoffs:
+                clock = time.perf_counter()
+                self.handoffs.send(self.step, node.node_id, out.batch)
+                metrics["timing_s/handoff"] += time.perf_counter() - clock
             batch, index = out.batch, index + 1
         return metrics
 
@@ -97,7 +114,7 @@ class TrainingLoop:
             return {}
         custom = self.ctx.extras.get("validate")
         if custom is not None:  # e.g. multi-agent graphs: greedy team episodes
-            return custom(self.ctx)
+            return custom(self.ctx, self.step)
         # The weight sync is collective; do it here so it never waits on a rank with an empty val shard.
         self.ctx.refresh_rollout_weights()
         self.ctx.validating = True
@@ -169,7 +186,7 @@ class TrainingLoop:
             if trainer.save_freq > 0 and step % trainer.save_freq == 0:
                 self.ckpt.save(step, self.ctx.checkpoint_components(), self._worker_state(step))
             began = time.perf_counter()
-            metrics = reduce_metrics(metrics)
+            metrics = reduce_metrics(metrics, same_keys=not self.handoffs)
             metrics["timing_s/reduce_metrics"] = time.perf_counter() - began
             metrics["perf/samples_per_s"] = self.samples_per_step / max(metrics["timing_s/step"], 1e-9)
             if (trainer.test_freq > 0 and step % trainer.test_freq == 0) or step == total:

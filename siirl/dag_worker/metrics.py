@@ -33,26 +33,40 @@ def sink_names() -> list[str]:
     return sorted(_SINKS)
 
 
-def reduce_metrics(metrics: dict[str, float], group: dist.ProcessGroup | None = None) -> dict[str, float]:
+def _reduce_column(key: str, column: torch.Tensor) -> float:
+    if key.endswith("/max"):
+        return column.max().item()
+    if key.endswith("/min"):
+        return column.min().item()
+    return column.mean().item()
+
+
+def reduce_metrics(
+    metrics: dict[str, float], group: dist.ProcessGroup | None = None, same_keys: bool = True
+) -> dict[str, float]:
     """Mean of every scalar over the workers; ``*/max`` keys take the max, ``*/min`` the min.
 
-    Every worker must pass the same keys (they all run the same task graph); keys are sorted so the
-    collective lines up. One all-gather of the values (a few hundred bytes per worker) serves all three
-    reductions.
+    With ``same_keys`` every worker passes the same keys (they all run the same task graph); keys are
+    sorted so the collective lines up, and one all-gather of the values (a few hundred bytes per worker)
+    serves all three reductions. Workers running different nodes (placement groups) report different
+    keys: then the dicts are all-gathered and each key is reduced over the workers that reported it.
     """
     if not dist.is_available() or not dist.is_initialized():
         return dict(metrics)
+    if not same_keys:
+        gathered_dicts: list[dict[str, float]] = [{} for _ in range(dist.get_world_size(group))]
+        dist.all_gather_object(gathered_dicts, {k: float(v) for k, v in metrics.items()}, group=group)
+        keys = sorted({k for d in gathered_dicts for k in d})
+        return {
+            k: _reduce_column(k, torch.tensor([d[k] for d in gathered_dicts if k in d], dtype=torch.float64))
+            for k in keys
+        }
     keys = sorted(metrics)
     values = torch.tensor([float(metrics[k]) for k in keys], dtype=torch.float64)
     gathered = [torch.empty_like(values) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, values, group=group)
     table = torch.stack(gathered)
-    reducers = {"/max": lambda col: col.max(), "/min": lambda col: col.min()}
-    out = {}
-    for i, key in enumerate(keys):
-        reduce = next((fn for suffix, fn in reducers.items() if key.endswith(suffix)), lambda col: col.mean())
-        out[key] = reduce(table[:, i]).item()
-    return out
+    return {key: _reduce_column(key, table[:, i]) for i, key in enumerate(keys)}
 
 
 @register_sink("console")

@@ -168,7 +168,8 @@ def create_data_buffers() -> dict[str, ActorHandle]:
     placed = ray.get([handle.node_id.remote() for handle in handles.values()])
     if placed != list(handles):
         raise RuntimeError(f"data buffers landed on nodes {placed}, expected {list(handles)}")
-    _OWNED.update(handles)
+    for node_id, handle in handles.items():  # keep the creating handle: dropping it would end the actor
+        _OWNED.setdefault(node_id, handle)
     logger.info("data buffers on %d node(s): %s", len(placed), ", ".join(placed))
     return handles
 

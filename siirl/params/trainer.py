@@ -43,3 +43,6 @@ class DagConfig:
     custom_pipeline_fn: Optional[str] = ""  # noqa: UP045 - OmegaConf reads Optional, not "str | None"
     #: A workflow YAML (configs/workflows/*.yaml format) to run instead of a built-in pipeline.
     workflow_path: Optional[str] = ""  # noqa: UP045
+    #: Multi-agent graphs: auto | own (each agent on its own share of the DAG workers) | shared (every
+    #: worker holds every agent); auto = own when the workers split equally among the agents.
+    agent_placement: str = "auto"

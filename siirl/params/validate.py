@@ -57,6 +57,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "actor_rollout_ref.rollout.multi_turn.max_observation_length": _POSITIVE,
     "env.num_workers": _NON_NEGATIVE,
     "env.timeout_s": _POSITIVE,
+    "dag.agent_placement": _one_of("auto", "own", "shared"),
 }
 
 #: key -> (the family's registry, by import path); the value must name a registered function.

@@ -84,6 +84,25 @@ def test_plan_writes_dot(capsys, tmp_path):
     assert (tmp_path / "graph.dot").read_text().startswith("digraph")
 
 
+TEAM = "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders"
+
+
+def test_plan_shows_where_each_agent_runs(capsys, tmp_path):
+    assert main(["--plan", "device=cpu", TEAM, f"trainer.output_dir={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert "Agents (own ranks per agent):\n  adder: ranks 0\n  finisher: ranks 1\n" in out
+    assert 'label="finisher"' in (tmp_path / "graph.dot").read_text()
+    assert main(["--plan", "device=cpu", TEAM, "dag.agent_placement=shared", f"trainer.output_dir={tmp_path}"]) == 0
+    assert "Agents (shared: every rank holds every agent):\n  adder: ranks 0-1\n" in capsys.readouterr().out
+
+
+def test_own_agent_placement_that_cannot_split_is_one_line(capsys, tmp_path):
+    args = ["--plan", "device=cpu", TEAM, "dag.agent_placement=own", "trainer.n_devices_per_node=3"]
+    assert main([*args, f"trainer.output_dir={tmp_path}"]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err.strip()
+    assert "needs the 3 ranks to split equally among the 2 agents" in err and "\n" not in err
+
+
 def test_print_config_is_yaml(capsys):
     assert main(["--print-config", "device=cpu", "algorithm.adv_estimator=gspo"]) == 0
     assert "adv_estimator: gspo" in capsys.readouterr().out

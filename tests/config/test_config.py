@@ -13,6 +13,7 @@ def test_defaults_compose():
     assert cfg.algorithm.workflow_type == "DEFAULT"
     assert cfg.trainer.device == "auto"
     assert cfg.dag.custom_pipeline_fn == ""
+    assert cfg.dag.agent_placement == "auto"
     assert cfg.trainer.output_dir == "outputs/siirl/grpo_tiny"
     assert cfg.actor_rollout_ref.rollout.name == "hf"
 
@@ -37,6 +38,7 @@ def test_overrides_and_device_group():
         ("algorithm.adv_estimator=magic", "registered: cpgd, gae"),
         ("data.truncation=middle", "data.truncation"),
         ("device=tpu", "valid devices: auto, cpu, cuda, npu"),
+        ("dag.agent_placement=apart", "dag.agent_placement='apart' is invalid; expected one of auto, own, shared"),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key(override, expected):

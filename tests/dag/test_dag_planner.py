@@ -6,12 +6,14 @@ from siirl.errors import ConfigError
 from siirl.execution.dag import NodeRole, NodeType, Pipeline
 from siirl.execution.dag.builtin_pipelines import grpo_pipeline, ppo_pipeline
 from siirl.execution.scheduler import ALL_RANKS, RoleCoord, make_plan, plan_from_config
+from siirl.execution.scheduler.plan import Handoff
 
 FN = "dag_helpers:passthrough"
 
 
-def _two_branch_graph(ref_group="ref", rm_group="rm"):
-    """Rollout feeds a reference model and a reward model side by side; both feed the advantage."""
+def _two_branch_graph(ref_group="ref", rm_group="rm", joined=False):
+    """Rollout feeds a reference model and a reward model side by side (and, ``joined``, both feed the
+    advantage, which no worker can run: it would need the batches of two groups merged)."""
     return (
         Pipeline("two_branch")
         .add_node("rollout", func=FN, node_type=NodeType.MODEL_INFERENCE, node_role=NodeRole.ROLLOUT)
@@ -31,7 +33,7 @@ def _two_branch_graph(ref_group="ref", rm_group="rm"):
             node_role=NodeRole.REWARD,
             config={"placement_group": rm_group},
         )
-        .add_node("adv", func=FN, deps=["ref", "rm"], node_role=NodeRole.ADVANTAGE)
+        .add_node("adv", func=FN, deps=["ref", "rm"] if joined else ["rollout"], node_role=NodeRole.ADVANTAGE)
         .add_node("train", func=FN, deps=["adv"], node_type=NodeType.MODEL_TRAIN, node_role=NodeRole.ACTOR)
         .build()
     )
@@ -96,17 +98,16 @@ def test_two_branch_graph_splits_ranks_between_branches():
         worker = plan.worker(rank)
         assert worker.placement == "ref"
         assert list(worker.graph.nodes) == ["rollout", "ref", "adv", "train"]
-        assert worker.graph.nodes["adv"].dependencies == ["ref"]
-        assert worker.remote_inputs == {"adv": ["rm"]}
+        assert worker.remote_inputs == {}
         assert set(worker.coords) == {"rollout", "ref/reference", "actor"}
     for rank in (2, 3):
         worker = plan.worker(rank)
         assert worker.placement == "rm"
         assert list(worker.graph.nodes) == ["rollout", "rm", "adv", "train"]
-        assert worker.remote_inputs == {"adv": ["ref"]}
+        assert worker.remote_inputs == {}
         assert worker.coords["rm/reward"] == RoleCoord(rank - 2, 2, 0, 1)
         assert worker.coords["actor"] == RoleCoord(rank, 4, 0, 1)
-    assert graph.nodes["adv"].dependencies == ["ref", "rm"]
+    assert plan.handoffs == []
 
 
 def test_two_branch_graph_with_explicit_sizes():
@@ -231,29 +232,63 @@ def test_plan_errors_for_branches():
         )
 
 
-def test_dependent_placement_groups_are_rejected():
-    graph = (
-        Pipeline("serial")
-        .add_node(
-            "gen",
-            func=FN,
-            node_type=NodeType.MODEL_INFERENCE,
-            node_role=NodeRole.ROLLOUT,
-            config={"placement_group": "a"},
-        )
-        .add_node("mid", func=FN, deps=["gen"])
-        .add_node(
-            "train",
-            func=FN,
-            deps=["mid"],
-            node_type=NodeType.MODEL_TRAIN,
-            node_role=NodeRole.ACTOR,
-            config={"placement_group": "b"},
-        )
-        .build()
+def _serial_graph(mid_group=None, sampling=False):
+    """gen (group a) -> mid -> train (group b): a chain across placement groups."""
+    pipeline = Pipeline("serial").add_node(
+        "gen", func=FN, node_type=NodeType.MODEL_INFERENCE, node_role=NodeRole.ROLLOUT,
+        config={"placement_group": "a"},
     )
-    with pytest.raises(ConfigError, match=r"parallel branches, but 'gen' \(a\) feeds 'train' \(b\)"):
+    pipeline.add_node(
+        "mid", func=FN, deps=["gen"],
+        node_role=NodeRole.DYNAMIC_SAMPLING if sampling else NodeRole.DEFAULT,
+        config={"placement_group": mid_group} if mid_group else {},
+    )
+    pipeline.add_node(
+        "train", func=FN, deps=["mid"], node_type=NodeType.MODEL_TRAIN, node_role=NodeRole.ACTOR,
+        config={"placement_group": "b"},
+    )
+    return pipeline.build()
+
+
+def test_groups_in_sequence_hand_data_over():
+    plan = make_plan(_serial_graph(mid_group="b"), 1, 4, parallelism={"b/actor": {"tp": 2}})
+    assert plan.placements == {ALL_RANKS: (0, 1, 2, 3), "a": (0, 1), "b": (2, 3)}
+    assert plan.handoffs == [Handoff("gen", "mid", "a/rollout", "b/actor")]
+    assert [w.remote_inputs for w in plan.workers] == [{}, {}, {"mid": ["gen"]}, {"mid": ["gen"]}]
+    assert [list(w.graph.nodes) for w in plan.workers[1:3]] == [["gen"], ["mid", "train"]]
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        (_serial_graph(), "node 'mid' runs on every rank but depends on 'gen' (a); give it a placement group"),
+        (_two_branch_graph(joined=True), "node 'adv' runs on every rank but depends on 'ref' (ref)"),
+        (_serial_graph("b", sampling=True), "dynamic sampling restarts the graph on its own ranks"),
+        (
+            Pipeline("fan_in")
+            .add_node("gen", func=FN, node_type=NodeType.MODEL_INFERENCE, node_role=NodeRole.ROLLOUT)
+            .add_node("ref", func=FN, deps=["gen"], node_type=NodeType.MODEL_INFERENCE,
+                      node_role=NodeRole.REFERENCE, config={"placement_group": "a"})
+            .add_node("train", func=FN, deps=["gen", "ref"], node_type=NodeType.MODEL_TRAIN,
+                      node_role=NodeRole.ACTOR, config={"placement_group": "b"})
+            .build(),
+            "node 'train' (b) takes its input from 'ref' (a), so it must have that one dependency",
+        ),
+        (
+            Pipeline("no_model")
+            .add_node("gen", func=FN, node_type=NodeType.MODEL_INFERENCE, node_role=NodeRole.ROLLOUT)
+            .add_node("score", func=FN, deps=["gen"], config={"placement_group": "a"})
+            .add_node("train", func=FN, deps=["score"], node_type=NodeType.MODEL_TRAIN,
+                      node_role=NodeRole.ACTOR, config={"placement_group": "b"})
+            .build(),
+            "placement group 'a' has no model node, so 'score' has no data-parallel layout",
+        ),
+    ],
+)
+def test_data_flows_the_loop_cannot_run_are_refused(graph, expected):
+    with pytest.raises(ConfigError) as excinfo:
         make_plan(graph, 1, 2)
+    assert expected in str(excinfo.value) and "\n" not in str(excinfo.value)
 
 
 def test_worker_lookup_out_of_range():

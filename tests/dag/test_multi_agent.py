@@ -1,5 +1,7 @@
 """Multi-agent pipelines: the graph, the planner's per-agent roles, prompts and team rewards."""
 
+import re
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -9,7 +11,11 @@ from siirl.dag_worker.agents import agent_names
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.errors import ConfigError
 from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
-from siirl.execution.scheduler.planner import make_plan
+from siirl.execution.scheduler import ALL_RANKS, render_plan
+from siirl.execution.scheduler.placement import agent_placement_mode
+from siirl.execution.scheduler.plan import Handoff
+from siirl.execution.scheduler.plan_view import graph_to_dot, placed_graph
+from siirl.execution.scheduler.planner import make_plan, plan_from_config
 from siirl.user_interface import agent_teams
 
 
@@ -20,16 +26,95 @@ def test_two_agent_graph_order_and_configs():
         "adder_advantage", "adder_old_log_prob", "adder_train",
         "finisher_advantage", "finisher_old_log_prob", "finisher_train",
     ]
+    # after the team reward each agent's update is a branch of its own
+    assert graph.nodes["finisher_advantage"].dependencies == ["team_reward"]
     assert graph.nodes["finisher_rollout"].config["previous"] == ["adder"]
     assert graph.nodes["team_reward"].config["reward_mode"] == "per_agent"
     assert agent_names(graph) == ["adder", "finisher"]
 
 
 def test_planner_gives_every_agent_its_own_roles():
-    plan = make_plan(agent_teams.two_agent_adders(), nnodes=1, devices_per_node=2)
+    plan = make_plan(agent_teams.two_agent_adders(), nnodes=1, devices_per_node=2, agent_placement="shared")
     assert list(plan.groups) == ["adder/rollout", "finisher/rollout", "adder/actor", "finisher/actor"]
     assert all(group.ranks == (0, 1) for group in plan.groups.values())
     assert "finisher/actor" in plan.groups_table() and "adder/rollout" in plan.to_table()
+    assert plan.handoffs == [] and all(w.remote_inputs == {} for w in plan.workers)
+
+
+def test_own_placement_puts_each_agent_on_its_own_ranks():
+    plan = make_plan(agent_teams.two_agent_adders(), nnodes=1, devices_per_node=4, agent_placement="own")
+    assert plan.placements == {ALL_RANKS: (0, 1, 2, 3), "adder": (0, 1), "finisher": (2, 3)}
+    assert {key: group.ranks for key, group in plan.groups.items()} == {
+        "adder/rollout": (0, 1), "finisher/rollout": (2, 3), "adder/actor": (0, 1), "finisher/actor": (2, 3),
+    }
+    adder, finisher = plan.workers[0], plan.workers[3]
+    assert list(adder.graph.nodes) == ["adder_rollout", "adder_advantage", "adder_old_log_prob", "adder_train"]
+    assert list(finisher.graph.nodes) == [
+        "finisher_rollout", "team_reward", "finisher_advantage", "finisher_old_log_prob", "finisher_train",
+    ]
+    assert agent_names(adder.graph) == ["adder"] and agent_names(finisher.graph) == ["finisher"]
+    # the team reward runs where the last answer is; each agent's update waits only on it
+    assert adder.remote_inputs == {"adder_advantage": ["team_reward"]}
+    assert finisher.remote_inputs == {"finisher_rollout": ["adder_rollout"]}
+    assert plan.handoffs == [
+        Handoff("adder_rollout", "finisher_rollout", "adder/rollout", "finisher/rollout"),
+        Handoff("team_reward", "adder_advantage", "finisher/rollout", "adder/rollout"),
+    ]
+    text = render_plan(plan)
+    assert "Agents (own ranks per agent):\n  adder: ranks 0-1\n  finisher: ranks 2-3" in text
+    assert "adder_rollout->finisher_rollout, team_reward->adder_advantage" in text
+    dot = graph_to_dot(placed_graph(agent_teams.two_agent_adders(), plan))  # one cluster per agent
+    assert 'label="adder"' in dot and 'label="finisher"' in dot
+
+
+@pytest.mark.parametrize(
+    ("agents", "ranks", "mode", "placed"),
+    [
+        (2, 2, "auto", "own"),
+        (2, 4, "auto", "own"),
+        (2, 1, "auto", "shared"),  # devices are few: the agents share the workers
+        (3, 2, "auto", "shared"),
+        (3, 4, "auto", "shared"),  # 4 ranks do not split equally among 3 agents
+        (1, 2, "auto", "shared"),
+        (2, 2, "shared", "shared"),
+        (3, 3, "own", "own"),
+    ],
+)
+def test_auto_placement_choice(agents, ranks, mode, placed):
+    team = multi_agent_pipeline([AgentSpec(f"a{i}", "m:f") for i in range(agents)])
+    plan = make_plan(team, nnodes=1, devices_per_node=ranks, agent_placement=mode)
+    own = [w.placement for w in plan.workers]
+    assert own == ([f"a{r * agents // ranks}" for r in range(ranks)] if placed == "own" else [ALL_RANKS] * ranks)
+    assert agent_placement_mode(mode, agents, ranks) == placed
+
+
+@pytest.mark.parametrize(
+    ("agents", "ranks", "mode", "message"),
+    [
+        (3, 2, "own", "needs the 2 ranks to split equally among the 3 agents"),
+        (2, 3, "own", "needs the 3 ranks to split equally among the 2 agents"),
+        (2, 2, "apart", "dag.agent_placement='apart' is not one of auto, own, shared"),
+    ],
+)
+def test_bad_agent_placements_are_one_line(agents, ranks, mode, message):
+    team = multi_agent_pipeline([AgentSpec(f"a{i}", "m:f") for i in range(agents)])
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
+        make_plan(team, nnodes=1, devices_per_node=ranks, agent_placement=mode)
+    assert "\n" not in str(err.value)
+
+
+def test_plan_from_config_reads_agent_placement():
+    from omegaconf import OmegaConf
+
+    from siirl.params.root import SiirlConfig
+
+    cfg = OmegaConf.structured(SiirlConfig())
+    cfg.trainer.n_devices_per_node = 2
+    assert [w.placement for w in plan_from_config(agent_teams.two_agent_adders(), cfg).workers] == [
+        "adder", "finisher"
+    ]
+    cfg.dag.agent_placement = "shared"
+    assert {w.placement for w in plan_from_config(agent_teams.two_agent_adders(), cfg).workers} == {ALL_RANKS}
 
 
 def test_bad_teams_are_refused():

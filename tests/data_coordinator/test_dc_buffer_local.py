@@ -50,6 +50,17 @@ def test_one_buffer_for_the_single_node(cluster):
     ]
 
 
+def test_creating_the_buffers_again_keeps_the_creating_handles(cluster):
+    """Ray ends a named actor once its creating handle is gone: a second job in the same driver (e.g. a
+    resumed run) must not swap it for the looked-up one, or every later worker finds no buffer."""
+    from siirl.data_coordinator import buffer
+
+    buffers, _ = cluster
+    again = create_data_buffers()
+    assert list(again) == list(buffers)
+    assert all(buffer._OWNED[node] is handle for node, handle in buffers.items())
+
+
 def test_two_producers_to_one_consumer(cluster):
     buffers, w = cluster
     puts = [w[p].produce.remote(1, "rollout", p, 2, 1, 1, 5) for p in range(2)]

@@ -37,25 +37,29 @@ def test_multi_turn_grpo_trains(tmp_path, ray_session):
     assert all(0.0 <= r["env/success_rate"] <= 1.0 for r in steps)
 
 
-def test_two_agent_team_trains(tmp_path, ray_session):
+@pytest.mark.parametrize(("placement", "shards"), [("own", ["rank_0_of_1"]), ("shared", ["rank_0_of_2", "rank_1_of_2"])])
+def test_two_agent_team_trains(tmp_path, ray_session, placement, shards):
     from siirl.tasks.three_sum import generate
 
     train, val = generate(str(tmp_path / "data"), n_train=64, n_val=16)
     run_dir = tmp_path / "team"
-    code = run_main(run_dir, "trainer.total_training_steps=2", f"data.train_files=[{train}]",
-                    f"data.val_files=[{val}]",
-                    "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders", "trainer.save_freq=2")
+    team = ["dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders",
+            f"dag.agent_placement={placement}", f"data.train_files=[{train}]", f"data.val_files=[{val}]",
+            "trainer.val_before_train=true"]
+    code = run_main(run_dir, "trainer.total_training_steps=2", "trainer.save_freq=2", *team)
     assert code == 0
     steps = _steps(run_dir, "team/final_accuracy")
     assert [r["step"] for r in steps] == [1, 2]
     assert all("adder/actor/pg_loss" in r and "finisher/actor/pg_loss" in r for r in steps)
-    assert "val/score" in read_metrics(run_dir)[-1]
+    assert all(("timing_s/handoff" in r) == (placement == "own") for r in steps)
+    # greedy team episodes before training and after the last step, the val set read whole both times
+    assert [r["step"] for r in read_metrics(run_dir) if "val/score" in r] == [0, 2]
     assert (run_dir / "reward_curve.png").is_file()
     saved = run_dir / "checkpoints" / "global_step_2"
-    assert (saved / "agent_adder").is_dir() and (saved / "agent_finisher").is_dir()
+    # own placement: each agent lives on one worker only (a dp group of one), so each built only its own
+    for agent in ("agent_adder", "agent_finisher"):
+        assert sorted(p.name.split(".")[0] for p in (saved / agent).iterdir()) == shards
     # resume: both agents' weights and optimisers come back, training goes on from step 3
-    code = run_main(run_dir, "trainer.total_training_steps=3", f"data.train_files=[{train}]",
-                    f"data.val_files=[{val}]",
-                    "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders")
+    code = run_main(run_dir, "trainer.total_training_steps=3", *team)
     assert code == 0
     assert [r["step"] for r in _steps(run_dir, "team/final_accuracy")] == [1, 2, 3]

@@ -8,9 +8,14 @@ gets the team's final-answer score) or ``per_agent`` (each agent's ``reward_fn``
 
 The graph is plain Pipeline code, so a custom team is a call to :func:`multi_agent_pipeline` (or any
 Pipeline that uses the node functions of :mod:`siirl.dag_worker.agent_nodes` with ``config={"agent":
-name, ...}``). The planner gives every agent its own role keys (``<agent>/rollout``, ``<agent>/actor``),
-which ``--plan`` prints with their ranks; the agents share the DAG workers, each worker holding one
-copy of every agent.
+name, ...}``). The planner gives every agent its own role keys (``<agent>/rollout``, ``<agent>/actor``)
+and, by ``dag.agent_placement`` (see :mod:`siirl.execution.scheduler.placement`), either its own share
+of the DAG workers (``own``: agent ``k``'s nodes in placement group ``k``, the team reward on the last
+agent's ranks; batches move between the agents' ranks through the data coordinator, and each worker
+builds only its own agents' models) or every worker (``shared``: one copy of every agent per worker).
+``auto`` picks ``own`` when the workers split equally among the agents. ``--plan`` prints each agent's
+ranks. After the team reward every agent's advantage / old-log-prob / update is its own branch, so
+agents on separate workers train at the same time.
 """
 
 from __future__ import annotations
@@ -66,7 +71,8 @@ class AgentConfig:
 def multi_agent_pipeline(
     agents: Sequence[AgentSpec], reward_mode: str = "shared", pipeline_id: str = "marft"
 ) -> TaskGraph:
-    """rollout(agent 0) -> ... -> rollout(agent K-1) -> reward -> per agent: advantage -> old_log -> train."""
+    """rollout(agent 0) -> ... -> rollout(agent K-1) -> reward, then per agent a branch of its own:
+    advantage -> old_log -> train (agents on separate workers update side by side)."""
     names = [agent.name for agent in agents]
     if not agents or len(set(names)) != len(names) or any("/" in n or not n for n in names):
         raise ConfigError(f"multi-agent pipeline needs unique, non-empty agent names without '/', got {names}")
@@ -92,9 +98,8 @@ def multi_agent_pipeline(
     pipeline.add_node("team_reward", f"{AGENT_NODES}:team_reward", deps=previous[-1:],
                       node_type=NodeType.COMPUTE, node_role=NodeRole.REWARD, config=team,
                       reads=tuple(f"{name}_output" for name in names))
-    last = "team_reward"
     for agent in agents:
-        own = {"agent": agent.name}
+        own, last = {"agent": agent.name}, "team_reward"
         steps = [
             (f"{agent.name}_advantage", "agent_advantage", NodeType.COMPUTE, NodeRole.ADVANTAGE, False),
             (f"{agent.name}_old_log_prob", "agent_old_log_prob", NodeType.MODEL_INFERENCE, NodeRole.ACTOR, True),

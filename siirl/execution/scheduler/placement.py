@@ -1,11 +1,21 @@
 """Which ranks run which nodes.
 
 Rule: a node runs on every rank (colocated, as in siiRL) unless its ``config["placement_group"]`` names a
-group. Named groups must be parallel branches (no path from a node of one group to a node of another),
-for example two agents, or a reward model beside the reference model. Each named group gets its own
-contiguous rank range, in order of first appearance in the execution order: equal shares of the world by
-default, or the sizes given in ``placement_sizes``. Unnamed nodes (shared rollout, advantage, ...) still
-run on every rank; inputs produced by another group reach them through the data coordinator.
+group. Each named group gets its own contiguous rank range, in order of first appearance in the execution
+order: equal shares of the world by default, or the sizes given in ``placement_sizes``.
+
+Groups may follow one another: when a node depends on a node of another group, the producing ranks hand
+their output to the consuming ranks through the data coordinator (``siirl.dag_worker.handoff``). Every
+worker runs its own nodes in the one global execution order and a hand-off never waits on its consumers,
+so such chains cannot deadlock. What the training loop cannot run is refused here: a node that takes its
+input from another group must have that one dependency (it gets one batch, not a merge of several), a
+node on every rank cannot depend on a group (ranks inside and outside the group would hold different data),
+and dynamic sampling, which restarts the graph on its own ranks for more data, cannot be combined with
+hand-offs (the other groups would have consumed the abandoned batch).
+
+Multi-agent graphs (nodes with ``config["agent"]``) are placed by ``dag.agent_placement``: ``own`` puts
+agent ``k``'s nodes in placement group ``k`` (its name), ``shared`` keeps every agent on every rank, and
+``auto`` (the default) picks ``own`` when the ranks split equally among the agents, else ``shared``.
 """
 
 from __future__ import annotations
@@ -14,10 +24,13 @@ from collections.abc import Mapping
 
 from siirl.errors import ConfigError
 from siirl.execution.dag.contract import PLANNER_CONFIG_KEYS
+from siirl.execution.dag.node_types import NodeRole
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.scheduler.plan import ALL_RANKS
 
 PLACEMENT_KEY = PLANNER_CONFIG_KEYS[0]
+AGENT_KEY = "agent"
+AGENT_PLACEMENTS = ("auto", "own", "shared")
 
 
 def node_placements(graph: TaskGraph) -> dict[str, str]:
@@ -33,25 +46,67 @@ def node_placements(graph: TaskGraph) -> dict[str, str]:
     return placements
 
 
-def check_parallel_branches(graph: TaskGraph, placements: Mapping[str, str]) -> None:
-    """Fail when a node of one placement group feeds (directly or not) a node of another group."""
-    graph.build_adjacency_lists()
-    for node_id, group in placements.items():
-        if group == ALL_RANKS:
+def agent_placement_mode(mode: str, num_agents: int, world_size: int) -> str:
+    """``own`` or ``shared`` for ``num_agents`` agents on ``world_size`` ranks (``auto`` decides)."""
+    if mode not in AGENT_PLACEMENTS:
+        raise ConfigError(f"dag.agent_placement={mode!r} is not one of {', '.join(AGENT_PLACEMENTS)}")
+    fits = num_agents > 0 and world_size >= num_agents and world_size % num_agents == 0
+    if mode == "auto":
+        return "own" if fits and num_agents > 1 else "shared"
+    if mode == "own" and not fits:
+        raise ConfigError(
+            f"dag.agent_placement=own needs the {world_size} ranks to split equally among the "
+            f"{num_agents} agents; use a multiple of {num_agents} ranks or dag.agent_placement=shared"
+        )
+    return mode
+
+
+def place_agents(graph: TaskGraph, mode: str, world_size: int) -> TaskGraph:
+    """``graph`` with every agent's nodes in a placement group named after the agent (``own`` placement).
+
+    Nodes of the team (no ``agent`` key, e.g. ``team_reward``) follow their first placed dependency: the
+    team reward reads only the last agent's output, so it runs on that agent's ranks with no hand-off in
+    front of it and one hand-off per earlier agent behind it, instead of shipping the whole batch to every
+    rank to compute the same scores everywhere. Nodes that already name a placement group keep it.
+    """
+    order = graph.get_execution_order()
+    agents = list(dict.fromkeys(a for a in (graph.nodes[n].config.get(AGENT_KEY) for n in order) if a))
+    if agent_placement_mode(mode, len(agents), world_size) != "own":
+        return graph
+    placed = graph.copy()
+    chosen: dict[str, str] = {}
+    for node_id in order:
+        node = placed.nodes[node_id]
+        upstream = next((chosen[d] for d in node.dependencies if d in chosen), None)
+        group = node.config.get(PLACEMENT_KEY) or node.config.get(AGENT_KEY) or upstream
+        if group:
+            node.config = {**node.config, PLACEMENT_KEY: group}
+            chosen[node_id] = group
+    return placed
+
+
+def check_handoffs(graph: TaskGraph, placements: Mapping[str, str]) -> None:
+    """Fail on data flows the training loop cannot run (see the module docstring)."""
+    for node in graph:
+        group = placements[node.node_id]
+        foreign = [d for d in node.dependencies if placements[d] not in (ALL_RANKS, group)]
+        if not foreign:
             continue
-        stack, seen = list(graph.adj[node_id]), set()
-        while stack:
-            current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            other = placements[current]
-            if other not in (ALL_RANKS, group):
-                raise ConfigError(
-                    f"placement groups must be parallel branches, but {node_id!r} ({group}) "
-                    f"feeds {current!r} ({other})"
-                )
-            stack.extend(graph.adj[current])
+        if group == ALL_RANKS:
+            raise ConfigError(
+                f"node {node.node_id!r} runs on every rank but depends on {foreign[0]!r} "
+                f"({placements[foreign[0]]}); give it a placement group"
+            )
+        if len(node.dependencies) > 1:
+            raise ConfigError(
+                f"node {node.node_id!r} ({group}) takes its input from {foreign[0]!r} "
+                f"({placements[foreign[0]]}), so it must have that one dependency, got {node.dependencies}"
+            )
+        if any(n.node_role is NodeRole.DYNAMIC_SAMPLING for n in graph):
+            raise ConfigError(
+                "dynamic sampling restarts the graph on its own ranks, which cannot be combined with "
+                f"placement groups handing data to each other ({foreign[0]!r} -> {node.node_id!r})"
+            )
 
 
 def split_ranks(

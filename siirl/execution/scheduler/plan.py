@@ -21,7 +21,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join(lines)
 
 
-def _span(ranks: Sequence[int]) -> str:
+def span(ranks: Sequence[int]) -> str:
     """``0-3`` for a contiguous run, else the comma list."""
     if len(ranks) > 1 and list(ranks) == list(range(ranks[0], ranks[-1] + 1)):
         return f"{ranks[0]}-{ranks[-1]}"
@@ -64,6 +64,22 @@ class RoleGroups:
         return format_table([f"{self.key} group", "index", "ranks"], rows)
 
 
+@dataclass(frozen=True)
+class Handoff:
+    """``consumer`` runs on other ranks than ``producer`` and takes its output as input: the producer's
+    ranks (in the dp layout of role key ``producer_role``) hand it to the consumer's ranks (in the layout of
+    ``consumer_role``) through the data coordinator."""
+
+    producer: str
+    consumer: str
+    producer_role: str
+    consumer_role: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.producer}->{self.consumer}"
+
+
 @dataclass
 class WorkerPlan:
     """Everything one DAG worker needs to start: where it sits and its own copy of the graph."""
@@ -89,6 +105,8 @@ class ExecutionPlan:
     placements: dict[str, tuple[int, ...]]
     groups: dict[str, RoleGroups]
     workers: list[WorkerPlan]
+    #: Edges between placement groups, in execution order of their consumers (empty: one placement).
+    handoffs: list[Handoff] = field(default_factory=list)
 
     @property
     def world_size(self) -> int:
@@ -121,7 +139,7 @@ class ExecutionPlan:
         rows = [
             [
                 g.key,
-                _span(g.ranks),
+                span(g.ranks),
                 g.tp_size,
                 g.dp_size,
                 " ".join(map(_bracket, g.tp_groups)),

@@ -11,7 +11,7 @@ from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.dag.workflow_yaml import dump_workflow_yaml
 from siirl.execution.scheduler.placement import PLACEMENT_KEY
-from siirl.execution.scheduler.plan import ALL_RANKS, ExecutionPlan
+from siirl.execution.scheduler.plan import ALL_RANKS, ExecutionPlan, span
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +49,25 @@ def render_plan(plan: ExecutionPlan) -> str:
         "Placements:",
     ]
     for name, ranks in plan.placements.items():
-        lines.append(f"  {name}: ranks {ranks[0]}-{ranks[-1]}: {', '.join(per_placement[name])}")
+        if per_placement[name]:
+            lines.append(f"  {name}: ranks {span(ranks)}: {', '.join(per_placement[name])}")
+    lines += _agent_lines(plan)
+    if plan.handoffs:
+        lines.append("Hand-offs between placement groups: " + ", ".join(h.key for h in plan.handoffs))
     lines += ["", "Ranks:", plan.to_table(), "", "Process groups:", plan.groups_table()]
     return "\n".join(lines)
+
+
+def _agent_lines(plan: ExecutionPlan) -> list[str]:
+    """``Agents:`` and, per agent of a multi-agent graph, the ranks holding its actor."""
+    agents = {key.split("/")[0]: g for key, g in plan.groups.items() if key.endswith(f"/{NodeRole.ACTOR.value}")}
+    agents = {name: g for name, g in agents.items() if f"{name}/{NodeRole.ROLLOUT.value}" in plan.groups}
+    if not agents:
+        return []
+    shared = all(len(g.ranks) == plan.world_size for g in agents.values())
+    lines = [f"Agents ({'shared: every rank holds every agent' if shared else 'own ranks per agent'}):"]
+    lines += [f"  {name}: ranks {span(g.ranks)}" for name, g in agents.items()]
+    return lines
 
 
 def _quote(*lines: str) -> str:
@@ -125,5 +141,16 @@ def show_plan(graph: TaskGraph, plan: ExecutionPlan, out_dir: str | Path) -> dic
     paths = {"text": out_dir / "plan.txt", "yaml": out_dir / "workflow.yaml"}
     paths["text"].write_text(render_plan(plan) + "\n", encoding="utf-8")
     dump_workflow_yaml(graph, paths["yaml"])
-    paths.update(write_dot(graph, out_dir / "graph.dot"))
+    paths.update(write_dot(placed_graph(graph, plan), out_dir / "graph.dot"))
     return paths
+
+
+def placed_graph(graph: TaskGraph, plan: ExecutionPlan) -> TaskGraph:
+    """``graph`` with the placement groups the planner chose (e.g. one per agent) written into the node
+    configs, so the picture clusters nodes by the ranks that really run them."""
+    placed = graph.copy()
+    for node in placed:
+        groups = {w.placement for w in plan.workers if node.node_id in w.graph.nodes}
+        if len(groups) == 1 and ALL_RANKS not in groups:
+            node.config = {**node.config, PLACEMENT_KEY: groups.pop()}
+    return placed

@@ -17,8 +17,21 @@ from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract_check import check_contracts
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.task_graph import TaskGraph
-from siirl.execution.scheduler.placement import check_parallel_branches, node_placements, split_ranks
-from siirl.execution.scheduler.plan import ALL_RANKS, ExecutionPlan, RoleCoord, RoleGroups, WorkerPlan
+from siirl.execution.scheduler.placement import (
+    AGENT_KEY,
+    check_handoffs,
+    node_placements,
+    place_agents,
+    split_ranks,
+)
+from siirl.execution.scheduler.plan import (
+    ALL_RANKS,
+    ExecutionPlan,
+    Handoff,
+    RoleCoord,
+    RoleGroups,
+    WorkerPlan,
+)
 
 _MODEL_TYPES = (NodeType.MODEL_INFERENCE, NodeType.MODEL_TRAIN)
 _SPEC_KEYS = ("tp", "dp")
@@ -33,6 +46,14 @@ def _positive_int(value: Any, what: str) -> int:
     return value
 
 
+def _role_key(node: Any, placement: str) -> str:
+    """``<placement>/<role>``; an agent's roles are ``<agent>/<role>`` wherever it runs (its name says where)."""
+    agent = node.config.get(AGENT_KEY)
+    if agent:
+        return f"{agent}/{node.node_role.value}"
+    return node.node_role.value if placement == ALL_RANKS else f"{placement}/{node.node_role.value}"
+
+
 def _model_role_keys(
     graph: TaskGraph, order: list[str], placements: Mapping[str, str]
 ) -> dict[str, tuple[NodeRole, str]]:
@@ -42,11 +63,47 @@ def _model_role_keys(
         node = graph.nodes[node_id]
         if node.node_type in _MODEL_TYPES:
             placement = placements[node_id]
-            agent = node.config.get("agent")
-            role = f"{agent}/{node.node_role.value}" if agent else node.node_role.value
-            key = role if placement == ALL_RANKS else f"{placement}/{role}"
-            keys.setdefault(key, (node.node_role, placement))
+            key = _role_key(node, placement)
+            if keys.setdefault(key, (node.node_role, placement))[1] != placement:
+                raise ConfigError(
+                    f"node {node_id!r}: all nodes of role {key!r} must share one placement group, "
+                    f"got {keys[key][1]!r} and {placement!r}"
+                )
     return keys
+
+
+def _handoffs(graph: TaskGraph, order: list[str], placements: Mapping[str, str]) -> list[Handoff]:
+    """Every edge between placement groups, with the role key whose dp layout each side's batch is in.
+
+    A model node's batch is in its role's layout; a compute node's stays where its same-group input was,
+    or, fed from elsewhere, lands in the layout of its group's first model role.
+    """
+    first_role: dict[str, str] = {}
+    for node_id in order:
+        node = graph.nodes[node_id]
+        if node.node_type in _MODEL_TYPES:
+            first_role.setdefault(placements[node_id], _role_key(node, placements[node_id]))
+    data_role: dict[str, str | None] = {}
+    edges = []
+    for node_id in order:
+        node, group = graph.nodes[node_id], placements[node_id]
+        same = [d for d in node.dependencies if placements[d] == group]
+        if node.node_type in _MODEL_TYPES:
+            data_role[node_id] = _role_key(node, group)
+        else:
+            data_role[node_id] = data_role[same[0]] if same else first_role.get(group)
+        for dep in node.dependencies:
+            if placements[dep] in (ALL_RANKS, group):
+                continue
+            sides = {dep: data_role[dep], node_id: data_role[node_id]}
+            lacking = next((n for n, role in sides.items() if role is None), None)
+            if lacking is not None:
+                raise ConfigError(
+                    f"placement group {placements[lacking]!r} has no model node, so {lacking!r} has no "
+                    f"data-parallel layout to hand data over in ({dep!r} -> {node_id!r})"
+                )
+            edges.append(Handoff(dep, node_id, sides[dep], sides[node_id]))
+    return edges
 
 
 def _check_parallelism_keys(parallelism: Parallelism, role_keys: Mapping[str, tuple[NodeRole, str]]) -> None:
@@ -126,16 +183,21 @@ def make_plan(
     devices_per_node: int,
     parallelism: Parallelism | None = None,
     placement_sizes: Mapping[str, int] | None = None,
+    agent_placement: str = "auto",
 ) -> ExecutionPlan:
-    """Plan ``graph`` onto ``nnodes x devices_per_node`` ranks; same inputs, same plan, on every process."""
+    """Plan ``graph`` onto ``nnodes x devices_per_node`` ranks; same inputs, same plan, on every process.
+
+    ``agent_placement`` (auto | own | shared) places the agents of a multi-agent graph (see ``placement``).
+    """
     nnodes = _positive_int(nnodes, "nnodes")
     per_node = _positive_int(devices_per_node, "devices_per_node")
     world_size = nnodes * per_node
     parallelism = parallelism or {}
     graph.validate_graph(resolve_executables=False)
+    graph = place_agents(graph, agent_placement, world_size)
     order = graph.get_execution_order()
     placements = node_placements(graph)
-    check_parallel_branches(graph, placements)
+    check_handoffs(graph, placements)
     named = list(dict.fromkeys(placements[n] for n in order if placements[n] != ALL_RANKS))
     ranges = {ALL_RANKS: tuple(range(world_size)), **split_ranks(named, world_size, placement_sizes)}
     role_keys = _model_role_keys(graph, order, placements)
@@ -152,12 +214,14 @@ def make_plan(
         for key, (role, placement) in role_keys.items()
     }
     workers = [_worker(rank, graph, placements, ranges, groups, per_node) for rank in range(world_size)]
-    return ExecutionPlan(graph.graph_id, nnodes, per_node, order, ranges, groups, workers)
+    return ExecutionPlan(
+        graph.graph_id, nnodes, per_node, order, ranges, groups, workers, _handoffs(graph, order, placements)
+    )
 
 
 def plan_from_config(graph: TaskGraph, cfg: Any) -> ExecutionPlan:
     """``make_plan`` with the run config: ``trainer.nnodes``, ``trainer.n_gpus_per_node`` (when > 0) else
-    ``trainer.n_devices_per_node``, and the rollout's ``tensor_model_parallel_size``.
+    ``trainer.n_devices_per_node``, the rollout's ``tensor_model_parallel_size`` and ``dag.agent_placement``.
 
     First the node contracts are checked against the config (``check_contracts``), so a graph that
     would fail at step 1 for a missing key or model is refused here, in one line.
@@ -167,4 +231,7 @@ def plan_from_config(graph: TaskGraph, cfg: Any) -> ExecutionPlan:
     rollout_tp = cfg_get(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
     has_rollout = any(n.node_role is NodeRole.ROLLOUT and n.node_type in _MODEL_TYPES for n in graph)
     parallelism = {NodeRole.ROLLOUT.value: {"tp": rollout_tp}} if has_rollout else {}
-    return make_plan(graph, cfg_get(cfg, "trainer.nnodes", 1), per_node, parallelism)
+    return make_plan(
+        graph, cfg_get(cfg, "trainer.nnodes", 1), per_node, parallelism,
+        agent_placement=cfg_get(cfg, "dag.agent_placement", "auto"),
+    )
