@@ -78,7 +78,9 @@ class DataCoordinator:
         """Every producer's metadata in rank order, and the shard refs of this node's producers."""
         local = self._buffers[self._node_id]
         remaining = deadline - time.monotonic()
-        found, shards = ray.get(local.wait_entry.remote(step, key, num_producers, remaining))
+        found, shards, conflict = ray.get(local.wait_entry.remote(step, key, num_producers, remaining))
+        if conflict is not None:
+            raise ValueError(conflict)
         metas = {m.producer_rank: m for m in found}
         if len(metas) < num_producers:
             missing = sorted(set(range(num_producers)) - set(metas))
@@ -116,17 +118,17 @@ class DataCoordinator:
         num_consumers: int,
         expected_acks: int,
     ) -> None:
-        """Hand this producer's shard over: one ``ray.put`` and one publish per node; never waits on peers.
+        """Hand this producer's shard over: one ``ray.put`` and one publish per node, sent without waiting
+        for any answer (Ray runs one caller's calls to an actor in order, and keeps the ref alive while
+        the call carries it). Duplicate ranks are reported to the consumers.
 
         ``num_producers`` / ``num_consumers`` are part of the call for symmetry with ``get`` (consumers
         plan from the metadata); ``expected_acks`` is the number of consumer workers that will ``get``.
         """
         meta = describe_shard(batch, producer_rank, self._node_id, self._group_key, self._length_key)
         ref = ray.put(to_wire(batch))
-        ray.get([
+        for node, buffer in self._buffers.items():
             buffer.publish.remote(step, key, meta, expected_acks, [ref] if node == self._node_id else None)
-            for node, buffer in self._buffers.items()
-        ])
 
     def _remote_buffer(self, meta: ProducerMeta) -> ActorHandle:
         if meta.node_id not in self._buffers:
@@ -165,7 +167,8 @@ class DataCoordinator:
                                    f"published {metas[r].num_samples}")
         batch = take_from_wires(pieces)
         del pieces, local_wires, remote_wires
-        ray.get([b.ack.remote(step, key) for b in self._buffers.values()])
+        for buffer in self._buffers.values():
+            buffer.ack.remote(step, key)  # nothing to wait for: the last ack frees the entry
         return batch
 
     def redistribute(
