@@ -1,14 +1,19 @@
 """Per-node data buffers vs a single controller: moving a batch from 8 producers to 4 consumers.
 
-Ours: every producer ``put``s its shard to the buffer on its node (pieces ``ray.put`` in the producer)
-and every consumer fetches exactly its samples; the driver only waits. Baseline (single controller, as
-in designs where the driver owns the batch): the driver gathers all shards, concatenates them, splits
-the batch with the same balanced assignment and scatters the parts to the consumers.
+Ours (``DataCoordinator.put``/``get``): every producer ``ray.put``s its shard once and sends the ref and
+its metadata to its node's buffer without waiting; every consumer makes one call to that buffer, computes
+the shared assignment, maps the producers' shards zero-copy and copies out exactly its rows; acks are
+one-way. The driver only waits. Baseline (single controller, as in designs where the driver owns the
+batch): the driver gathers all shards, concatenates them, splits the batch with the same balanced
+assignment and scatters the parts to the consumers.
 
 Both start with the shards in the producers' memory and end with each consumer holding its batch;
 both use the same wire format and assignment, and the consumers' batches are checked to be identical.
-Reported per batch size, in steady state (after untimed warm-up runs, as in a training loop): the
-fastest wall time of ``--repeats`` runs and the largest driver peak RSS increase (sampled every 2 ms).
+Every process maps the whole object store before timing (``map_object_store``): the state a training
+loop reaches once each worker has touched every page of the store; otherwise the first touch of each
+page in each process (a page fault per 4 KB) dominates and lands on whichever method meets it first.
+Reported per batch size, after untimed warm-up runs: the fastest wall time of ``--repeats`` runs and the
+largest driver peak RSS increase (sampled every 2 ms).
 
     python benchmarks/bench_data_coordinator.py [--sizes 1024,4096,16384,65536] [--repeats 3] [--warmup 1]
 """
