@@ -1,14 +1,19 @@
 """Per-node data buffers vs a single controller: moving a batch from 8 producers to 4 consumers.
 
-Ours: every producer ``put``s its shard to the buffer on its node (pieces ``ray.put`` in the producer)
-and every consumer fetches exactly its samples; the driver only waits. Baseline (single controller, as
-in designs where the driver owns the batch): the driver gathers all shards, concatenates them, splits
-the batch with the same balanced assignment and scatters the parts to the consumers.
+Ours (``DataCoordinator.put``/``get``): every producer ``ray.put``s its shard once and sends the ref and
+its metadata to its node's buffer without waiting; every consumer makes one call to that buffer, computes
+the shared assignment, maps the producers' shards zero-copy and copies out exactly its rows; acks are
+one-way. The driver only waits. Baseline (single controller, as in designs where the driver owns the
+batch): the driver gathers all shards, concatenates them, splits the batch with the same balanced
+assignment and scatters the parts to the consumers.
 
 Both start with the shards in the producers' memory and end with each consumer holding its batch;
 both use the same wire format and assignment, and the consumers' batches are checked to be identical.
-Reported per batch size, in steady state (after untimed warm-up runs, as in a training loop): the
-fastest wall time of ``--repeats`` runs and the largest driver peak RSS increase (sampled every 2 ms).
+Every process maps the whole object store before timing (``map_object_store``): the state a training
+loop reaches once each worker has touched every page of the store; otherwise the first touch of each
+page in each process (a page fault per 4 KB) dominates and lands on whichever method meets it first.
+Reported per batch size, after untimed warm-up runs: the fastest wall time of ``--repeats`` runs and the
+largest driver peak RSS increase (sampled every 2 ms).
 
     python benchmarks/bench_data_coordinator.py [--sizes 1024,4096,16384,65536] [--repeats 3] [--warmup 1]
 """
@@ -80,6 +85,9 @@ class Producer:
             expected_acks=self.num_consumers,
         )
 
+    def map_object_store(self) -> int:
+        return map_object_store()
+
     def shard_wire(self) -> WireBatch:
         """The baseline's gather: the shard goes back to the driver through the object store."""
         return to_wire(self.shard)
@@ -113,6 +121,9 @@ class Consumer:
         )
         return self._digest()
 
+    def map_object_store(self) -> int:
+        return map_object_store()
+
     def receive(self, wrapped_ref: list) -> tuple[int, float, str]:
         self.batch = from_wires([ray.get(wrapped_ref[0])])
         return self._digest()
@@ -122,17 +133,33 @@ class Consumer:
         gc.collect()
 
 
-class StoreWarmer:
-    """Touches every page of the object store once, as the first steps of a training job do.
+MADV_POPULATE_WRITE = 23  # Linux >= 5.14: fault in a whole range with one call
 
-    A fresh store faults in (and zeroes) each shared-memory page on first write, which would charge
-    whichever method runs first; steady-state training never pays it. Runs in its own process so the
-    driver's RSS never includes these pages.
+
+def map_object_store() -> int:
+    """Map every page of this node's object store into the calling process; returns the bytes mapped.
+
+    A process pays a page fault (~1.5 us here) the first time it touches each 4 KB page of the store, and
+    the very first touch of a page anywhere also allocates and zeroes it (~0.5 GB/s on this host). A long
+    training run reaches the state where every worker has touched the whole store and writes and reads
+    it at memcpy speed; a few warm-up steps do not (each object lands somewhere new), so without this the
+    timings below would mostly be page faults, charged at random to either method.
     """
+    import ctypes
 
-    def fill(self, total_bytes: int, chunk_bytes: int = 256 * MB) -> None:
-        refs = [ray.put(np.ones(chunk_bytes, dtype=np.uint8)) for _ in range(total_bytes // chunk_bytes)]
-        del refs
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    ray.get(ray.put(np.zeros(MB, dtype=np.uint8)))  # ensure this process has attached to the store
+    mapped = 0
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and "/plasma" in fields[5] and fields[1].startswith("rw"):
+                start, end = (int(a, 16) for a in fields[0].split("-"))
+                if libc.madvise(start, end - start, MADV_POPULATE_WRITE) != 0:
+                    raise OSError(ctypes.get_errno(), "madvise(MADV_POPULATE_WRITE) of the object store failed")
+                mapped += end - start
+    return mapped
 
 
 class RssSampler:
@@ -229,9 +256,6 @@ def main(argv: list[str] | None = None) -> None:
         runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}},
     )
     create_data_buffers()
-    warmer = ray.remote(num_cpus=0)(StoreWarmer).remote()
-    ray.get(warmer.fill.remote(int(0.9 * args.object_store_gb * 1024**3)))
-    ray.kill(warmer)
     producers = [
         ray.remote(num_cpus=1)(Producer).remote(
             r, args.producers, args.consumers, args.floats, args.group_size
@@ -242,6 +266,10 @@ def main(argv: list[str] | None = None) -> None:
         ray.remote(num_cpus=1)(Consumer).remote(r, args.producers, args.consumers)
         for r in range(args.consumers)
     ]
+    mapped = map_object_store()  # the first call also allocates the store's pages
+    if not mapped:
+        print("note: object store mapping not found; timings include first-touch page faults")
+    ray.get([a.map_object_store.remote() for a in producers + consumers])
     rows, step = [], 0
     for size in sizes:
         ray.get([p.prepare.remote(size // args.producers) for p in producers])

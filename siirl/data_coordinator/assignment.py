@@ -22,15 +22,15 @@ _KEY_BITS = (1 << 63) - 1
 
 
 def uid_keys(uids: Sequence[Hashable]) -> np.ndarray:
-    """A stable 63-bit key per uid: the same in every process, unlike ``hash()``, and 8 bytes on the wire."""
-    return np.fromiter(
-        (
-            int.from_bytes(blake2b(repr(u).encode(), digest_size=8).digest(), "little") & _KEY_BITS
-            for u in uids
-        ),
-        dtype=np.uint64,
-        count=len(uids),
-    )
+    """A stable 63-bit key per uid: the same in every process, unlike ``hash()``, and 8 bytes on the wire.
+
+    Each distinct uid is hashed once (a GRPO batch repeats every uid once per response).
+    """
+    texts = [repr(u) for u in uids]
+    distinct = dict.fromkeys(texts)
+    for text in distinct:
+        distinct[text] = int.from_bytes(blake2b(text.encode(), digest_size=8).digest(), "little") & _KEY_BITS
+    return np.fromiter((distinct[t] for t in texts), dtype=np.uint64, count=len(texts))
 
 
 @dataclass

@@ -47,6 +47,8 @@ class _Entry:
     #: producer rank -> its whole shard's ref, wrapped in a list; producers on this node only
     shards: dict[int, list[Any]] = field(default_factory=dict)
     acks: int = 0
+    #: why the entry cannot be trusted (a producer rank published twice), reported to every consumer
+    conflict: str | None = None
 
 
 class DataBuffer:
@@ -82,30 +84,32 @@ class DataBuffer:
         self, step: int, key: str, meta: ProducerMeta, expected_acks: int, wrapped_shard: list[Any] | None = None
     ) -> None:
         """Register a producer's shard metadata (and, on the producer's own node, the shard's ref, wrapped
-        in a list so Ray hands over the ref, not the data); ``expected_acks`` consumers will read it."""
+        in a list so Ray hands over the ref, not the data); ``expected_acks`` consumers will read it.
+
+        Producers do not wait for this call, so a conflict is recorded for the consumers to raise."""
         entry = self._entries.setdefault((step, key), _Entry(expected_acks))
         if meta.producer_rank in entry.metas:
-            raise ValueError(
-                f"producer rank {meta.producer_rank} already published step {step} stage {key!r}"
-            )
-        entry.metas[meta.producer_rank] = meta
-        if wrapped_shard is not None:
-            entry.shards[meta.producer_rank] = wrapped_shard
+            entry.conflict = f"producer rank {meta.producer_rank} published step {step} stage {key!r} twice"
+            logger.error(entry.conflict)
+        else:
+            entry.metas[meta.producer_rank] = meta
+            if wrapped_shard is not None:
+                entry.shards[meta.producer_rank] = wrapped_shard
         await self._notify()
 
     async def wait_entry(
         self, step: int, key: str, num_producers: int, timeout_s: float
-    ) -> tuple[list[ProducerMeta], dict[int, list[Any]]]:
-        """All producers' metadata and the wrapped shard refs held here, once ``num_producers`` published
-        (what is there on timeout)."""
+    ) -> tuple[list[ProducerMeta], dict[int, list[Any]], str | None]:
+        """All producers' metadata, the wrapped shard refs held here and the entry's conflict (if any),
+        once ``num_producers`` published or a conflict showed up (what is there on timeout)."""
 
         def ready() -> bool:
             entry = self._entries.get((step, key))
-            return entry is not None and len(entry.metas) >= num_producers
+            return entry is not None and (len(entry.metas) >= num_producers or entry.conflict is not None)
 
         await self._wait(ready, timeout_s)
         entry = self._entries.get((step, key))
-        return ([], {}) if entry is None else (list(entry.metas.values()), dict(entry.shards))
+        return ([], {}, None) if entry is None else (list(entry.metas.values()), dict(entry.shards), entry.conflict)
 
     async def cut(self, step: int, key: str, producer_rank: int, rows: list[int]) -> list[Any]:
         """A consumer on another node wants some rows of a shard held here: cut them out on this node (the
@@ -117,7 +121,8 @@ class DataBuffer:
         return [ray.put(wire_take(wire, np.asarray(rows, dtype=np.int64)))]
 
     async def ack(self, step: int, key: str) -> bool:
-        """A consumer is done with the entry; the last expected ack drops it. Returns whether it dropped."""
+        """A consumer is done with the entry; the last expected ack drops it. Returns whether it dropped
+        (consumers send acks without waiting for this answer)."""
         entry = self._entries.get((step, key))
         if entry is None:
             return False

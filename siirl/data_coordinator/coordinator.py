@@ -3,21 +3,27 @@
 Protocol for one (step, stage key), a reference hand-off:
 
 1. Each producer (the dp-group leader of the producing layout) ``ray.put``s its whole shard ONCE, in its
-   own process, in the wire format (numpy byte blocks, which readers map without copying), and publishes
-   its metadata (uid group keys, token lengths: a few bytes per sample) to every node's buffer, adding
-   the shard's ref only at the buffer on its own node. Then it returns: a producer never waits for peers.
-2. Each consumer waits on its local buffer until every producer's metadata is there, computes the same
-   assignment of samples to consumer dp ranks as everyone else (``assign_samples``: a pure function of
-   the metadata, so no assignment is ever sent), and takes its rows:
+   own process, in the wire format (numpy byte blocks, which readers map without copying), and sends its
+   metadata (uid group keys, token lengths: a few bytes per sample) to every node's buffer, adding the
+   shard's ref only at the buffer on its own node. It sends these as one-way messages and returns: a
+   producer never waits for peers or buffers (Ray runs one caller's calls to an actor in order and keeps
+   a ref alive while a call carries it). A rank published twice marks the entry, and consumers raise.
+2. Each consumer makes ONE call to its local buffer, which answers once every producer's metadata is
+   there, with the refs held on this node. It computes the same assignment of samples to consumer dp
+   ranks as everyone else (``assign_samples``: a pure function of the metadata, so no assignment is ever
+   sent), and takes its rows:
    - from producers on its own node (the fast path): ``ray.get`` of the shard ref maps the node's object
      store pages without copying, and the consumer copies just its rows, once, into its batch;
    - from producers on other nodes: the buffer on the producer's node cuts out exactly those rows
      there, so only they cross the network. The per-node buffer touches data only in this case.
-3. Each consumer acks every buffer; the last ack of an entry drops it, which frees the shard objects.
+   It copies instead of keeping views of the mapped shards because its rows come from several producers'
+   objects while each tensor field of a batch is one contiguous, writable block.
+3. Each consumer acks every buffer, again one-way; the last ack of an entry drops it, which frees the
+   shard objects.
 
-Per hand-off that is one object-store write per producer, one copy per consumer byte and two round trips
-per consumer (wait, ack); the driver takes no part (it only created the buffers), so its memory stays flat
-whatever the batch size.
+Per hand-off that is one object-store write per producer, one copy per consumer byte and one round trip
+per consumer; the driver takes no part (it only created the buffers), so its memory stays flat whatever
+the batch size.
 """
 
 from __future__ import annotations
@@ -78,7 +84,9 @@ class DataCoordinator:
         """Every producer's metadata in rank order, and the shard refs of this node's producers."""
         local = self._buffers[self._node_id]
         remaining = deadline - time.monotonic()
-        found, shards = ray.get(local.wait_entry.remote(step, key, num_producers, remaining))
+        found, shards, conflict = ray.get(local.wait_entry.remote(step, key, num_producers, remaining))
+        if conflict is not None:
+            raise ValueError(conflict)
         metas = {m.producer_rank: m for m in found}
         if len(metas) < num_producers:
             missing = sorted(set(range(num_producers)) - set(metas))
@@ -116,17 +124,17 @@ class DataCoordinator:
         num_consumers: int,
         expected_acks: int,
     ) -> None:
-        """Hand this producer's shard over: one ``ray.put`` and one publish per node; never waits on peers.
+        """Hand this producer's shard over: one ``ray.put`` and one publish per node, sent without waiting
+        for any answer (Ray runs one caller's calls to an actor in order, and keeps the ref alive while
+        the call carries it). Duplicate ranks are reported to the consumers.
 
         ``num_producers`` / ``num_consumers`` are part of the call for symmetry with ``get`` (consumers
         plan from the metadata); ``expected_acks`` is the number of consumer workers that will ``get``.
         """
         meta = describe_shard(batch, producer_rank, self._node_id, self._group_key, self._length_key)
         ref = ray.put(to_wire(batch))
-        ray.get([
+        for node, buffer in self._buffers.items():
             buffer.publish.remote(step, key, meta, expected_acks, [ref] if node == self._node_id else None)
-            for node, buffer in self._buffers.items()
-        ])
 
     def _remote_buffer(self, meta: ProducerMeta) -> ActorHandle:
         if meta.node_id not in self._buffers:
@@ -165,7 +173,8 @@ class DataCoordinator:
                                    f"published {metas[r].num_samples}")
         batch = take_from_wires(pieces)
         del pieces, local_wires, remote_wires
-        ray.get([b.ack.remote(step, key) for b in self._buffers.values()])
+        for buffer in self._buffers.values():
+            buffer.ack.remote(step, key)  # nothing to wait for: the last ack frees the entry
         return batch
 
     def redistribute(

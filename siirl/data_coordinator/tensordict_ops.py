@@ -7,7 +7,9 @@ non-tensor leaves as plain Python lists and tensors as byte matrices that Ray st
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -73,12 +75,30 @@ def row_values(td: TensorDictBase, key: Key, default: Any = _MISSING) -> list:
 non_tensor_list = row_values
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small objects at once.
+
+    ``NonTensorStack.from_list`` makes one ``NonTensorData`` per row; with the collector on, its young
+    generation fills again and again and each pass rescans them, which made 16k rows take 0.5 s instead
+    of 0.04 s. Nothing built here is garbage, so pausing loses nothing.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def set_non_tensor_list(td: TensorDictBase, key: Key, values: Sequence) -> None:
     """Store one Python value per row under ``key`` as a ``NonTensorStack``."""
     n = _check_one_dim(td)
     if len(values) != n:
         raise ValueError(f"non-tensor field {key!r} has {len(values)} values for a batch of {n} rows")
-    td.set(key, NonTensorStack.from_list(list(values)))
+    with _collector_paused():
+        td.set(key, NonTensorStack.from_list(list(values)))
 
 
 def _build(num_rows: int, tensors: dict[Key, torch.Tensor], others: dict[Key, list]) -> TensorDict:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import ray
 import torch
 from tensordict import TensorDict
@@ -23,6 +25,20 @@ def make_shard(producer_rank: int, n: int, group_size: int) -> TensorDict:
     set_non_tensor_list(td, "uid", [f"p{producer_rank}-g{i // group_size}" for i in range(n)])
     set_non_tensor_list(td, "sample", [{"producer": producer_rank, "i": i} for i in range(n)])
     return td
+
+
+def entries_once_settled(buffers: dict, expected: dict, timeout_s: float = 10.0) -> dict:
+    """Each buffer's open entries, polled until they equal ``expected`` or ``timeout_s`` passes.
+
+    Producers publish and consumers ack without waiting, so the buffers catch up a moment after the
+    workers' calls return.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = {node: ray.get(b.stats.remote())["entries"] for node, b in buffers.items()}
+        if seen == expected or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.01)
 
 
 def summary(batch: TensorDict) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import ray
-from dc_ray_workers import Worker, make_shard
+from dc_ray_workers import Worker, entries_once_settled, make_shard
 from dc_testutils import RAY_RUNTIME_ENV
 
 from siirl.data_coordinator import (
@@ -39,7 +39,8 @@ def cluster():
 
 
 def open_entries(buffers) -> dict:
-    return {node: ray.get(b.stats.remote())["entries"] for node, b in buffers.items()}
+    """Open entries of each buffer once the last acks have landed (expected: none)."""
+    return entries_once_settled(buffers, {node: {} for node in buffers})
 
 
 def test_one_buffer_for_the_single_node(cluster):
@@ -134,4 +135,13 @@ def test_a_rerun_step_with_other_data_is_replanned(cluster):
         ray.get(puts)
         got = sorted(x for g in ray.get(gets) for x in g["x"])
         assert got == sorted([float(i) for i in range(n)] + [1000.0 + i for i in range(n)])
+    assert open_entries(buffers) == {node: {} for node in buffers}
+
+
+def test_a_producer_rank_published_twice_fails_the_consumers(cluster):
+    buffers, w = cluster
+    ray.get([w[p].produce.remote(8, "dup", 0, 2, 1, 1, 3) for p in range(2)])  # both claim rank 0
+    with pytest.raises(ValueError, match=r"producer rank 0 published step 8 stage 'dup' twice"):
+        raised_cause(w[3].consume.remote(8, "dup", 0, 1, 2))
+    assert sum(ray.get([b.drop_step.remote(8) for b in buffers.values()])) == 1
     assert open_entries(buffers) == {node: {} for node in buffers}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import ray
-from dc_ray_workers import Worker
+from dc_ray_workers import Worker, entries_once_settled
 from dc_testutils import RAY_RUNTIME_ENV
 from ray.cluster_utils import Cluster
 
@@ -55,15 +55,16 @@ def test_consumer_on_node_b_receives_samples_produced_on_node_a(two_nodes):
     buffers, on_a, on_b = two_nodes
     producer_nodes = ray.get([on_a[p].produce.remote(1, "rollout", p, 2, 1, 1, 4) for p in range(2)])
     node_a = producer_nodes[0]
+    published = {node: {"1/rollout": [0, 1]} for node in buffers}
+    assert entries_once_settled(buffers, published) == published  # metadata is everywhere
     stats = {node: ray.get(b.stats.remote()) for node, b in buffers.items()}
-    assert all(s["entries"] == {"1/rollout": [0, 1]} for s in stats.values())  # metadata is everywhere
     assert stats[node_a]["pieces"] == {"1/rollout": [0, 1]}  # the refs stay on the producers' node
     assert all(not s["pieces"] for node, s in stats.items() if node != node_a)
 
     got = ray.get(on_b[0].consume.remote(1, "rollout", 0, 1, 2))
     assert got["node_id"] != node_a and set(producer_nodes) == {node_a}
     assert got["x"] == [0.0, 1.0, 2.0, 3.0, 1000.0, 1001.0, 1002.0, 1003.0]
-    assert all(not ray.get(b.stats.remote())["entries"] for b in buffers.values())
+    assert entries_once_settled(buffers, {node: {} for node in buffers}) == {node: {} for node in buffers}
 
 
 def test_producers_on_both_nodes_feed_consumers_on_both_nodes(two_nodes):
@@ -81,4 +82,4 @@ def test_producers_on_both_nodes_feed_consumers_on_both_nodes(two_nodes):
     )
     assert not set(parts[0]["uid"]) & set(parts[1]["uid"])
     assert parts[0]["node_id"] != parts[1]["node_id"]
-    assert all(not ray.get(b.stats.remote())["entries"] for b in buffers.values())
+    assert entries_once_settled(buffers, {node: {} for node in buffers}) == {node: {} for node in buffers}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 import torch
@@ -119,3 +121,16 @@ def test_from_wires_refuses_mismatched_fields():
     del b.tensors["x"]
     with pytest.raises(ValueError, match="wire batch #1"):
         from_wires([a, b])
+
+
+@pytest.mark.parametrize("collector_on", [True, False])
+def test_setting_a_non_tensor_list_leaves_the_garbage_collector_as_it_was(collector_on):
+    td = TensorDict({}, batch_size=[3])
+    was = gc.isenabled()
+    (gc.enable if collector_on else gc.disable)()
+    try:
+        set_non_tensor_list(td, "uid", ["a", "b", "c"])
+        assert gc.isenabled() is collector_on
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert non_tensor_list(td, "uid") == ["a", "b", "c"]
