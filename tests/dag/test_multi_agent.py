@@ -197,3 +197,9 @@ def test_contracts_of_agent_and_environment_graphs():
     cfg.env.name = "no_such_env"
     with pytest.raises(ContractError, match="needs the environment model, but unknown environment"):
         check_contracts(grpo_pipeline(cfg), cfg)
+
+
+def test_own_placement_of_a_graph_without_agents_is_refused():
+    with pytest.raises(ConfigError, match="multi-agent graph, and this graph has none") as err:
+        agent_placement_mode("own", 0, 2)
+    assert "\n" not in str(err.value)

@@ -95,6 +95,8 @@ def expected_refusal(overrides: list[str]) -> str | None:
     device = next((o.split("=")[1] for o in overrides if o.startswith("device=")), "cpu")
     if device != "auto" and not _device_usable(device):
         return device
+    if "dag.agent_placement=own" in overrides and not any(o.startswith("dag.custom_pipeline_fn=") for o in overrides):
+        return "has none"  # placing agents on their own workers needs a multi-agent graph (tests/e2e/test_agentic_training.py)
     engine = next((o.split("=")[1] for o in overrides if o.startswith("actor_rollout_ref.rollout.name=")), "hf")
     if engine != "hf" and not get_backend("cpu").supports_rollout(engine):
         return engine

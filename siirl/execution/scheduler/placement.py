@@ -53,6 +53,11 @@ def agent_placement_mode(mode: str, num_agents: int, world_size: int) -> str:
     fits = num_agents > 0 and world_size >= num_agents and world_size % num_agents == 0
     if mode == "auto":
         return "own" if fits and num_agents > 1 else "shared"
+    if mode == "own" and num_agents == 0:
+        raise ConfigError(
+            "dag.agent_placement=own places the agents of a multi-agent graph, and this graph has none "
+            "(e.g. dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders)"
+        )
     if mode == "own" and not fits:
         raise ConfigError(
             f"dag.agent_placement=own needs the {world_size} ranks to split equally among the "
