@@ -128,7 +128,7 @@ def compute_old_log_prob(batch: TensorDict, config: Any = None, *, ctx, **_: Any
     """Log-probs of the sampled tokens under the policy that generated them (the PPO 'old' policy):
     those the rollout recorded while sampling, or one actor forward (``old_log_prob_source``)."""
     start = time.perf_counter()
-    if ctx.old_log_probs_from_rollout and "rollout_log_probs" in batch.keys():
+    if ctx.old_log_probs_from_rollout and "rollout_log_probs" in batch.keys():  # noqa: SIM118
         out = {"old_log_probs": batch["rollout_log_probs"], "entropys": batch["rollout_entropys"]}
     else:
         out = ctx.actor.compute_log_prob(batch)

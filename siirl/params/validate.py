@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from siirl.errors import ConfigError
 from siirl.params.enums import WorkflowType
 from siirl.params.old_log_prob import OLD_LOG_PROB_KEY, resolve_old_log_prob_source
+from siirl.params.old_log_prob import SOURCES as OLD_LOG_PROB_SOURCES
 
 
 def _one_of(*values: str) -> tuple[Callable[[Any], bool], str]:
@@ -58,6 +59,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "env.num_workers": _NON_NEGATIVE,
     "env.timeout_s": _POSITIVE,
     "dag.agent_placement": _one_of("auto", "own", "shared"),
+    OLD_LOG_PROB_KEY: _one_of(*OLD_LOG_PROB_SOURCES),
 }
 
 #: key -> (the family's registry, by import path); the value must name a registered function.

@@ -46,7 +46,7 @@ def test_workers_import_modules_from_the_job_directory(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "siirl.main_dag", *FAST, "dag.custom_pipeline_fn=user_nodes:build",
          f"trainer.output_dir={tmp_path / 'run'}", "trainer.total_training_steps=1", "trainer.val_before_train=false"],
-        cwd=job_dir, env=env, capture_output=True, text=True, timeout=300,
+        cwd=job_dir, env=env, capture_output=True, text=True, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     seen = sorted(p.name.split(".", 1)[1] for p in markers.iterdir())

@@ -7,13 +7,13 @@ import torch
 from engine_testutils import model_config
 from omegaconf import OmegaConf
 from tensordict import TensorDict
+from test_rollout_hf import RESPONSE, _prompts
 
 from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.workers import ActorWorker
 from siirl.errors import ConfigError
 from siirl.params import load_config
 from siirl.params.model import ActorConfig, RolloutConfig
-from test_rollout_hf import RESPONSE, _prompts
 
 
 @pytest.mark.parametrize("sampling", [{"temperature": 1.0}, {"temperature": 0.7, "top_k": 3, "top_p": 0.9}])
@@ -45,10 +45,11 @@ def test_engine_records_nothing_unless_asked_or_when_greedy(tiny_model_dir):
     engine = make_rollout_engine(
         "hf", model_cfg=model_config(tiny_model_dir), rollout_cfg=cfg, backend="cpu", max_response_length=RESPONSE
     )
-    assert "rollout_log_probs" not in engine.generate(_prompts(2)).keys()
+    assert "rollout_log_probs" not in engine.generate(_prompts(2)).keys()  # noqa: SIM118
     engine.records_log_probs = True
-    assert "rollout_log_probs" in engine.generate(_prompts(2)).keys()
-    assert "rollout_log_probs" not in engine.generate(_prompts(2), validate=True).keys()  # greedy validation
+    assert "rollout_log_probs" in engine.generate(_prompts(2)).keys()  # noqa: SIM118
+    greedy = engine.generate(_prompts(2), validate=True)  # validation samples greedily: nothing to record
+    assert "rollout_log_probs" not in greedy.keys()  # noqa: SIM118
 
 
 KEY = "actor_rollout_ref.actor.old_log_prob_source"

@@ -174,10 +174,10 @@ class HFRolloutEngine(RolloutEngine):
         lengths = tracker.lengths(generated.shape[1]).clamp(max=self.max_response_length)
         fields = assemble_sequences(prompts.cpu(), responses, lengths, self.pad_id)
         if recorder is not None:
-            mask = fields["response_mask"].to(torch.float32)
+            in_response = fields["response_mask"].to(torch.float32)
             log_probs, entropies = recorder.finish(generated)
-            fields["rollout_log_probs"] = pad_right(log_probs, self.max_response_length, 0) * mask
-            fields["rollout_entropys"] = pad_right(entropies, self.max_response_length, 0) * mask
+            fields["rollout_log_probs"] = pad_right(log_probs, self.max_response_length, 0) * in_response
+            fields["rollout_entropys"] = pad_right(entropies, self.max_response_length, 0) * in_response
         return fields
 
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
@@ -190,11 +190,11 @@ class HFRolloutEngine(RolloutEngine):
         expanded = expand_prompts(batch, params.n)
         config = self._generation_config(params)
         pieces: list[dict[str, torch.Tensor]] = []
+        record = self.records_log_probs and not params.greedy
         for start in range(0, expanded.batch_size[0], self.micro_batch_size):
             chunk = expanded[start : start + self.micro_batch_size].select("input_ids", "attention_mask")
             if "position_ids" in set(expanded.keys()):
                 chunk["position_ids"] = expanded["position_ids"][start : start + self.micro_batch_size]
-            record = self.records_log_probs and not params.greedy
             recorder = SampledLogProbs(params.temperature) if record else None
             pieces.append(self._generate_chunk(chunk, config, recorder))
         for key in pieces[0]:
