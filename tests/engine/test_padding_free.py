@@ -5,17 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 from engine_testutils import actor_config, make_batch, model_config
+from tensordict import TensorDict
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification
 
 from siirl.algorithms import entropy_from_logits, logprobs_from_logits
 from siirl.engine.workers import ActorWorker
 from siirl.engine.workers.actor import log_prob_reduce
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
-from siirl.engine.workers.padding_free import choose_layout, response_outputs
+from siirl.engine.workers.padding_free import choose_layout, response_outputs, select_shared_prompts
 from siirl.engine.workers.varlen_attention import VARLEN_SDPA
 from siirl.errors import ConfigError
 
-LAYOUTS = ("padded", "trimmed", "packed")
+LAYOUTS = ("padded", "trimmed", "packed", "shared")
 
 
 def _reference_logits(model, batch, response_len: int) -> torch.Tensor:
@@ -73,6 +74,8 @@ def test_layout_values_of_a_head_without_logits_to_keep(tiny_model_dir, layout):
     batch = make_batch(5, seed=4)
     with torch.no_grad():
         want = _reference_logits(model, batch, 8)[..., 0] * batch["response_mask"]
+        if layout == "shared":
+            model.set_attn_implementation(VARLEN_SDPA)
         got = response_outputs(
             model,
             batch["input_ids"],
@@ -114,11 +117,53 @@ def test_gradients_match_between_layouts(tiny_model_dir):
         torch.testing.assert_close(grad, grads["padded", "sdpa"], atol=1e-5, rtol=1e-4, msg=str(key))
 
 
-@pytest.mark.parametrize("layout", ["trimmed", "packed"])
-def test_actor_padding_free_equals_padded(tiny_model_dir, single_process_group, layout):
+#: Row -> the row whose prompt it repeats: prompts with 4, 3, 2 and 3 responses, the groups interleaved.
+PROMPT_OF_ROW = (0, 1, 0, 3, 1, 0, 1, 0, 8, 8, 3, 8)
+
+
+def grouped_batch(seed: int) -> TensorDict:
+    """GRPO-shaped rows: several responses per prompt."""
+    batch = make_batch(len(PROMPT_OF_ROW), seed=seed)
+    prompt_len = batch["prompts"].shape[1]
+    for row, source in enumerate(PROMPT_OF_ROW):
+        for key in ("input_ids", "attention_mask"):
+            batch[key][row, :prompt_len] = batch[key][source, :prompt_len]
+    batch["prompts"] = batch["input_ids"][:, :prompt_len].clone()
+    batch["position_ids"] = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+    return batch
+
+
+def test_shared_prompts_are_packed_once_with_packed_results(tiny_model_dir):
+    """Outputs and gradients of ``shared`` equal the padded forward's, from fewer packed tokens."""
+    batch = grouped_batch(seed=8)
+    selection = select_shared_prompts(batch["input_ids"], batch["attention_mask"], batch["position_ids"], 8)
+    prompt_tokens = batch["attention_mask"][:, :6].sum(-1)
+    repeated = int(sum(prompt_tokens[row] for row, source in enumerate(PROMPT_OF_ROW) if source != row))
+    assert selection.model_inputs["input_ids"].shape[1] == int(batch["attention_mask"].sum()) - repeated
+    results = {}
+    for layout, attn in [("padded", "sdpa"), ("shared", VARLEN_SDPA)]:
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation=attn)
+        out = response_outputs(
+            model,
+            batch["input_ids"],
+            batch["attention_mask"],
+            batch["position_ids"],
+            8,
+            layout,
+            log_prob_reduce(0.7, with_entropy=True),
+            logits_to_keep=True,
+        )
+        (out[..., 0] * batch["advantages"]).sum().backward()
+        results[layout] = (out, torch.cat([p.grad.flatten() for p in model.parameters()]))
+    torch.testing.assert_close(results["shared"][0], results["padded"][0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(results["shared"][1], results["padded"][1], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(("layout", "make"), [("trimmed", make_batch), ("packed", make_batch), ("shared", grouped_batch)])
+def test_actor_padding_free_equals_padded(tiny_model_dir, single_process_group, layout, make):
     """Worker level: log-probs, the update's loss and the updated weights agree with the padded path
     (the padding-free run also recomputes activations: gradient checkpointing changes nothing either)."""
-    batch = make_batch(12, seed=6)
+    batch = make(12, seed=6) if make is make_batch else make(seed=6)
     results = {}
     for name, mcfg in {
         "padded": model_config(tiny_model_dir, use_remove_padding=False),
@@ -147,13 +192,19 @@ def test_actor_padding_free_equals_padded(tiny_model_dir, single_process_group, 
 def test_choose_layout():
     assert choose_layout(False, "packed", "flash_attention_2") == ("padded", "flash_attention_2")
     assert choose_layout(True, "auto", "flash_attention_2") == ("packed", "flash_attention_2")
-    assert choose_layout(True, "auto", "sdpa") == ("packed", VARLEN_SDPA)
-    assert choose_layout(True, "auto", "eager") == ("packed", VARLEN_SDPA)
+    assert choose_layout(True, "auto", "sdpa") == ("shared", VARLEN_SDPA)
+    assert choose_layout(True, "auto", "eager") == ("shared", VARLEN_SDPA)
+    assert choose_layout(True, "packed", "sdpa") == ("packed", VARLEN_SDPA)
+    assert choose_layout(True, "shared", VARLEN_SDPA) == ("shared", VARLEN_SDPA)
     assert choose_layout(True, "trimmed", "sdpa") == ("trimmed", "sdpa")
     assert choose_layout(True, "auto", "sdpa", full_causal=False) == ("trimmed", "sdpa")
     assert choose_layout(True, "packed", "flex_attention") == ("packed", "flex_attention")
     with pytest.raises(ConfigError, match="remove_padding_layout"):
         choose_layout(True, "zigzag", "sdpa")
+    with pytest.raises(ConfigError, match="remove_padding_layout=shared needs sdpa or eager"):
+        choose_layout(True, "shared", "flash_attention_2")
+    with pytest.raises(ConfigError, match="remove_padding_layout=shared needs sdpa or eager"):
+        choose_layout(True, "shared", "sdpa", full_causal=False)
 
 
 class FakeGroup:
@@ -175,7 +226,7 @@ def test_planner_covers_rows_and_respects_budget(layout):
     plan = plan_micro_batches(SEQLENS, 40, layout, batching, FakeGroup())
     assert sorted(i for mb in plan for i in mb) == list(range(len(SEQLENS)))
     for mb in plan:
-        if layout == "packed":
+        if layout in ("packed", "shared"):
             assert sum(SEQLENS[i] for i in mb) <= 64
         else:
             width = 40 if layout == "padded" else max(SEQLENS[i] for i in mb)

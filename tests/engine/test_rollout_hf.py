@@ -140,3 +140,52 @@ def test_registry():
     assert issubclass(HFRolloutEngine, RolloutEngine)
     with pytest.raises(ConfigError, match="unknown rollout engine 'nope'; registered: .*hf"):
         make_rollout_engine("nope")
+
+
+def test_each_prompt_is_prefilled_once_for_its_samples(tiny_model_dir, monkeypatch):
+    engine = _engine(tiny_model_dir, n=8, temperature=1.0, micro_batch_size=20)
+    engine.records_log_probs = True
+    prompts = _prompts(4)
+    shapes = []
+    engine.model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    torch.manual_seed(3)
+    shared = engine.generate(prompts)
+    # chunks of two whole prompt groups (16 rows <= 20): the prompt minus its last token runs once per
+    # prompt (over the chunk's longest prompt, not the padded width), then generate continues all 16
+    # rows from the last prompt token
+    widths = [int(prompts["attention_mask"][pair].sum(-1).max()) for pair in (slice(0, 2), slice(2, 4))]
+    prefills = [shape for shape in shapes if shape[0] == 2]
+    assert prefills == [(2, widths[0] - 1), (2, widths[1] - 1)] and shapes[1] == (16, 1)
+    assert set(shapes) - set(prefills) == {(16, 1)}
+
+    per_row_chunk = engine._generate_chunk
+    monkeypatch.setattr(
+        engine, "_generate_chunk", lambda chunk, config, recorder, repeats: per_row_chunk(chunk, config, recorder, 1)
+    )
+    torch.manual_seed(3)
+    per_row = engine.generate(prompts)
+    torch.testing.assert_close(shared["responses"], per_row["responses"], rtol=0, atol=0)
+    torch.testing.assert_close(shared["response_mask"], per_row["response_mask"], rtol=0, atol=0)
+    torch.testing.assert_close(shared["rollout_log_probs"], per_row["rollout_log_probs"], rtol=0, atol=1e-5)
+
+
+def test_padding_columns_shared_by_every_prompt_change_nothing(tiny_model_dir):
+    engine = _engine(tiny_model_dir, n=4, temperature=1.0)
+    engine.records_log_probs = True
+    prompts = _prompts(3)
+    wider = TensorDict(
+        {
+            "input_ids": torch.cat([torch.full((3, 5), PAD), prompts["input_ids"]], 1),
+            "attention_mask": torch.cat([torch.zeros(3, 5, dtype=torch.long), prompts["attention_mask"]], 1),
+        },
+        batch_size=[3],
+    )
+    torch.manual_seed(5)
+    out = engine.generate(prompts)
+    torch.manual_seed(5)
+    out_wider = engine.generate(wider)
+    assert out_wider["prompts"].shape[1] == PROMPT + 5  # the output keeps the caller's layout
+    torch.testing.assert_close(out["responses"], out_wider["responses"], rtol=0, atol=0)
+    torch.testing.assert_close(out["rollout_log_probs"], out_wider["rollout_log_probs"], rtol=0, atol=1e-5)

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 from transformers import (
+    DynamicCache,
     GenerationConfig,
     LogitsProcessorList,
     PreTrainedTokenizerBase,
@@ -23,7 +24,7 @@ from transformers.generation.stopping_criteria import StopStringCriteria
 
 from siirl.device import DeviceBackend, get_backend
 from siirl.engine.rollout.base import RolloutEngine, register_rollout_engine
-from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right
+from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right, prompt_position_ids
 from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.workers.model_loading import load_causal_lm, load_tokenizer, resolve_dtype
@@ -63,6 +64,14 @@ class FinishTracker(StoppingCriteria):
         return torch.where(
             self.finished_at >= 0, self.finished_at + 1, torch.full_like(self.finished_at, generated)
         )
+
+
+def _without_common_left_padding(ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Drop the leading columns that are padding in every row: prompts are left-padded to the data's
+    ``max_prompt_length``, and generate would run the model over those columns for nothing."""
+    used = mask.bool().any(0).nonzero()
+    first = min(int(used[0]), mask.shape[1] - 1) if len(used) else mask.shape[1] - 1
+    return ids[:, first:], mask[:, first:]
 
 
 def _eos_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> list[int]:
@@ -154,20 +163,45 @@ class HFRolloutEngine(RolloutEngine):
         the same transformers code; in half precision the two paths round differently."""
         return "exact" if dtype == torch.float32 else "approximate"
 
+    def _shared_prompt_cache(self, ids: torch.Tensor, mask: torch.Tensor, repeats: int) -> DynamicCache:
+        """The KV cache of every prompt token but the last, computed once per distinct prompt and repeated
+        for its ``repeats`` samples (rows come in runs of identical prompts).
+
+        GRPO draws n responses per prompt and ``generate`` would prefill each copy: n times the prompt's
+        compute, most of a short-answer rollout. ``generate`` takes the cache and runs only the last prompt
+        token onwards, with the same positions (from the attention mask) and sampling as without it.
+        """
+        head_ids, head_mask = ids[::repeats, :-1], mask[::repeats, :-1]
+        cache = DynamicCache(config=self.model.config)
+        self.model(
+            input_ids=head_ids,
+            attention_mask=head_mask,
+            position_ids=prompt_position_ids(head_mask),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache.batch_repeat_interleave(repeats)
+        return cache
+
     @torch.no_grad()
     def _generate_chunk(
-        self, prompts: TensorDict, config: GenerationConfig, recorder: SampledLogProbs | None
+        self, prompts: TensorDict, config: GenerationConfig, recorder: SampledLogProbs | None, repeats: int
     ) -> dict[str, torch.Tensor]:
-        ids = prompts["input_ids"].to(self.device)
-        mask = prompts["attention_mask"].to(self.device)
+        """Generate for ``prompts``, whose rows come in runs of ``repeats`` identical prompts."""
+        ids, mask = _without_common_left_padding(prompts["input_ids"], prompts["attention_mask"])
+        ids, mask = ids.to(self.device), mask.to(self.device)
         stop = StopStringCriteria(self.tokenizer, self.stop_strings) if self.stop_strings else None
         tracker = FinishTracker(ids.shape[1], self.eos_ids, stop, ids.shape[0])
+        share = repeats > 1 and ids.shape[1] > 1
+        shared = {"past_key_values": self._shared_prompt_cache(ids, mask, repeats)} if share else {}
         out = self.model.generate(
             input_ids=ids,
             attention_mask=mask,
             generation_config=config,
             stopping_criteria=StoppingCriteriaList([tracker]),
             logits_processor=LogitsProcessorList([recorder] if recorder is not None else []),
+            **shared,
         )
         generated = out[:, ids.shape[1] :].cpu()
         responses = pad_right(generated, self.max_response_length, self.pad_id)
@@ -191,12 +225,14 @@ class HFRolloutEngine(RolloutEngine):
         config = self._generation_config(params)
         pieces: list[dict[str, torch.Tensor]] = []
         record = self.records_log_probs and not params.greedy
-        for start in range(0, expanded.batch_size[0], self.micro_batch_size):
-            chunk = expanded[start : start + self.micro_batch_size].select("input_ids", "attention_mask")
-            if "position_ids" in set(expanded.keys()):
-                chunk["position_ids"] = expanded["position_ids"][start : start + self.micro_batch_size]
+        repeats = params.n
+        rows_per_chunk = max(repeats, self.micro_batch_size // repeats * repeats)  # whole prompt groups
+        for start in range(0, expanded.batch_size[0], rows_per_chunk):
+            chunk = expanded[start : start + rows_per_chunk].select("input_ids", "attention_mask")
+            if "position_ids" in set(expanded.keys()):  # kept for the output; generate derives them from the mask
+                chunk["position_ids"] = expanded["position_ids"][start : start + rows_per_chunk]
             recorder = SampledLogProbs(params.temperature) if record else None
-            pieces.append(self._generate_chunk(chunk, config, recorder))
+            pieces.append(self._generate_chunk(chunk, config, recorder, repeats))
         for key in pieces[0]:
             expanded[key] = torch.cat([piece[key] for piece in pieces])
         return expanded

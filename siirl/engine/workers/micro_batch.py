@@ -76,8 +76,9 @@ def _contiguous_buckets(order: list[int], lengths: list[int], budget: int, min_c
     return buckets
 
 
-@PLANNERS.register("packed")
+@PLANNERS.register("packed", "shared")
 def _plan_packed(seqlens: list[int], width: int, budget: int, min_count: int) -> MicroBatches:
+    # ``shared`` packs fewer tokens than the full lengths counted here: the budget holds with room to spare.
     # When re-planning to the agreed count, ask for exactly that many (an error beats a collective hang).
     micro_batches, _ = rearrange_micro_batches(
         seqlens, budget, same_count_across_ranks=min_count if min_count > 1 else None

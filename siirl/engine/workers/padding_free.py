@@ -9,6 +9,10 @@ it). Three layouts, registered by name, compute exactly the same values on the v
   the sequences apart: flash attention, or ``siirl_varlen_sdpa`` (see ``varlen_attention``) in place of
   sdpa / eager. (Under plain sdpa transformers would build a dense block-diagonal mask instead: correct,
   but quadratic in the packed length.)
+- ``shared``: ``packed`` with every prompt that several rows of the micro-batch repeat (GRPO's n responses
+  per prompt) packed once: the linear layers, most of the compute, run on each prompt token once instead
+  of n times. Attention still sees every full ``prompt + response`` sequence (``siirl_varlen_sdpa``
+  gathers them), so the results are those of ``packed``. Needs ``siirl_varlen_sdpa``.
 - ``trimmed``: keep the padded layout but drop the columns no row of the micro-batch uses; combined
   with length-sorted micro-batches this removes most padding for any attention backend.
 - ``padded``: the full padded width (the plain reference computation).
@@ -36,7 +40,7 @@ from siirl.errors import ConfigError
 VARLEN_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3", VARLEN_SDPA, *VARLEN_ATTENTION_NAMES})
 #: Kernels whose math ``siirl_varlen_sdpa`` reproduces for packed sequences.
 SDPA_LIKE = frozenset({"sdpa", "eager"})
-LAYOUT_CHOICES = ("auto", "packed", "trimmed")
+LAYOUT_CHOICES = ("auto", "shared", "packed", "trimmed")
 
 
 @dataclass(frozen=True)
@@ -65,8 +69,9 @@ def choose_layout(
     ``model.remove_padding_layout`` and the model's attention kernel.
 
     Packing needs a kernel that keeps packed sequences apart without a dense mask: flash attention's varlen
-    path, or siiRL's ``siirl_varlen_sdpa`` in place of sdpa / eager (full causal attention only). Other
-    kernels trim instead, unless packing is requested explicitly (transformers then builds dense masks).
+    path, or siiRL's ``siirl_varlen_sdpa`` in place of sdpa / eager (full causal attention only), which
+    also packs shared prompts once (``shared``, what ``auto`` picks with it). Other kernels trim instead,
+    unless packing is requested explicitly (transformers then builds dense masks).
     """
     if not use_remove_padding:
         return "padded", attn_implementation
@@ -76,10 +81,16 @@ def choose_layout(
         )
     if requested == "trimmed":
         return "trimmed", attn_implementation
+    ours = attn_implementation == VARLEN_SDPA or (attn_implementation in SDPA_LIKE and full_causal)
+    if requested == "shared" and not ours:
+        raise ConfigError(
+            f"model.remove_padding_layout=shared needs sdpa or eager attention with full causal masks "
+            f"(run as {VARLEN_SDPA}), not {attn_implementation!r}"
+        )
+    if ours:
+        return ("packed" if requested == "packed" else "shared"), VARLEN_SDPA
     if attn_implementation in VARLEN_ATTENTION:
         return "packed", attn_implementation
-    if attn_implementation in SDPA_LIKE and full_causal:
-        return "packed", VARLEN_SDPA
     return ("packed" if requested == "packed" else "trimmed"), attn_implementation
 
 
@@ -161,6 +172,60 @@ def select_packed(
         keep=targets - 1,
         used=None,
         labels=packed_ids[targets],
+        target=row[targets] * response_len + (col[targets] - prompt_len),
+    )
+
+
+@LAYOUTS.register("shared")
+def select_shared_prompts(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int
+) -> TokenSelection:
+    """``packed``, with the prompt tokens of rows that repeat another row's prompt left out: those rows
+    read the first such row's prompt tokens (same tokens, same positions) through the attention gather."""
+    rows, width = input_ids.shape
+    prompt_len = width - response_len
+    valid = attention_mask.bool()
+    prompt_key = torch.where(valid[:, :prompt_len], input_ids[:, :prompt_len], -1)
+    _, group = torch.unique(prompt_key, dim=0, return_inverse=True)
+    row_ids = torch.arange(rows, device=input_ids.device)
+    first_of_group = torch.full((int(group.max()) + 1,), rows, device=input_ids.device).scatter_reduce(
+        0, group, row_ids, "amin"
+    )
+    leader = first_of_group[group]
+    packed = valid.clone()
+    packed[:, :prompt_len] &= (leader == row_ids)[:, None]
+    packed_flat = packed.flatten().nonzero().squeeze(1)
+    packed_at = torch.full((rows * width,), -1, dtype=torch.long, device=input_ids.device)
+    packed_at[packed_flat] = torch.arange(len(packed_flat), device=input_ids.device)
+    packed_at = packed_at.view(rows, width)
+    packed_at[:, :prompt_len] = packed_at[leader, :prompt_len]  # a repeated prompt is its leader's tokens
+    # the full sequences, row after row: (row, column) of each position and the packed token it reads
+    seq_flat = valid.flatten().nonzero().squeeze(1)
+    sequence_tokens = packed_at.flatten()[seq_flat]
+    position_of = torch.full((rows * width,), -1, dtype=torch.long, device=input_ids.device)
+    position_of[seq_flat] = torch.arange(len(seq_flat), device=input_ids.device)
+    row, col = seq_flat // width, seq_flat % width
+    same_row_as_previous = torch.zeros_like(row, dtype=torch.bool)
+    same_row_as_previous[1:] = row[1:] == row[:-1]
+    targets = ((col >= prompt_len) & same_row_as_previous).nonzero().squeeze(1)
+    lengths = valid.sum(dim=1)
+    cu_seqlens = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
+    max_len = int(lengths.max())
+    return TokenSelection(
+        model_inputs={
+            "input_ids": input_ids.flatten()[packed_flat][None, :],
+            "attention_mask": None,
+            "position_ids": position_ids.flatten()[packed_flat][None, :],
+            "cu_seq_lens_q": cu_seqlens,
+            "cu_seq_lens_k": cu_seqlens,
+            "max_length_q": max_len,
+            "max_length_k": max_len,
+            "siirl_sequence_tokens": sequence_tokens,
+            "siirl_token_source": position_of[packed_flat],
+        },
+        keep=sequence_tokens[targets - 1],
+        used=None,
+        labels=input_ids.flatten()[seq_flat[targets]],
         target=row[targets] * response_len + (col[targets] - prompt_len),
     )
 

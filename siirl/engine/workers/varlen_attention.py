@@ -13,6 +13,14 @@ is the number of buckets, not of sequences.
 Sequence boundaries come from the ``cu_seq_lens_q`` keyword that transformers forwards to attention
 functions (the same argument flash attention's varlen path reads). Registered in transformers'
 ``AttentionInterface`` as ``siirl_varlen_sdpa``; full causal attention only (no sliding window).
+
+Shared prompts (the ``shared`` layout of ``padding_free``): the packed row holds each prompt once, however
+many responses follow it. Two more keywords describe that: ``siirl_sequence_tokens`` lists, sequence after
+sequence, the packed token at each position of every full ``prompt + response`` sequence (so a prompt's
+tokens appear once per response) and ``cu_seq_lens_q`` bounds those sequences; ``siirl_token_source``
+says which of those positions gives each packed token its output. Attention then runs on the gathered
+sequences exactly as above, and the gradients of a shared prompt's keys and values add up over its
+responses through the gather.
 """
 
 from __future__ import annotations
@@ -67,6 +75,9 @@ def varlen_sdpa_attention(
     groups = query.shape[1] // key.shape[1]
     if groups > 1:
         key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
+    sequence_tokens = kwargs.get("siirl_sequence_tokens")
+    if sequence_tokens is not None:
+        query, key, value = (x.index_select(2, sequence_tokens) for x in (query, key, value))
     p = dropout if module.training else 0.0
     heads, dim = query.shape[1], query.shape[3]
     outputs, order = [], []
@@ -85,6 +96,8 @@ def varlen_sdpa_attention(
         order.append(index.index_select(0, keep))
     flat = torch.cat(outputs, dim=1)
     result = flat.new_empty(flat.shape).index_copy(1, torch.cat(order), flat)
+    if sequence_tokens is not None:
+        result = result.index_select(1, kwargs["siirl_token_source"])
     return result.transpose(0, 1).unsqueeze(0), None
 
 
