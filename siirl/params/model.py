@@ -4,6 +4,9 @@ from dataclasses import dataclass, field
 
 from siirl.params.environment import MultiTurnConfig
 
+#: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
+REMOVE_PADDING_LAYOUTS = ("auto", "packed", "trimmed")
+
 
 @dataclass
 class ModelConfig:
@@ -17,7 +20,8 @@ class ModelConfig:
     enable_gradient_checkpointing: bool = False
     #: Padding-free micro-batches (packed/trimmed sequences).
     use_remove_padding: bool = True
-    #: auto (packed with varlen flash attention, else length-trimmed) | packed | trimmed
+    #: auto (packed with a varlen kernel, each shared prompt once under siiRL's varlen SDPA; else
+    #: length-trimmed) | packed (one prompt copy per response) | trimmed
     remove_padding_layout: str = "auto"
     trust_remote_code: bool = False
 

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
 from siirl.params.enums import WorkflowType
+from siirl.params.model import REMOVE_PADDING_LAYOUTS
 from siirl.params.old_log_prob import OLD_LOG_PROB_KEY, resolve_old_log_prob_source
 from siirl.params.old_log_prob import SOURCES as OLD_LOG_PROB_SOURCES
 
@@ -48,6 +49,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "actor_rollout_ref.actor.strategy": _one_of("auto", "fsdp", "fsdp2", "replicate"),
     "critic.strategy": _one_of("auto", "fsdp", "fsdp2", "replicate"),
     "actor_rollout_ref.model.dtype": _one_of("auto", "float32", "bfloat16", "float16"),
+    "actor_rollout_ref.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
+    "critic.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "critic.optim.lr_scheduler_type": _one_of("constant", "cosine"),
     "trainer.nnodes": _POSITIVE,
     "trainer.log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),

@@ -35,12 +35,12 @@ from siirl.algorithms.registry import Registry
 from siirl.device.kernels import VARLEN_ATTENTION_NAMES
 from siirl.engine.workers.varlen_attention import VARLEN_SDPA
 from siirl.errors import ConfigError
+from siirl.params.model import REMOVE_PADDING_LAYOUTS
 
 #: Attention kernels that take packed sequences natively (sequence boundaries from ``cu_seq_lens_q``).
 VARLEN_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3", VARLEN_SDPA, *VARLEN_ATTENTION_NAMES})
 #: Kernels whose math ``siirl_varlen_sdpa`` reproduces for packed sequences.
 SDPA_LIKE = frozenset({"sdpa", "eager"})
-LAYOUT_CHOICES = ("auto", "shared", "packed", "trimmed")
 
 
 @dataclass(frozen=True)
@@ -69,25 +69,20 @@ def choose_layout(
     ``model.remove_padding_layout`` and the model's attention kernel.
 
     Packing needs a kernel that keeps packed sequences apart without a dense mask: flash attention's varlen
-    path, or siiRL's ``siirl_varlen_sdpa`` in place of sdpa / eager (full causal attention only), which
-    also packs shared prompts once (``shared``, what ``auto`` picks with it). Other kernels trim instead,
-    unless packing is requested explicitly (transformers then builds dense masks).
+    path, or siiRL's ``siirl_varlen_sdpa`` in place of sdpa / eager (full causal attention only), with
+    which ``auto`` also packs shared prompts once (``shared``; ``packed`` asks for one copy per row).
+    Other kernels trim instead, unless packing is requested explicitly (transformers then builds dense
+    masks).
     """
     if not use_remove_padding:
         return "padded", attn_implementation
-    if requested not in LAYOUT_CHOICES:
+    if requested not in REMOVE_PADDING_LAYOUTS:
         raise ConfigError(
-            f"model.remove_padding_layout={requested!r} is not one of {', '.join(LAYOUT_CHOICES)}"
+            f"model.remove_padding_layout={requested!r} is not one of {', '.join(REMOVE_PADDING_LAYOUTS)}"
         )
     if requested == "trimmed":
         return "trimmed", attn_implementation
-    ours = attn_implementation == VARLEN_SDPA or (attn_implementation in SDPA_LIKE and full_causal)
-    if requested == "shared" and not ours:
-        raise ConfigError(
-            f"model.remove_padding_layout=shared needs sdpa or eager attention with full causal masks "
-            f"(run as {VARLEN_SDPA}), not {attn_implementation!r}"
-        )
-    if ours:
+    if attn_implementation == VARLEN_SDPA or (attn_implementation in SDPA_LIKE and full_causal):
         return ("packed" if requested == "packed" else "shared"), VARLEN_SDPA
     if attn_implementation in VARLEN_ATTENTION:
         return "packed", attn_implementation
