@@ -89,6 +89,23 @@ def test_layout_values_of_a_head_without_logits_to_keep(tiny_model_dir, layout):
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
+def _log_probs_and_gradients(model_dir, batch, layout: str, attn: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Response log-probs (temperature 0.7) under ``layout`` and the gradient of an advantage-weighted sum."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation=attn)
+    out = response_outputs(
+        model,
+        batch["input_ids"],
+        batch["attention_mask"],
+        batch["position_ids"],
+        8,
+        layout,
+        log_prob_reduce(0.7, with_entropy=False),
+        logits_to_keep=True,
+    )
+    (out * batch["advantages"]).sum().backward()
+    return out, torch.cat([p.grad.flatten() for p in model.parameters()])
+
+
 def test_gradients_match_between_layouts(tiny_model_dir):
     batch = make_batch(6, seed=5)
     grads = {}
@@ -98,21 +115,7 @@ def test_gradients_match_between_layouts(tiny_model_dir):
         ("packed", "sdpa"),
         ("packed", VARLEN_SDPA),
     ]:
-        model = AutoModelForCausalLM.from_pretrained(
-            tiny_model_dir, dtype=torch.float32, attn_implementation=attn
-        )
-        out = response_outputs(
-            model,
-            batch["input_ids"],
-            batch["attention_mask"],
-            batch["position_ids"],
-            8,
-            layout,
-            log_prob_reduce(0.7, with_entropy=False),
-            logits_to_keep=True,
-        )
-        (out * batch["advantages"]).sum().backward()
-        grads[layout, attn] = torch.cat([p.grad.flatten() for p in model.parameters()])
+        grads[layout, attn] = _log_probs_and_gradients(tiny_model_dir, batch, layout, attn)[1]
     for key, grad in grads.items():
         torch.testing.assert_close(grad, grads["padded", "sdpa"], atol=1e-5, rtol=1e-4, msg=str(key))
 
@@ -140,21 +143,10 @@ def test_shared_prompts_are_packed_once_with_packed_results(tiny_model_dir):
     prompt_tokens = batch["attention_mask"][:, :6].sum(-1)
     repeated = int(sum(prompt_tokens[row] for row, source in enumerate(PROMPT_OF_ROW) if source != row))
     assert selection.model_inputs["input_ids"].shape[1] == int(batch["attention_mask"].sum()) - repeated
-    results = {}
-    for layout, attn in [("padded", "sdpa"), ("shared", VARLEN_SDPA)]:
-        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation=attn)
-        out = response_outputs(
-            model,
-            batch["input_ids"],
-            batch["attention_mask"],
-            batch["position_ids"],
-            8,
-            layout,
-            log_prob_reduce(0.7, with_entropy=True),
-            logits_to_keep=True,
-        )
-        (out[..., 0] * batch["advantages"]).sum().backward()
-        results[layout] = (out, torch.cat([p.grad.flatten() for p in model.parameters()]))
+    results = {
+        layout: _log_probs_and_gradients(tiny_model_dir, batch, layout, attn)
+        for layout, attn in [("padded", "sdpa"), ("shared", VARLEN_SDPA)]
+    }
     torch.testing.assert_close(results["shared"][0], results["padded"][0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(results["shared"][1], results["padded"][1], atol=1e-5, rtol=1e-4)
 
