@@ -143,6 +143,9 @@ def test_shared_prompts_are_packed_once_with_packed_results(tiny_model_dir):
     prompt_tokens = batch["attention_mask"][:, :6].sum(-1)
     repeated = int(sum(prompt_tokens[row] for row, source in enumerate(PROMPT_OF_ROW) if source != row))
     assert selection.model_inputs["input_ids"].shape[1] == int(batch["attention_mask"].sum()) - repeated
+    distinct = make_batch(4, seed=8)  # no prompt repeats: plain packing, no gather for the kernel
+    plain = select_shared_prompts(distinct["input_ids"], distinct["attention_mask"], distinct["position_ids"], 8)
+    assert "siirl_sequence_tokens" not in plain.model_inputs
     results = {
         layout: _log_probs_and_gradients(tiny_model_dir, batch, layout, attn)
         for layout, attn in [("padded", "sdpa"), ("shared", VARLEN_SDPA)]

@@ -138,67 +138,32 @@ def select_trimmed(
     return _select_columns(input_ids, attention_mask, position_ids, response_len, trim=True)
 
 
-@LAYOUTS.register("packed")
-def select_packed(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int
+def _pack(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    response_len: int,
+    share_prompts: bool,
 ) -> TokenSelection:
-    width = input_ids.shape[1]
-    prompt_len = width - response_len
-    flat = attention_mask.bool().flatten().nonzero().squeeze(1)
-    row, col = flat // width, flat % width
-    same_row_as_previous = torch.zeros_like(row, dtype=torch.bool)
-    same_row_as_previous[1:] = row[1:] == row[:-1]
-    targets = ((col >= prompt_len) & same_row_as_previous).nonzero().squeeze(1)
-    packed_ids = input_ids.flatten()[flat]
-    lengths = attention_mask.bool().sum(dim=1)
-    cu_seqlens = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
-    max_len = int(lengths.max())
-    return TokenSelection(
-        model_inputs={
-            "input_ids": packed_ids[None, :],
-            "attention_mask": None,
-            "position_ids": position_ids.flatten()[flat][None, :],
-            # Sequence boundaries for varlen kernels (flash attention, siirl_varlen_sdpa); others ignore them.
-            "cu_seq_lens_q": cu_seqlens,
-            "cu_seq_lens_k": cu_seqlens,
-            "max_length_q": max_len,
-            "max_length_k": max_len,
-        },
-        keep=targets - 1,
-        used=None,
-        labels=packed_ids[targets],
-        target=row[targets] * response_len + (col[targets] - prompt_len),
-    )
-
-
-@LAYOUTS.register("shared")
-def select_shared_prompts(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int
-) -> TokenSelection:
-    """``packed``, with the prompt tokens of rows that repeat another row's prompt left out: those rows
-    read the first such row's prompt tokens (same tokens, same positions) through the attention gather."""
+    """Every valid token in one row; with ``share_prompts``, a row whose prompt an earlier row repeats
+    leaves its prompt tokens out and reads that row's (same tokens, same positions) through the attention
+    gather (``siirl_sequence_tokens`` / ``siirl_token_source``, sent only when some prompt is shared)."""
     rows, width = input_ids.shape
     prompt_len = width - response_len
+    device = input_ids.device
     valid = attention_mask.bool()
-    prompt_key = torch.where(valid[:, :prompt_len], input_ids[:, :prompt_len], -1)
-    _, group = torch.unique(prompt_key, dim=0, return_inverse=True)
-    row_ids = torch.arange(rows, device=input_ids.device)
-    first_of_group = torch.full((int(group.max()) + 1,), rows, device=input_ids.device).scatter_reduce(
-        0, group, row_ids, "amin"
-    )
-    leader = first_of_group[group]
+    row_ids = torch.arange(rows, device=device)
+    leader = row_ids
+    if share_prompts:
+        prompt_key = torch.where(valid[:, :prompt_len], input_ids[:, :prompt_len], -1)
+        _, group = torch.unique(prompt_key, dim=0, return_inverse=True)
+        first_of_group = torch.full((int(group.max()) + 1,), rows, device=device)
+        leader = first_of_group.scatter_reduce(0, group, row_ids, "amin")[group]
     packed = valid.clone()
     packed[:, :prompt_len] &= (leader == row_ids)[:, None]
     packed_flat = packed.flatten().nonzero().squeeze(1)
-    packed_at = torch.full((rows * width,), -1, dtype=torch.long, device=input_ids.device)
-    packed_at[packed_flat] = torch.arange(len(packed_flat), device=input_ids.device)
-    packed_at = packed_at.view(rows, width)
-    packed_at[:, :prompt_len] = packed_at[leader, :prompt_len]  # a repeated prompt is its leader's tokens
     # the full sequences, row after row: (row, column) of each position and the packed token it reads
     seq_flat = valid.flatten().nonzero().squeeze(1)
-    sequence_tokens = packed_at.flatten()[seq_flat]
-    position_of = torch.full((rows * width,), -1, dtype=torch.long, device=input_ids.device)
-    position_of[seq_flat] = torch.arange(len(seq_flat), device=input_ids.device)
     row, col = seq_flat // width, seq_flat % width
     same_row_as_previous = torch.zeros_like(row, dtype=torch.bool)
     same_row_as_previous[1:] = row[1:] == row[:-1]
@@ -206,23 +171,48 @@ def select_shared_prompts(
     lengths = valid.sum(dim=1)
     cu_seqlens = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
     max_len = int(lengths.max())
+    model_inputs = {
+        "input_ids": input_ids.flatten()[packed_flat][None, :],
+        "attention_mask": None,
+        "position_ids": position_ids.flatten()[packed_flat][None, :],
+        # Sequence boundaries for varlen kernels (flash attention, siirl_varlen_sdpa); others ignore them.
+        "cu_seq_lens_q": cu_seqlens,
+        "cu_seq_lens_k": cu_seqlens,
+        "max_length_q": max_len,
+        "max_length_k": max_len,
+    }
+    sequence_tokens = torch.arange(len(seq_flat), device=device)
+    if len(packed_flat) < len(seq_flat):
+        packed_at = torch.full((rows * width,), -1, dtype=torch.long, device=device)
+        packed_at[packed_flat] = torch.arange(len(packed_flat), device=device)
+        packed_at = packed_at.view(rows, width)
+        packed_at[:, :prompt_len] = packed_at[leader, :prompt_len]  # a repeated prompt is its leader's tokens
+        position_of = torch.full((rows * width,), -1, dtype=torch.long, device=device)
+        position_of[seq_flat] = sequence_tokens
+        sequence_tokens = packed_at.flatten()[seq_flat]
+        model_inputs["siirl_sequence_tokens"] = sequence_tokens
+        model_inputs["siirl_token_source"] = position_of[packed_flat]
     return TokenSelection(
-        model_inputs={
-            "input_ids": input_ids.flatten()[packed_flat][None, :],
-            "attention_mask": None,
-            "position_ids": position_ids.flatten()[packed_flat][None, :],
-            "cu_seq_lens_q": cu_seqlens,
-            "cu_seq_lens_k": cu_seqlens,
-            "max_length_q": max_len,
-            "max_length_k": max_len,
-            "siirl_sequence_tokens": sequence_tokens,
-            "siirl_token_source": position_of[packed_flat],
-        },
+        model_inputs=model_inputs,
         keep=sequence_tokens[targets - 1],
         used=None,
         labels=input_ids.flatten()[seq_flat[targets]],
         target=row[targets] * response_len + (col[targets] - prompt_len),
     )
+
+
+@LAYOUTS.register("packed")
+def select_packed(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int
+) -> TokenSelection:
+    return _pack(input_ids, attention_mask, position_ids, response_len, share_prompts=False)
+
+
+@LAYOUTS.register("shared")
+def select_shared_prompts(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int
+) -> TokenSelection:
+    return _pack(input_ids, attention_mask, position_ids, response_len, share_prompts=True)
 
 
 def supports_logits_to_keep(model: nn.Module) -> bool:
