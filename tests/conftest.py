@@ -1,6 +1,7 @@
 """Shared fixtures: fake accelerator stacks and skipping of device-marked tests."""
 
 import importlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -83,6 +84,19 @@ def fake_cuda(monkeypatch):
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def load_benchmark():
+    """Import a script of ``benchmarks/`` by file name: they are scripts, not a package."""
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,9 +1,7 @@
 """benchmarks/trl_grpo.py feeds TRL what siiRL's own trainer sees: the same prompt batches and tokens, the
 same scores and the batch arithmetic of siiRL's config. Skipped where trl is not installed (as in CI)."""
 
-import importlib.util
 import io
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,17 +12,12 @@ pytest.importorskip("trl")
 from siirl.data_coordinator import build_train_dataloader, non_tensor_list, set_non_tensor_list
 from siirl.params import load_config
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "benchmarks" / "trl_grpo.py"
 STEPS = 2
 
 
 @pytest.fixture(scope="module")
-def trl_grpo():
-    spec = importlib.util.spec_from_file_location("trl_grpo", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def trl_grpo(load_benchmark):
+    return load_benchmark("trl_grpo")
 
 
 @pytest.fixture(scope="module")

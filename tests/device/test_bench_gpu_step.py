@@ -1,6 +1,5 @@
 """The CPU-checkable parts of benchmarks/bench_gpu_step.py: model shape, saved dir, launcher overrides."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -13,11 +12,8 @@ SCRIPT = REPO / "benchmarks" / "bench_gpu_step.py"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_gpu_step", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_benchmark):
+    return load_benchmark("bench_gpu_step")
 
 
 def test_full_size_model_is_qwen25_05b_shaped(bench):
