@@ -225,14 +225,13 @@ class HFRolloutEngine(RolloutEngine):
         config = self._generation_config(params)
         pieces: list[dict[str, torch.Tensor]] = []
         record = self.records_log_probs and not params.greedy
-        repeats = params.n
-        rows_per_chunk = max(repeats, self.micro_batch_size // repeats * repeats)  # whole prompt groups
+        rows_per_chunk = max(params.n, self.micro_batch_size // params.n * params.n)  # whole prompt groups
+        # kept for the output; generate derives positions from the mask
+        fields = [k for k in ("input_ids", "attention_mask", "position_ids") if k in set(expanded.keys())]
         for start in range(0, expanded.batch_size[0], rows_per_chunk):
-            chunk = expanded[start : start + rows_per_chunk].select("input_ids", "attention_mask")
-            if "position_ids" in set(expanded.keys()):  # kept for the output; generate derives them from the mask
-                chunk["position_ids"] = expanded["position_ids"][start : start + rows_per_chunk]
+            chunk = expanded[start : start + rows_per_chunk].select(*fields)
             recorder = SampledLogProbs(params.temperature) if record else None
-            pieces.append(self._generate_chunk(chunk, config, recorder, repeats))
+            pieces.append(self._generate_chunk(chunk, config, recorder, params.n))
         for key in pieces[0]:
             expanded[key] = torch.cat([piece[key] for piece in pieces])
         return expanded
