@@ -31,7 +31,7 @@ from siirl.algorithms.registry import Registry, config_value
 
 AdvantageFn = Callable[["AdvantageInputs"], tuple[torch.Tensor, torch.Tensor]]
 
-ADV_ESTIMATORS: Registry[AdvantageFn] = Registry("advantage estimator")
+ADV_ESTIMATORS: Registry[AdvantageFn] = Registry("advantage estimator", open=True)
 
 
 def register_adv_estimator(

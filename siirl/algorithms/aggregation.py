@@ -38,7 +38,7 @@ Unit = Literal["token", "seq"]
 AggResult = tuple[torch.Tensor, torch.Tensor | int, Unit]
 AggFn = Callable[[torch.Tensor, torch.Tensor, float], AggResult]
 
-AGG_MODES: Registry[AggFn] = Registry("loss_agg_mode")
+AGG_MODES: Registry[AggFn] = Registry("loss_agg_mode", open=True)
 
 
 @AGG_MODES.register("token-mean")

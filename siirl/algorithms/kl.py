@@ -27,7 +27,7 @@ from siirl.algorithms.registry import Registry, config_value
 from siirl.errors import ConfigError
 
 KLFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-KL_ESTIMATORS: Registry[KLFn] = Registry("KL penalty type")
+KL_ESTIMATORS: Registry[KLFn] = Registry("KL penalty type", open=True)
 
 
 @KL_ESTIMATORS.register("k1", "kl")
@@ -109,7 +109,7 @@ class AdaptiveKLController:
         self.value *= 1 + error * n_steps / self.horizon
 
 
-KL_CONTROLLERS: Registry[Callable[[Any], KLController]] = Registry("KL controller type")
+KL_CONTROLLERS: Registry[Callable[[Any], KLController]] = Registry("KL controller type", open=True)
 
 
 @KL_CONTROLLERS.register("fixed")

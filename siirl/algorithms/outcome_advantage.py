@@ -53,7 +53,7 @@ def grpo_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]
 
 #: CPGD weight factors: (scores, group stats, inputs) -> per-response advantage.
 CpgdWeightFn = Callable[[torch.Tensor, GroupStats, AdvantageInputs], torch.Tensor]
-CPGD_WEIGHTS: Registry[CpgdWeightFn] = Registry("weight_factor_in_cpgd")
+CPGD_WEIGHTS: Registry[CpgdWeightFn] = Registry("weight_factor_in_cpgd", open=True)
 
 
 @CPGD_WEIGHTS.register("STD_weight")

@@ -37,7 +37,7 @@ from siirl.errors import ConfigError
 Metrics = dict[str, torch.Tensor]
 PolicyLossFn = Callable[["PolicyLossInputs"], tuple[torch.Tensor, Metrics]]
 
-POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss_mode")
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss_mode", open=True)
 
 
 def register_policy_loss(*names: str | Enum) -> Callable[[PolicyLossFn], PolicyLossFn]:

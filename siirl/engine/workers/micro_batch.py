@@ -28,7 +28,7 @@ from siirl.native import rearrange_micro_batches
 MicroBatches = list[list[int]]
 #: ``fn(seqlens, padded_width, budget, min_count) -> micro-batches`` (row indices)
 PlanFn = Callable[[list[int], int, int, int], MicroBatches]
-PLANNERS: Registry[PlanFn] = Registry("micro-batch layout")
+PLANNERS: Registry[PlanFn] = Registry("micro-batch layout", open=True)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from siirl.errors import ConfigError
 
 #: ``fn(step_after_warmup, decay_steps, min_lr_ratio) -> lr factor``
 ScheduleFn = Callable[[int, int, float], float]
-LR_SCHEDULES: Registry[ScheduleFn] = Registry("lr_scheduler_type")
+LR_SCHEDULES: Registry[ScheduleFn] = Registry("lr_scheduler_type", open=True)
 
 
 @LR_SCHEDULES.register("constant")

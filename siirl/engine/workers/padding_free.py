@@ -59,7 +59,7 @@ class TokenSelection:
 
 
 SelectFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], TokenSelection]
-LAYOUTS: Registry[SelectFn] = Registry("padding-free layout")
+LAYOUTS: Registry[SelectFn] = Registry("padding-free layout", open=True)
 
 
 def choose_layout(

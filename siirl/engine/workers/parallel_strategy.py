@@ -63,7 +63,7 @@ class ParallelStrategy(ABC):
         return full_named_parameters(model)
 
 
-STRATEGIES: Registry[type[ParallelStrategy]] = Registry("actor strategy")
+STRATEGIES: Registry[type[ParallelStrategy]] = Registry("actor strategy", open=True)
 
 
 @STRATEGIES.register("fsdp", "fsdp2")

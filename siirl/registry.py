@@ -1,0 +1,122 @@
+"""The one name -> entry registry every pluggable family uses (estimators, losses, engines, roles, ...).
+
+A leaf module: it imports nothing from siiRL but ``siirl.errors``, so ``params/`` and the planner can
+read registries without importing torch. The rules are the same for every family:
+
+- ``register("name", "alias", **metadata)`` decorates a function or class; metadata (e.g. what an
+  estimator needs from the pipeline) rides with the entry and is read with ``metadata(name)``.
+- Registering a taken name again with the SAME object is a no-op (module reloads); with a different object
+  it raises ``ValueError`` naming both, unless the call says ``replace=True`` (tests, deliberate overrides).
+- ``get`` of an unknown name is one ``ConfigError`` line listing what is registered. An ``open`` family
+  also accepts ``module:attr`` and imports it from user code on first use.
+- ``config_keys`` names the config keys whose value must be an entry of this family; config validation is
+  generated from them (``validation_rules``), so the allowed values are stated once, here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+from siirl.errors import ConfigError
+
+T = TypeVar("T")
+
+#: Every registry by kind, so config validation can find the families that govern config keys.
+_ALL: dict[str, Registry[Any]] = {}
+
+
+def _key(name: str | Enum) -> str:
+    """Enum members register and look up by their value, so YAML strings and enums are interchangeable."""
+    return name.value if isinstance(name, Enum) else str(name)
+
+
+def import_ref(ref: str, what: str) -> Any:
+    """``module:attr`` (dots allowed in attr) from user code; a failure is one ``ConfigError`` line."""
+    module_name, sep, attr_path = ref.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise ConfigError(f"{what} {ref!r} must look like 'module:function'")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for attr in attr_path.split("."):
+            target = getattr(target, attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"{what} {ref!r} cannot be imported ({type(exc).__name__}: {reason})") from exc
+    return target
+
+
+class Registry(Generic[T]):
+    """Entries of one family, keyed by the name users write in configs."""
+
+    def __init__(self, kind: str, *, open: bool = False, config_keys: tuple[str, ...] = ()) -> None:
+        self.kind = kind
+        self.open = open
+        self.config_keys = config_keys
+        self._entries: dict[str, T] = {}
+        self._metadata: dict[str, dict[str, Any]] = {}
+        _ALL[kind] = self
+
+    def register(self, *names: str | Enum, replace: bool = False, **metadata: Any) -> Callable[[T], T]:
+        """Decorator registering an entry under one or more names (aliases), with optional metadata."""
+        if not names:
+            raise ValueError(f"register() of a {self.kind} needs at least one name")
+
+        def wrap(entry: T) -> T:
+            for name in names:
+                self.add(_key(name), entry, replace=replace, **metadata)
+            return entry
+
+        return wrap
+
+    def add(self, name: str | Enum, entry: T, *, replace: bool = False, **metadata: Any) -> T:
+        key = _key(name)
+        if not key:
+            raise ValueError(f"a {self.kind} needs a non-empty name")
+        current = self._entries.get(key)
+        if current is not None and current is not entry and not replace:
+            raise ValueError(f"{self.kind} '{key}' is already registered to {current!r}")
+        self._entries[key] = entry
+        self._metadata[key] = metadata
+        return entry
+
+    def get(self, name: str | Enum) -> T:
+        key = _key(name)
+        if key not in self._entries and self.open and ":" in key:
+            self._entries[key] = self._import(key)
+            self._metadata[key] = {}
+        if key not in self._entries:
+            extra = " (or 'module:function')" if self.open else ""
+            raise ConfigError(f"unknown {self.kind} '{key}'; registered: {', '.join(self.names())}{extra}")
+        return self._entries[key]
+
+    def metadata(self, name: str | Enum) -> dict[str, Any]:
+        """What the entry was registered with (empty for entries imported from user code)."""
+        self.get(name)
+        return self._metadata[_key(name)]
+
+    def _import(self, ref: str) -> T:
+        target = import_ref(ref, self.kind)
+        if not callable(target):
+            raise ConfigError(f"{self.kind} '{ref}' is a {type(target).__name__}, not a function")
+        return target
+
+    def names(self) -> list[str]:
+        """Registered names (entries imported from user code by ``module:function`` not included)."""
+        return sorted(key for key in self._entries if ":" not in key)
+
+    def items(self) -> Iterator[tuple[str, T]]:
+        return ((key, self._entries[key]) for key in self.names())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, (str, Enum)) and _key(name) in self._entries
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+
+def registries() -> dict[str, Registry[Any]]:
+    """Every registry created so far, by kind."""
+    return dict(_ALL)
