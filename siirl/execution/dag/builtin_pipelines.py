@@ -18,13 +18,13 @@ from siirl.algorithms.needs import estimator_needs
 from siirl.errors import ConfigError
 from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract, declared_contract
-from siirl.execution.dag.contract_check import uses_critic
 from siirl.execution.dag.node import resolve_callable, resolve_node_callable
 from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.role_defaults import FILTERS, NODES
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.dag.workflow_yaml import load_workflow_yaml
+from siirl.execution.roles import uses_critic
 from siirl.params.enums import WorkflowType
 
 
@@ -116,19 +116,22 @@ def order_by_contracts(node_ids: list[str], cfg: Any) -> list[str]:
     return ordered
 
 
-def _steps(head: list[str], cfg: Any) -> list[str]:
-    """The chain after ``head``, derived from the estimator's needs and the critic setting."""
+def policy_steps(cfg: Any) -> list[str]:
+    """The steps that train one policy once its samples are scored, derived from the estimator's needs and
+    the critic setting, in contract order. Single-policy graphs and every agent of a team use them."""
     needs = estimator_needs(cfg_get(cfg, "algorithm.adv_estimator", "grpo"))
     baseline = ["reward_baseline"] if needs.reward_baselines else []
     if uses_critic(cfg):
         critic = ["actor_old_log_prob", "reference_log_prob", "critic_value", "calculate_advantages", "critic_train"]
-        return [*head, *baseline, *critic, "actor_train"]
-    return [*head, *baseline, "calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
+        steps = [*baseline, *critic, "actor_train"]
+    else:
+        steps = [*baseline, "calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
+    return order_by_contracts(steps, cfg)
 
 
 def derived_pipeline(pipeline_id: str, description: str, head: list[str], cfg: Any) -> TaskGraph:
     """The chain for ``cfg`` (``None``: the defaults), ordered so that every read comes after its writer."""
-    return chain_pipeline(pipeline_id, description, order_by_contracts(_steps(head, cfg), cfg)).build()
+    return chain_pipeline(pipeline_id, description, order_by_contracts([*head, *policy_steps(cfg)], cfg)).build()
 
 
 @register_pipeline("grpo")
