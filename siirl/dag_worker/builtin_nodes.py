@@ -42,6 +42,12 @@ def _reference_output(cfg: Any) -> NodeContract:
     return NodeContract(writes=("ref_log_prob",), roles=("reference",)) if uses_reference(cfg) else NodeContract()
 
 
+def _reward_inputs(cfg: Any) -> NodeContract:
+    """Environment rewards read the environment's outputs; a reward model's scores come from its node."""
+    scored = NodeContract(reads=("rm_scores",)) if cfg_get(cfg, "reward_model.enable", False) else NodeContract()
+    return environment_reward_inputs(cfg).merged(scored)
+
+
 def _kl_loss_input(cfg: Any) -> NodeContract:
     use_kl_loss = cfg_get(cfg, "actor_rollout_ref.actor.use_kl_loss", False)
     return NodeContract(reads=("ref_log_prob",)) if use_kl_loss else NodeContract()
@@ -98,14 +104,28 @@ def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOut
     return NodeOutput(out, metrics=metrics)
 
 
+@node_contract(reads=SEQUENCE_KEYS, writes=("rm_scores",), roles=("reward_model",))
+def compute_rm_score(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+    """The reward model's score of each response, on its last token (verl's ``rm_scores``)."""
+    start = time.perf_counter()
+    batch["rm_scores"] = ctx.model("reward_model").compute_rm_score(batch)
+    metrics = {"reward_model/score_mean": batch["rm_scores"].sum(-1).mean().item()}
+    _timed(metrics, "reward_model", start)
+    return NodeOutput(batch, metrics=metrics)
+
+
 @node_contract(
     reads=("responses", "response_mask", "data_source", "ground_truth"), writes=("token_level_scores",),
-    when=environment_reward_inputs,
+    when=_reward_inputs,
 )
 def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
-    """Rule (or model) reward on the last response token -> ``token_level_scores``."""
+    """The reward on the last response token -> ``token_level_scores``: the reward model's score when an
+    upstream node wrote ``rm_scores`` (it replaces the rule score, as in verl), else the rule reward."""
     start = time.perf_counter()
-    scores, _extra = ctx.reward_manager(batch, ctx.tokenizer)
+    if "rm_scores" in batch.keys():  # noqa: SIM118 - keys() works on every tensordict release
+        scores = batch["rm_scores"]
+    else:
+        scores, _extra = ctx.reward_manager(batch, ctx.tokenizer)
     batch["token_level_scores"] = scores.to(torch.float32)
     seq_scores = scores.sum(-1)
     metrics = {"reward/mean": seq_scores.mean().item(), "reward/max": seq_scores.max().item()}
@@ -235,6 +255,7 @@ class BuiltinNodeMethods:
     """
 
     generate = staticmethod(generate)
+    compute_rm_score = staticmethod(compute_rm_score)
     compute_reward = staticmethod(compute_reward)
     compute_advantage = staticmethod(compute_advantage)
     compute_old_log_prob = staticmethod(compute_old_log_prob)

@@ -40,6 +40,7 @@ class _Step:
 STEPS: dict[str, _Step] = {
     "rollout_actor": _Step(f"{NODES}:generate", NodeType.MODEL_INFERENCE, NodeRole.ROLLOUT),
     "embodied_sampling": _Step(f"{FILTERS}:embodied_sampling", NodeType.COMPUTE, NodeRole.EMBODIED_SAMPLING),
+    "reward_model": _Step(f"{NODES}:compute_rm_score", NodeType.MODEL_INFERENCE, NodeRole.REWARD),
     "function_reward": _Step(f"{NODES}:compute_reward", NodeType.COMPUTE, NodeRole.REWARD),
     "dynamic_sampling": _Step(f"{FILTERS}:dynamic_sampling", NodeType.COMPUTE, NodeRole.DYNAMIC_SAMPLING),
     "calculate_advantages": _Step(f"{NODES}:compute_advantage", NodeType.COMPUTE, NodeRole.ADVANTAGE),
@@ -129,9 +130,23 @@ def policy_steps(cfg: Any) -> list[str]:
     return order_by_contracts(steps, cfg)
 
 
+def _scoring(head: list[str], cfg: Any) -> list[str]:
+    """With ``reward_model.enable`` the reward model scores the responses before the reward node."""
+    if not cfg_get(cfg, "reward_model.enable", False):
+        return head
+    if estimator_needs(cfg_get(cfg, "algorithm.adv_estimator", "grpo")).reward_baselines:
+        raise ConfigError(
+            "reward_model.enable=true with a greedy-baseline estimator (remax) is not supported: the baseline "
+            "is scored by the rule reward; use grpo, rloo, gae, ..."
+        )
+    at = head.index("function_reward")
+    return [*head[:at], "reward_model", *head[at:]]
+
+
 def derived_pipeline(pipeline_id: str, description: str, head: list[str], cfg: Any) -> TaskGraph:
     """The chain for ``cfg`` (``None``: the defaults), ordered so that every read comes after its writer."""
-    return chain_pipeline(pipeline_id, description, order_by_contracts([*head, *policy_steps(cfg)], cfg)).build()
+    steps = [*_scoring(head, cfg), *policy_steps(cfg)]
+    return chain_pipeline(pipeline_id, description, order_by_contracts(steps, cfg)).build()
 
 
 @register_pipeline("grpo")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from siirl.errors import ConfigError
+from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.builtin_pipelines import STEPS, policy_steps
 from siirl.execution.dag.contract import ROLLOUT_WRITES, scoped_key
 from siirl.execution.dag.node_types import NodeRole, NodeType
@@ -75,6 +76,11 @@ def agent_names(graph: TaskGraph) -> list[str]:
 
 
 def _training_steps(cfg: Any) -> list[str]:
+    if cfg_get(cfg, "reward_model.enable", False):
+        raise ConfigError(
+            "reward_model.enable=true scores single-policy responses; a team is scored by its team reward "
+            "(reward_mode=shared|per_agent)"
+        )
     steps = policy_steps(cfg)
     if "reward_baseline" in steps:
         raise ConfigError(
