@@ -1,8 +1,10 @@
-"""Node functions of multi-agent graphs (see :mod:`siirl.execution.dag.multi_agent`).
+"""The team episode of multi-agent graphs (see :mod:`siirl.execution.dag.multi_agent`): each agent's turn,
+the team reward and greedy team validation.
 
 The batch holds one row per team episode (question x ``n`` samples, grouped by ``uid``); agent ``name``
 keeps its own model inputs and outputs in ``batch["agents", name]`` (a TensorDict with the standard
-rollout keys, so the actor trains on it unchanged) and its text answer in ``<name>_output``.
+rollout keys) and its text answer in ``<name>_output``. After the reward, every agent trains through the
+built-in per-policy nodes (siirl.dag_worker.builtin_nodes) with ``config={"agent": name}``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ import torch
 import torch.distributed as dist
 from tensordict import TensorDict
 
-from siirl import algorithms
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
 from siirl.engine.rollout.batch_ops import expand_prompts
 from siirl.errors import ConfigError
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import node_contract
-from siirl.execution.dag.multi_agent import AgentConfig, AgentRolloutConfig, TeamRewardConfig
+from siirl.execution.dag.multi_agent import AgentRolloutConfig, TeamRewardConfig
 from siirl.execution.dag.node import resolve_callable
 from siirl.user_interface.rewards import default_compute_score
 
@@ -61,7 +62,7 @@ def agent_generate(
 ) -> NodeOutput:
     """Agent ``node_config.agent`` answers, prompted by its ``prompt_fn`` from the earlier answers."""
     name, previous = node_config.agent, list(node_config.previous)
-    agent = ctx.agents[name]
+    agent = ctx.policy(name)
     rows = batch if previous else _start_episodes(batch, ctx)
     questions = non_tensor_list(rows, "question")
     earlier = [non_tensor_list(rows, f"{p}_output") for p in previous]
@@ -120,39 +121,6 @@ def team_reward(batch: TensorDict, config: Any = None, *, node_config: TeamRewar
     return NodeOutput(batch, metrics=metrics)
 
 
-@node_contract(reads=("agents",), config=AgentConfig)
-def agent_advantage(batch: TensorDict, config: Any = None, *, ctx, node_config: AgentConfig, **_: Any) -> NodeOutput:
-    """This agent's advantages from its own rewards, over the team episodes of one question (uid)."""
-    name, algo = node_config.agent, ctx.cfg.algorithm
-    sub = _sub(batch, name)
-    sub["token_level_rewards"] = sub["token_level_scores"]
-    advantages, returns = algorithms.compute_advantage(
-        algo.adv_estimator, token_level_rewards=sub["token_level_rewards"], response_mask=sub["response_mask"],
-        index=non_tensor_list(sub, "uid"), values=None, config=algo,
-    )
-    sub["advantages"], sub["returns"] = advantages, returns
-    return NodeOutput(batch)
-
-
-@node_contract(reads=("agents",), roles=("actor",), config=AgentConfig)
-def agent_old_log_prob(
-    batch: TensorDict, config: Any = None, *, ctx, node_config: AgentConfig, **_: Any
-) -> NodeOutput:
-    sub = _sub(batch, node_config.agent)
-    sub["old_log_probs"] = ctx.agents[node_config.agent].actor.compute_log_prob(sub)["old_log_probs"]
-    return NodeOutput(batch)
-
-
-@node_contract(reads=("agents",), roles=("actor",), config=AgentConfig)
-def agent_train(batch: TensorDict, config: Any = None, *, ctx, node_config: AgentConfig, **_: Any) -> NodeOutput:
-    """This agent's PPO update on its own rows, with its own optimiser."""
-    name = node_config.agent
-    agent = ctx.agents[name]
-    metrics = agent.actor.update_policy(_sub(batch, name))
-    agent.stale = True
-    return NodeOutput(batch, metrics={f"{name}/{key}": value for key, value in metrics.items()})
-
-
 def _in_episode(node: Any) -> bool:
     return node.executable_ref.endswith((":agent_generate", ":team_reward"))
 
@@ -183,8 +151,8 @@ def validate_team(ctx: Any, step: int = 0) -> dict[str, float]:
     in_episode = {n.node_id for w in ctx.plan.workers for n in w.graph if _in_episode(n)}
     handoffs = ctx.handoffs
     total, count = 0.0, 0
-    for agent in ctx.agents.values():  # collective weight gathers: every rank, before its own val shard
-        agent.refresh()
+    for policy in ctx.policies().values():  # collective weight gathers: every rank, before its own val shard
+        policy.refresh()
     rounds = _validation_rounds(ctx)
     fed = handoffs and handoffs.receives(episode[0].node_id)
     # a full pass over the loader (which moves it to its next epoch); fed workers read no rows

@@ -4,11 +4,16 @@ Each has the public node signature ``fn(batch, config=None, **kwargs) -> NodeOut
 worker's models in ``kwargs["ctx"]`` (a :class:`siirl.dag_worker.context.WorkerContext`), so a custom
 pipeline can reuse any of them next to its own nodes. Each declares its contract (batch keys read and
 written, model roles) with ``node_contract``; the planner checks the whole graph against them.
+
+The nodes after the rollout act on ONE policy: the run's, or, with ``config={"agent": name}``, agent
+``name``'s (its rows ``batch["agents", name]``, its models ``<name>/actor``, ``<name>/critic`` ...,
+its metrics prefixed ``<name>/``). Single policies and multi-agent teams run this same code.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,12 +24,11 @@ from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.environment.outputs import environment_outputs, environment_reward_inputs
 from siirl.execution.config_access import cfg_get
 from siirl.execution.dag import NodeOutput
-from siirl.execution.dag.contract import NodeContract, node_contract
-from siirl.execution.dag.contract_check import uses_reference
+from siirl.execution.dag.contract import AGENTS_FIELD, ROLLOUT_WRITES, NodeContract, node_contract
+from siirl.execution.roles import uses_reference
 
 #: What a model forward over prompt + response reads.
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
-ROLLOUT_WRITES = ("prompts", "responses", "response_mask", "input_ids", "attention_mask", "position_ids", "uid")
 
 
 def _advantage_inputs(cfg: Any) -> NodeContract:
@@ -38,6 +42,12 @@ def _reference_output(cfg: Any) -> NodeContract:
     return NodeContract(writes=("ref_log_prob",), roles=("reference",)) if uses_reference(cfg) else NodeContract()
 
 
+def _reward_inputs(cfg: Any) -> NodeContract:
+    """Environment rewards read the environment's outputs; a reward model's scores come from its node."""
+    scored = NodeContract(reads=("rm_scores",)) if cfg_get(cfg, "reward_model.enable", False) else NodeContract()
+    return environment_reward_inputs(cfg).merged(scored)
+
+
 def _kl_loss_input(cfg: Any) -> NodeContract:
     use_kl_loss = cfg_get(cfg, "actor_rollout_ref.actor.use_kl_loss", False)
     return NodeContract(reads=("ref_log_prob",)) if use_kl_loss else NodeContract()
@@ -47,35 +57,75 @@ def _timed(metrics: dict[str, float], key: str, start: float) -> None:
     metrics[f"timing_s/{key}"] = time.perf_counter() - start
 
 
+@dataclass
+class PolicyNodeConfig:
+    """Own section of a per-policy node: the agent whose policy it acts on (empty: the run's policy)."""
+
+    agent: str = ""
+
+
+def _agent(node_config: Any) -> str:
+    return node_config.agent if isinstance(node_config, PolicyNodeConfig) else ""
+
+
+def _rows(batch: TensorDict, agent: str) -> TensorDict:
+    """The policy's rows: the batch itself, or the agent's nested rows (written in place)."""
+    return batch.get((AGENTS_FIELD, agent)) if agent else batch
+
+
+def _scoped(metrics: dict[str, float], agent: str) -> dict[str, float]:
+    return {f"{agent}/{key}": value for key, value in metrics.items()} if agent else metrics
+
+
+def per_policy(**contract: Any):
+    """``node_contract`` of a node acting on one policy's rows (see the module docstring)."""
+    return node_contract(config=PolicyNodeConfig, per_policy=True, **contract)
+
+
 @node_contract(
     reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",), when=environment_outputs
 )
 def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Roll out ``n`` responses per prompt with the current policy (weights synced when stale)."""
     start = time.perf_counter()
-    ctx.refresh_rollout_weights()
-    out = ctx.rollout.generate(batch, validate=ctx.validating)
-    ctx.rollout_done()
+    policy = ctx.policy()
+    policy.refresh()
+    out = policy.rollout.generate(batch, validate=ctx.validating)
+    policy.done()
     lengths = out["response_mask"].sum(-1).float()
     prompt_lengths = batch["attention_mask"].sum(-1).float()
     metrics = {
         "response_length/mean": lengths.mean().item(),
         "response_length/max": lengths.max().item(),
         "prompt_length/mean": prompt_lengths.mean().item(),
-        **ctx.rollout.rollout_metrics(out),
+        **policy.rollout.rollout_metrics(out),
     }
     _timed(metrics, "gen", start)
     return NodeOutput(out, metrics=metrics)
 
 
+@node_contract(reads=SEQUENCE_KEYS, writes=("rm_scores",), roles=("reward_model",))
+def compute_rm_score(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+    """The reward model's score of each response, on its last token (verl's ``rm_scores``)."""
+    start = time.perf_counter()
+    batch["rm_scores"] = ctx.model("reward_model").compute_rm_score(batch)
+    metrics = {"reward_model/score_mean": batch["rm_scores"].sum(-1).mean().item()}
+    _timed(metrics, "reward_model", start)
+    return NodeOutput(batch, metrics=metrics)
+
+
 @node_contract(
     reads=("responses", "response_mask", "data_source", "ground_truth"), writes=("token_level_scores",),
-    when=environment_reward_inputs,
+    when=_reward_inputs,
 )
 def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
-    """Rule (or model) reward on the last response token -> ``token_level_scores``."""
+    """The reward on the last response token -> ``token_level_scores``: the reward model's score when an
+    upstream node wrote ``rm_scores`` (it replaces the rule score, as in verl), else the rule reward."""
     start = time.perf_counter()
-    scores, _extra = ctx.reward_manager(batch, ctx.tokenizer)
+    if "rm_scores" in batch.keys():  # noqa: SIM118 - keys() works on every tensordict release
+        scores = batch["rm_scores"]
+    else:
+        scores, _extra = ctx.reward_manager(batch, ctx.tokenizer)
     batch["token_level_scores"] = scores.to(torch.float32)
     seq_scores = scores.sum(-1)
     metrics = {"reward/mean": seq_scores.mean().item(), "reward/max": seq_scores.max().item()}
@@ -86,13 +136,17 @@ def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> N
     return NodeOutput(batch, metrics=metrics)
 
 
-@node_contract(
+@per_policy(
     reads=("token_level_scores", "response_mask"),
     writes=("token_level_rewards", "advantages", "returns"),
     when=_advantage_inputs,
 )
-def compute_advantage(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+def compute_advantage(
+    batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
+) -> NodeOutput:
     """KL-in-reward (optional), then the configured estimator over uid groups."""
+    agent = _agent(node_config)
+    full, batch = batch, _rows(batch, agent)
     algo = ctx.cfg.algorithm
     metrics: dict[str, float] = {}
     if algo.use_kl_in_reward:
@@ -101,7 +155,7 @@ def compute_advantage(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -
             batch["old_log_probs"],
             batch["ref_log_prob"],
             batch["response_mask"],
-            ctx.kl_ctrl,
+            ctx.policy(agent).kl_ctrl,
             algo.kl_penalty,
         )
         batch["token_level_rewards"] = rewards
@@ -120,67 +174,78 @@ def compute_advantage(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -
     batch["advantages"], batch["returns"] = advantages, returns
     mask = batch["response_mask"].bool()
     metrics["advantages/mean"] = advantages[mask].mean().item() if mask.any() else 0.0
-    return NodeOutput(batch, metrics=metrics)
+    return NodeOutput(full, metrics=_scoped(metrics, agent))
 
 
-@node_contract(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",))
-def compute_old_log_prob(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+@per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",))
+def compute_old_log_prob(
+    batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
+) -> NodeOutput:
     """Log-probs of the sampled tokens under the policy that generated them (the PPO 'old' policy):
     those the rollout recorded while sampling, or one actor forward (``old_log_prob_source``)."""
     start = time.perf_counter()
-    if ctx.old_log_probs_from_rollout and "rollout_log_probs" in batch.keys():  # noqa: SIM118
+    agent = _agent(node_config)
+    full, batch, policy = batch, _rows(batch, agent), ctx.policy(agent)
+    if policy.old_log_probs_from_rollout and "rollout_log_probs" in batch.keys():  # noqa: SIM118
         out = {"old_log_probs": batch["rollout_log_probs"], "entropys": batch["rollout_entropys"]}
     else:
-        out = ctx.actor.compute_log_prob(batch)
+        out = policy.actor.compute_log_prob(batch)
     batch["old_log_probs"] = out["old_log_probs"]
     mask = batch["response_mask"].bool()
     entropy = out.get("entropys", None)
     metrics = {"actor/entropy": entropy[mask].mean().item()} if entropy is not None else {}
     _timed(metrics, "old_log_prob", start)
-    return NodeOutput(batch, metrics=metrics)
+    return NodeOutput(full, metrics=_scoped(metrics, agent))
 
 
-@node_contract(reads=SEQUENCE_KEYS, when=_reference_output)
-def compute_ref_log_prob(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+@per_policy(reads=SEQUENCE_KEYS, when=_reference_output)
+def compute_ref_log_prob(
+    batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
+) -> NodeOutput:
     """Reference-policy log-probs; only computed when a KL term (loss or reward) needs them."""
-    if ctx.ref is None:
+    agent = _agent(node_config)
+    reference = ctx.model("reference", agent)
+    if reference is None:
         return NodeOutput(batch, info={"skipped": "no KL term configured"})
     start = time.perf_counter()
-    batch["ref_log_prob"] = ctx.ref.compute_ref_log_prob(batch)
+    _rows(batch, agent)["ref_log_prob"] = reference.compute_ref_log_prob(_rows(batch, agent))
     metrics: dict[str, float] = {}
     _timed(metrics, "ref", start)
-    return NodeOutput(batch, metrics=metrics)
+    return NodeOutput(batch, metrics=_scoped(metrics, agent))
 
 
-@node_contract(reads=SEQUENCE_KEYS, writes=("values",), roles=("critic",))
-def compute_value(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+@per_policy(reads=SEQUENCE_KEYS, writes=("values",), roles=("critic",))
+def compute_value(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
     """Critic values for GAE."""
     start = time.perf_counter()
-    batch["values"] = ctx.critic.compute_values(batch)
+    agent = _agent(node_config)
+    rows = _rows(batch, agent)
+    rows["values"] = ctx.model("critic", agent).compute_values(rows)
     metrics: dict[str, float] = {}
     _timed(metrics, "values", start)
-    return NodeOutput(batch, metrics=metrics)
+    return NodeOutput(batch, metrics=_scoped(metrics, agent))
 
 
-@node_contract(
-    reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=_kl_loss_input
-)
-def train_actor(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+@per_policy(reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=_kl_loss_input)
+def train_actor(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
     """PPO-style policy update; marks the rollout engine's weights stale."""
     start = time.perf_counter()
-    metrics = ctx.actor.update_policy(batch)
-    ctx.mark_rollout_weights_stale()
+    agent = _agent(node_config)
+    policy = ctx.policy(agent)
+    metrics = policy.actor.update_policy(_rows(batch, agent))
+    policy.mark_stale()
     _timed(metrics, "update_actor", start)
-    return NodeOutput(batch, metrics=metrics)
+    return NodeOutput(batch, metrics=_scoped(metrics, agent))
 
 
-@node_contract(reads=(*SEQUENCE_KEYS, "values", "returns"), roles=("critic",))
-def train_critic(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+@per_policy(reads=(*SEQUENCE_KEYS, "values", "returns"), roles=("critic",))
+def train_critic(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
     """Clipped value-loss update of the critic."""
     start = time.perf_counter()
-    metrics = ctx.critic.update_critic(batch)
+    agent = _agent(node_config)
+    metrics = ctx.model("critic", agent).update_critic(_rows(batch, agent))
     _timed(metrics, "update_critic", start)
-    return NodeOutput(batch, metrics=metrics)
+    return NodeOutput(batch, metrics=_scoped(metrics, agent))
 
 
 class BuiltinNodeMethods:
@@ -190,6 +255,7 @@ class BuiltinNodeMethods:
     """
 
     generate = staticmethod(generate)
+    compute_rm_score = staticmethod(compute_rm_score)
     compute_reward = staticmethod(compute_reward)
     compute_advantage = staticmethod(compute_advantage)
     compute_old_log_prob = staticmethod(compute_old_log_prob)

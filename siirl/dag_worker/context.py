@@ -1,7 +1,8 @@
-"""What one DAG worker holds while it runs: config, models its graph needs, data shard, reward, KL.
+"""What one DAG worker holds while it runs: config, the models its graph needs, data shard, reward.
 
-Built-in node functions reach everything through this object (``kwargs["ctx"]``), so the worker builds
-only what its own task graph uses: a graph without a critic node never loads a critic.
+Built-in node functions reach everything through this object (``kwargs["ctx"]``). Models live in
+``models[key]`` under the planner's slot names (``actor``, ``critic``, ``<agent>/actor`` ...), built by
+the role specs of :mod:`siirl.execution.roles` for the nodes of this worker's own graph only.
 """
 
 from __future__ import annotations
@@ -12,16 +13,24 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from siirl.algorithms import make_kl_controller
 from siirl.dag_worker.handoff import Handoffs
 from siirl.dag_worker.layouts import moves_samples
+from siirl.dag_worker.policy import Policy
 from siirl.dag_worker.process_groups import build_dp_groups
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.device import DeviceBackend
-from siirl.execution.dag import NodeRole, NodeType
+from siirl.execution.dag import TaskGraph
+from siirl.execution.roles import ROLES
 from siirl.execution.scheduler.plan import ExecutionPlan
 
 logger = logging.getLogger(__name__)
+
+POLICY = "actor"
+
+
+def policy_key(agent: str = "") -> str:
+    """The slot of the policy a node acts on: ``actor``, or ``<agent>/actor`` for an agent of a team."""
+    return f"{agent}/{POLICY}" if agent else POLICY
 
 
 @dataclass
@@ -31,103 +40,91 @@ class WorkerContext:
     rank: int
     backend: DeviceBackend
     tokenizer: Any
-    train_loader: Any
-    val_loader: Any
-    reward_manager: Any
-    kl_ctrl: Any
-    actor: Any = None
-    rollout: Any = None
-    ref: Any = None
-    critic: Any = None
+    graph: TaskGraph
+    local_device: int = 0
+    #: Role key -> this rank's dp process group (siirl.dag_worker.process_groups).
+    groups: dict[str, Any] = field(default_factory=dict)
+    train_loader: Any = None
+    val_loader: Any = None
+    reward_manager: Any = None
+    #: Slot -> model (a Policy, ReferenceWorker, CriticWorker, ...), see siirl.execution.roles.
+    models: dict[str, Any] = field(default_factory=dict)
     coordinator: Any = None
     #: Batches this worker takes from / hands to other placement groups (siirl.dag_worker.handoff).
     handoffs: Any = None
-    #: Multi-agent graphs: agent name -> its own actor and rollout engine (siirl.dag_worker.agents).
-    agents: dict[str, Any] = field(default_factory=dict)
     validating: bool = False
-    rollout_weights_stale: bool = True
-    #: The rollout records the sampled tokens' log-probs and they serve as the PPO old log-probs
-    #: (``actor_rollout_ref.actor.old_log_prob_source``), so the actor skips its extra forward.
-    old_log_probs_from_rollout: bool = False
     extras: dict[str, Any] = field(default_factory=dict)
 
-    # ----- rollout weights follow the actor -----
+    def policy(self, agent: str = "") -> Policy:
+        return self.models[policy_key(agent)]
 
-    def mark_rollout_weights_stale(self) -> None:
-        self.rollout_weights_stale = True
+    def model(self, role: str, agent: str = "") -> Any:
+        """The model of ``role`` for the single policy or for ``agent``; None when the run has none."""
+        spec = ROLES.get(role)
+        return self.models.get(f"{agent}/{spec.key}" if agent else spec.key)
 
-    def refresh_rollout_weights(self) -> None:
-        """Wake the engine and, after a policy update, stream the actor's weights into it (no disk)."""
-        self.rollout.wake_up()
-        if self.rollout_weights_stale and self.actor is not None:
-            self.rollout.sync_weights(self.actor.named_parameters_for_sync())
-            self.rollout_weights_stale = False
+    def policies(self) -> dict[str, Policy]:
+        return {key: model for key, model in self.models.items() if isinstance(model, Policy)}
 
-    def rollout_done(self) -> None:
-        if self.cfg.actor_rollout_ref.rollout.free_cache_engine:
-            self.rollout.sleep()
+    def agents(self) -> list[str]:
+        """The agents whose policies this worker holds (empty for single-policy runs)."""
+        return [key.rsplit("/", 1)[0] for key in self.policies() if "/" in key]
 
     # ----- per step -----
 
     def step_finished(self, metrics: dict[str, float]) -> None:
-        """Adaptive KL controllers move once per step with the step's measured KL."""
-        if "actor/reward_kl_penalty" in metrics:
-            self.kl_ctrl.update(metrics["actor/reward_kl_penalty"], self.cfg.data.train_batch_size)
+        """Adaptive KL controllers move once per step with their policy's measured KL."""
+        for key, policy in self.policies().items():
+            prefix = key.rsplit("/", 1)[0] + "/" if "/" in key else ""
+            measured = metrics.get(f"{prefix}actor/reward_kl_penalty")
+            if measured is not None:
+                policy.kl_ctrl.update(measured, self.cfg.data.train_batch_size)
 
-    def kl_ctrl_state(self) -> dict[str, float]:
-        return {"value": float(self.kl_ctrl.value)}
+    def kl_ctrl_state(self) -> dict[str, dict[str, float]]:
+        return {key: policy.kl_state() for key, policy in self.policies().items()}
 
-    def load_kl_ctrl_state(self, state: dict[str, float] | None) -> None:
-        if state:
-            self.kl_ctrl.value = state["value"]
+    def load_kl_ctrl_state(self, state: dict[str, dict[str, float]] | None) -> None:
+        for key, policy in self.policies().items():
+            if state and key in state:
+                policy.load_kl_state(state[key])
+
+    def mark_policies_stale(self) -> None:
+        for policy in self.policies().values():
+            policy.mark_stale()
 
     def checkpoint_components(self) -> dict[str, Any]:
-        components = {name: c for name, c in (("actor", self.actor), ("critic", self.critic)) if c is not None}
-        components.update({f"agent_{name}": agent.actor for name, agent in self.agents.items()})
+        """What each checkpointed role saves, named by slot (``adder/actor`` -> ``adder_actor``)."""
+        components = {}
+        for key, model in self.models.items():
+            role = key.rsplit("/", 1)[-1]
+            if role in ROLES and ROLES.get(role).checkpointed:
+                target = getattr(model, "checkpoint_target", None)
+                components[key.replace("/", "_")] = target() if target is not None else model
         return components
 
     def close(self) -> None:
-        for owner in (self.reward_manager, self.rollout):
+        for owner in (self.reward_manager, *self.models.values()):
             closer = getattr(owner, "close", None)
             if closer is not None:
                 closer()
 
 
-def _roles(graph) -> set[NodeRole]:
-    """Roles of the single policy; nodes of a multi-agent graph's agents bring their own models."""
-    return {
-        node.node_role for node in graph.nodes.values()
-        if node.node_type is not NodeType.DATA_LOAD and not node.config.get("agent")
-    }
-
-
-def uses_reference(cfg: DictConfig) -> bool:
-    return bool(cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward)
-
-
 def build_context(
     cfg: DictConfig, plan: ExecutionPlan, rank: int, backend: DeviceBackend, local_device: int
 ) -> WorkerContext:
-    from siirl.dag_worker.env_setup import env_reward_manager, inner_rollout_config, wrap_rollout
+    from siirl.dag_worker.env_setup import env_reward_manager
+    from siirl.dag_worker.models import build_models
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
     from siirl.data_coordinator.dataloader import dist_scan_share
-    from siirl.engine.rollout import make_rollout_engine
-    from siirl.engine.workers import ActorWorker, CriticWorker, ReferenceWorker
     from siirl.engine.workers.model_loading import load_tokenizer
 
     me = plan.worker(rank)
-    roles = _roles(me.graph)
-    groups = build_dp_groups(plan, rank)
-    arr = cfg.actor_rollout_ref
     backend.manual_seed(cfg.trainer.seed + rank)
-    tokenizer = load_tokenizer(arr.model)
+    tokenizer = load_tokenizer(cfg.actor_rollout_ref.model)
     data_coord = me.coords.get("rollout") or next(iter(me.coords.values()))
     ctx = WorkerContext(
-        cfg=cfg,
-        plan=plan,
-        rank=rank,
-        backend=backend,
-        tokenizer=tokenizer,
+        cfg=cfg, plan=plan, rank=rank, backend=backend, tokenizer=tokenizer, graph=me.graph,
+        local_device=local_device, groups=build_dp_groups(plan, rank),
         # Every worker scans a 1/world slice of the rows for over-long prompts; they share the findings.
         # Workers whose first node is fed by another placement group build the loader (same epoch
         # length everywhere) but never iterate it, so they read no rows.
@@ -139,46 +136,11 @@ def build_context(
             if cfg.data.val_files else None
         ),
         reward_manager=env_reward_manager(cfg) or make_reward_manager_from_config(cfg, tokenizer),
-        kl_ctrl=make_kl_controller(cfg.algorithm.kl_ctrl),
     )
     if moves_samples(plan):
         from siirl.data_coordinator import DataCoordinator
 
         ctx.coordinator = DataCoordinator()
     ctx.handoffs = Handoffs(plan, rank, ctx.coordinator)
-    common = {"local_rank": local_device}
-    if NodeRole.ACTOR in roles or NodeRole.ROLLOUT in roles:
-        ctx.actor = ActorWorker(
-            arr.model, arr.actor, backend, process_group=groups.get("actor"), rollout_n=arr.rollout.n,
-            temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout, init_seed=cfg.trainer.seed, **common,
-        )
-    if NodeRole.ROLLOUT in roles:
-        engine = make_rollout_engine(
-            arr.rollout.name, model_cfg=arr.model, rollout_cfg=inner_rollout_config(cfg), backend=backend,
-            max_response_length=cfg.data.max_response_length, tokenizer=tokenizer, **common,
-        )
-        ctx.rollout = wrap_rollout(engine, cfg, tokenizer)
-        # Exact only while the rollout copy is this worker's actor, synced before every rollout.
-        engine.records_log_probs = ctx.old_log_probs_from_rollout = (
-            str(arr.actor.old_log_prob_source) == "rollout" and ctx.actor is not None and ctx.rollout is engine
-        )
-    if any(node.config.get("agent") for node in me.graph):
-        from siirl.dag_worker.agent_nodes import validate_team
-        from siirl.dag_worker.agents import build_agents
-
-        ctx.agents = build_agents(cfg, me.graph, groups, backend, tokenizer, local_device)
-        ctx.extras["validate"] = validate_team
-    if NodeRole.REFERENCE in roles and uses_reference(cfg):
-        ctx.ref = ReferenceWorker(
-            arr.model, arr.ref, backend, process_group=groups.get("reference"),
-            temperature=arr.rollout.temperature, strategy=str(arr.actor.strategy), **common,
-        )
-    if NodeRole.CRITIC in roles:
-        ctx.critic = CriticWorker(
-            cfg.critic, backend, process_group=groups.get("critic"), rollout_n=arr.rollout.n,
-            init_seed=cfg.trainer.seed, **common,
-        )
-    logger.info("worker %d built: %s", rank, ", ".join(
-        [name for name in ("actor", "rollout", "ref", "critic") if getattr(ctx, name) is not None]
-        + [f"agent {name}" for name in ctx.agents]))
+    ctx.models = build_models(ctx, me.graph)
     return ctx

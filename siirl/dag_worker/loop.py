@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from siirl.dag_worker import builtin_nodes
+from siirl.dag_worker.agent_nodes import validate_team
 from siirl.dag_worker.checkpoint import CheckpointManager, rng_state, set_rng_state
 from siirl.dag_worker.layouts import node_layout_key, role_layouts
 from siirl.dag_worker.metrics import MetricsLogger, reduce_metrics
@@ -112,11 +113,10 @@ class TrainingLoop:
         """Greedy generation on this worker's validation shard; the score is averaged over all samples."""
         if self.ctx.val_loader is None:
             return {}
-        custom = self.ctx.extras.get("validate")
-        if custom is not None:  # e.g. multi-agent graphs: greedy team episodes
-            return custom(self.ctx, self.step)
+        if self.ctx.agents():  # multi-agent graphs: greedy team episodes
+            return validate_team(self.ctx, self.step)
         # The weight sync is collective; do it here so it never waits on a rank with an empty val shard.
-        self.ctx.refresh_rollout_weights()
+        self.ctx.policy().refresh()
         self.ctx.validating = True
         total, count, solved, episodes = 0.0, 0, 0.0, 0
         try:
@@ -154,7 +154,7 @@ class TrainingLoop:
         self.ctx.train_loader.load_state_dict(state["dataloader"])
         set_rng_state(state["rng"])
         self.ctx.load_kl_ctrl_state(state.get("kl_ctrl"))
-        self.ctx.mark_rollout_weights_stale()
+        self.ctx.mark_policies_stale()
         logger.info("resumed from %s at step %d", path, state["step"])
         return int(state["step"])
 

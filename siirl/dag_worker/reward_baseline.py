@@ -51,9 +51,10 @@ def compute_reward_baseline(batch: TensorDictBase, config: Any = None, *, ctx, *
     """``reward_baselines[i]``: the reward of the greedy response to row i's prompt."""
     start = time.perf_counter()
     prompts, group_of = greedy_prompt_batch(batch)
-    ctx.refresh_rollout_weights()
-    greedy = ctx.rollout.generate(prompts, validate=True)
-    ctx.rollout_done()
+    policy = ctx.policy()
+    policy.refresh()
+    greedy = policy.rollout.generate(prompts, validate=True)
+    policy.done()
     scores, _ = ctx.reward_manager(greedy, ctx.tokenizer)
     per_prompt = scores.to(torch.float32).sum(-1)
     batch["reward_baselines"] = per_prompt[torch.tensor(group_of, dtype=torch.long)]

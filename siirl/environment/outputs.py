@@ -1,5 +1,5 @@
 """Which environment-driven rollout a config asks for, the batch keys each one adds, and the contract
-parts and ``environment`` model-role check the planner uses for them.
+parts the planner uses for them (the ``environment`` role's check is its spec in siirl.execution.roles).
 
 Kept free of torch and engine imports: the planner reads it (node contracts) before any worker starts.
 """
@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from siirl.errors import SiirlUserError
 from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract
-from siirl.execution.dag.contract_check import register_model_role
 
 #: Keys the multi-turn (conversation) rollout adds to the usual rollout output.
 MULTI_TURN_KEYS = ("env_turn_rewards", "env_turn_index", "task_success", "env_progress", "env_error", "num_turns")
@@ -47,20 +45,3 @@ def environment_reward_inputs(cfg: Any) -> NodeContract:
     """What the reward node reads when the environment scores the rollout."""
     mode = env_mode(cfg)
     return NodeContract(reads=REWARD_READS[mode]) if mode else NodeContract()
-
-
-@register_model_role("environment")
-def environment_available(cfg: Any) -> str | None:
-    """None when the run drives an environment that resolves, else why not."""
-    if env_mode(cfg) is None:
-        return (
-            "the run drives no environment (set actor_rollout_ref.rollout.multi_turn.enable=true or "
-            "algorithm.workflow_type=EMBODIED)"
-        )
-    from siirl.environment.registry import resolve_env_factory
-
-    try:
-        resolve_env_factory(str(cfg_get(cfg, "env.name", "")))
-    except SiirlUserError as exc:
-        return str(exc)
-    return None

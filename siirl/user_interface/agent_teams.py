@@ -12,6 +12,7 @@ final-answer score, MARFT's shared-reward setting).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
 from siirl.execution.dag.task_graph import TaskGraph
@@ -58,9 +59,10 @@ AGENTS = [
 ]
 
 
-def two_agent_adders() -> TaskGraph:
-    return multi_agent_pipeline(AGENTS, reward_mode="per_agent", pipeline_id="two_agent_adders")
+def two_agent_adders(cfg: Any = None) -> TaskGraph:
+    """Each agent trains with the run's algorithm (estimator, KL terms, critic) on its own rows."""
+    return multi_agent_pipeline(AGENTS, reward_mode="per_agent", pipeline_id="two_agent_adders", cfg=cfg)
 
 
-def two_agent_adders_shared() -> TaskGraph:
-    return multi_agent_pipeline(AGENTS, reward_mode="shared", pipeline_id="two_agent_adders_shared")
+def two_agent_adders_shared(cfg: Any = None) -> TaskGraph:
+    return multi_agent_pipeline(AGENTS, reward_mode="shared", pipeline_id="two_agent_adders_shared", cfg=cfg)

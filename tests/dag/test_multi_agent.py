@@ -7,10 +7,9 @@ import torch
 from tensordict import TensorDict
 
 from siirl.dag_worker.agent_nodes import team_reward
-from siirl.dag_worker.agents import agent_names
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.errors import ConfigError
-from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
+from siirl.execution.dag.multi_agent import AgentSpec, agent_names, multi_agent_pipeline
 from siirl.execution.scheduler import ALL_RANKS, render_plan
 from siirl.execution.scheduler.placement import agent_placement_mode
 from siirl.execution.scheduler.plan import Handoff
@@ -23,11 +22,11 @@ def test_two_agent_graph_order_and_configs():
     graph = agent_teams.two_agent_adders()
     assert graph.get_execution_order() == [
         "adder_rollout", "finisher_rollout", "team_reward",
-        "adder_advantage", "adder_old_log_prob", "adder_train",
-        "finisher_advantage", "finisher_old_log_prob", "finisher_train",
+        "adder_calculate_advantages", "adder_actor_old_log_prob", "adder_reference_log_prob", "adder_actor_train",
+        "finisher_calculate_advantages", "finisher_actor_old_log_prob", "finisher_reference_log_prob", "finisher_actor_train",
     ]
     # after the team reward each agent's update is a branch of its own
-    assert graph.nodes["finisher_advantage"].dependencies == ["team_reward"]
+    assert graph.nodes["finisher_calculate_advantages"].dependencies == ["team_reward"]
     assert graph.nodes["finisher_rollout"].config["previous"] == ["adder"]
     assert graph.nodes["team_reward"].config["reward_mode"] == "per_agent"
     assert agent_names(graph) == ["adder", "finisher"]
@@ -35,7 +34,9 @@ def test_two_agent_graph_order_and_configs():
 
 def test_planner_gives_every_agent_its_own_roles():
     plan = make_plan(agent_teams.two_agent_adders(), nnodes=1, devices_per_node=2, agent_placement="shared")
-    assert list(plan.groups) == ["adder/rollout", "finisher/rollout", "adder/actor", "finisher/actor"]
+    assert list(plan.groups) == [
+        "adder/rollout", "finisher/rollout", "adder/actor", "adder/reference", "finisher/actor", "finisher/reference",
+    ]
     assert all(group.ranks == (0, 1) for group in plan.groups.values())
     assert "finisher/actor" in plan.groups_table() and "adder/rollout" in plan.to_table()
     assert plan.handoffs == [] and all(w.remote_inputs == {} for w in plan.workers)
@@ -45,24 +46,23 @@ def test_own_placement_puts_each_agent_on_its_own_ranks():
     plan = make_plan(agent_teams.two_agent_adders(), nnodes=1, devices_per_node=4, agent_placement="own")
     assert plan.placements == {ALL_RANKS: (0, 1, 2, 3), "adder": (0, 1), "finisher": (2, 3)}
     assert {key: group.ranks for key, group in plan.groups.items()} == {
-        "adder/rollout": (0, 1), "finisher/rollout": (2, 3), "adder/actor": (0, 1), "finisher/actor": (2, 3),
+        "adder/rollout": (0, 1), "finisher/rollout": (2, 3), "adder/actor": (0, 1), "adder/reference": (0, 1),
+        "finisher/actor": (2, 3), "finisher/reference": (2, 3),
     }
     adder, finisher = plan.workers[0], plan.workers[3]
-    assert list(adder.graph.nodes) == ["adder_rollout", "adder_advantage", "adder_old_log_prob", "adder_train"]
-    assert list(finisher.graph.nodes) == [
-        "finisher_rollout", "team_reward", "finisher_advantage", "finisher_old_log_prob", "finisher_train",
-    ]
+    assert list(adder.graph.nodes) == ["adder_rollout", "adder_calculate_advantages", "adder_actor_old_log_prob", "adder_reference_log_prob", "adder_actor_train"]
+    assert list(finisher.graph.nodes) == ["finisher_rollout", "team_reward", "finisher_calculate_advantages", "finisher_actor_old_log_prob", "finisher_reference_log_prob", "finisher_actor_train"]
     assert agent_names(adder.graph) == ["adder"] and agent_names(finisher.graph) == ["finisher"]
     # the team reward runs where the last answer is; each agent's update waits only on it
-    assert adder.remote_inputs == {"adder_advantage": ["team_reward"]}
+    assert adder.remote_inputs == {"adder_calculate_advantages": ["team_reward"]}
     assert finisher.remote_inputs == {"finisher_rollout": ["adder_rollout"]}
     assert plan.handoffs == [
         Handoff("adder_rollout", "finisher_rollout", "adder/rollout", "finisher/rollout"),
-        Handoff("team_reward", "adder_advantage", "finisher/rollout", "adder/rollout"),
+        Handoff("team_reward", "adder_calculate_advantages", "finisher/rollout", "adder/rollout"),
     ]
     text = render_plan(plan)
     assert "Agents (own ranks per agent):\n  adder: ranks 0-1\n  finisher: ranks 2-3" in text
-    assert "adder_rollout->finisher_rollout, team_reward->adder_advantage" in text
+    assert "adder_rollout->finisher_rollout, team_reward->adder_calculate_advantages" in text
     dot = graph_to_dot(placed_graph(agent_teams.two_agent_adders(), plan))  # one cluster per agent
     assert 'label="adder"' in dot and 'label="finisher"' in dot
 
@@ -167,14 +167,14 @@ def test_team_reward_modes(mode):
 def test_an_agent_may_bring_its_own_base_model():
     from omegaconf import OmegaConf
 
-    from siirl.dag_worker.agents import _model_config
+    from siirl.dag_worker.models import agent_model_config
     from siirl.params.root import SiirlConfig
 
     cfg = OmegaConf.structured(SiirlConfig())
     cfg.actor_rollout_ref.model.path = "/models/base"
     graph = multi_agent_pipeline([AgentSpec("a", "m:f"), AgentSpec("b", "m:f", model_path="/models/other")])
-    assert _model_config(cfg, graph, "a").path == "/models/base"
-    other = _model_config(cfg, graph, "b")
+    assert agent_model_config(cfg, graph, "a").path == "/models/base"
+    other = agent_model_config(cfg, graph, "b")
     assert other.path == "/models/other" and other.dtype == cfg.actor_rollout_ref.model.dtype
 
 
@@ -187,7 +187,7 @@ def test_contracts_of_agent_and_environment_graphs():
 
     cfg = OmegaConf.structured(SiirlConfig())
     contracts = check_contracts(agent_teams.two_agent_adders(), cfg)
-    assert "adder_output" in contracts["adder_rollout"].writes and "agents" in contracts["finisher_train"].reads
+    assert "adder_output" in contracts["adder_rollout"].writes and "agents/finisher/advantages" in contracts["finisher_actor_train"].reads
     with pytest.raises(ContractError, match="task_success"):  # no environment: nothing writes task_success
         check_contracts(embodied_pipeline(cfg), cfg)
     cfg.algorithm.workflow_type = "EMBODIED"

@@ -57,7 +57,7 @@ def test_two_agent_team_trains(tmp_path, ray_session, placement, shards):
     assert (run_dir / "reward_curve.png").is_file()
     saved = run_dir / "checkpoints" / "global_step_2"
     # own placement: each agent lives on one worker only (a dp group of one), so each built only its own
-    for agent in ("agent_adder", "agent_finisher"):
+    for agent in ("adder_actor", "finisher_actor"):
         assert sorted(p.name.split(".")[0] for p in (saved / agent).iterdir()) == shards
     # resume: both agents' weights and optimisers come back, training goes on from step 3
     code = run_main(run_dir, "trainer.total_training_steps=3", *team)

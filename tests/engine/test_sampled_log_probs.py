@@ -98,18 +98,20 @@ class _CountingActor:
 
 @pytest.mark.parametrize("from_rollout", [True, False])
 def test_old_log_prob_node_uses_the_recording_instead_of_a_forward(from_rollout):
-    from types import SimpleNamespace
-
     from siirl.dag_worker.builtin_nodes import compute_old_log_prob
+    from siirl.dag_worker.context import WorkerContext
+    from siirl.dag_worker.policy import Policy
 
     batch = TensorDict({
         "responses": torch.ones(2, 3, dtype=torch.long), "response_mask": torch.tensor([[1, 1, 0], [1, 0, 0]]),
         "rollout_log_probs": torch.tensor([[-0.5, -0.25, 0.0], [-1.0, 0.0, 0.0]]),
         "rollout_entropys": torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.0, 0.0]]),
     }, batch_size=[2])
-    ctx = SimpleNamespace(actor=_CountingActor(), old_log_probs_from_rollout=from_rollout)
+    policy = Policy(_CountingActor(), None, kl_ctrl=None, old_log_probs_from_rollout=from_rollout)
+    ctx = WorkerContext(cfg=None, plan=None, rank=0, backend=None, tokenizer=None, graph=None,
+                        models={"actor": policy})
     out = compute_old_log_prob(batch, ctx=ctx)
-    assert ctx.actor.calls == (0 if from_rollout else 1)
+    assert policy.actor.calls == (0 if from_rollout else 1)
     expected = batch["rollout_log_probs"] if from_rollout else torch.full((2, 3), -2.0)
     torch.testing.assert_close(out.batch["old_log_probs"], expected)
     assert out.metrics["actor/entropy"] == pytest.approx(0.4 if from_rollout else 1.0)

@@ -18,13 +18,13 @@ from siirl.algorithms.needs import estimator_needs
 from siirl.errors import ConfigError
 from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract, declared_contract
-from siirl.execution.dag.contract_check import uses_critic
 from siirl.execution.dag.node import resolve_callable, resolve_node_callable
 from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.role_defaults import FILTERS, NODES
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.dag.workflow_yaml import load_workflow_yaml
+from siirl.execution.roles import uses_critic
 from siirl.params.enums import WorkflowType
 
 
@@ -40,6 +40,7 @@ class _Step:
 STEPS: dict[str, _Step] = {
     "rollout_actor": _Step(f"{NODES}:generate", NodeType.MODEL_INFERENCE, NodeRole.ROLLOUT),
     "embodied_sampling": _Step(f"{FILTERS}:embodied_sampling", NodeType.COMPUTE, NodeRole.EMBODIED_SAMPLING),
+    "reward_model": _Step(f"{NODES}:compute_rm_score", NodeType.MODEL_INFERENCE, NodeRole.REWARD),
     "function_reward": _Step(f"{NODES}:compute_reward", NodeType.COMPUTE, NodeRole.REWARD),
     "dynamic_sampling": _Step(f"{FILTERS}:dynamic_sampling", NodeType.COMPUTE, NodeRole.DYNAMIC_SAMPLING),
     "calculate_advantages": _Step(f"{NODES}:compute_advantage", NodeType.COMPUTE, NodeRole.ADVANTAGE),
@@ -116,19 +117,36 @@ def order_by_contracts(node_ids: list[str], cfg: Any) -> list[str]:
     return ordered
 
 
-def _steps(head: list[str], cfg: Any) -> list[str]:
-    """The chain after ``head``, derived from the estimator's needs and the critic setting."""
+def policy_steps(cfg: Any) -> list[str]:
+    """The steps that train one policy once its samples are scored, derived from the estimator's needs and
+    the critic setting, in contract order. Single-policy graphs and every agent of a team use them."""
     needs = estimator_needs(cfg_get(cfg, "algorithm.adv_estimator", "grpo"))
     baseline = ["reward_baseline"] if needs.reward_baselines else []
     if uses_critic(cfg):
         critic = ["actor_old_log_prob", "reference_log_prob", "critic_value", "calculate_advantages", "critic_train"]
-        return [*head, *baseline, *critic, "actor_train"]
-    return [*head, *baseline, "calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
+        steps = [*baseline, *critic, "actor_train"]
+    else:
+        steps = [*baseline, "calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
+    return order_by_contracts(steps, cfg)
+
+
+def _scoring(head: list[str], cfg: Any) -> list[str]:
+    """With ``reward_model.enable`` the reward model scores the responses before the reward node."""
+    if not cfg_get(cfg, "reward_model.enable", False):
+        return head
+    if estimator_needs(cfg_get(cfg, "algorithm.adv_estimator", "grpo")).reward_baselines:
+        raise ConfigError(
+            "reward_model.enable=true with a greedy-baseline estimator (remax) is not supported: the baseline "
+            "is scored by the rule reward; use grpo, rloo, gae, ..."
+        )
+    at = head.index("function_reward")
+    return [*head[:at], "reward_model", *head[at:]]
 
 
 def derived_pipeline(pipeline_id: str, description: str, head: list[str], cfg: Any) -> TaskGraph:
     """The chain for ``cfg`` (``None``: the defaults), ordered so that every read comes after its writer."""
-    return chain_pipeline(pipeline_id, description, order_by_contracts(_steps(head, cfg), cfg)).build()
+    steps = [*_scoring(head, cfg), *policy_steps(cfg)]
+    return chain_pipeline(pipeline_id, description, order_by_contracts(steps, cfg)).build()
 
 
 @register_pipeline("grpo")

@@ -8,6 +8,10 @@ config (the KL-in-reward inputs, the estimator's needs) come from ``when(cfg)``.
 
 ``config`` names a dataclass for the node's own section (``Node.config``): the worker hands the node an
 instance of it as ``node_config``, and unknown keys are refused at plan time.
+
+``per_policy`` marks a node that acts on one policy's rows: in a multi-agent graph a node with
+``config={"agent": name}`` reads and writes ``batch["agents", name]``, so its keys are checked as
+``agents/<name>/<key>`` (``scoped``), and the same function serves single policies and every agent.
 """
 
 from __future__ import annotations
@@ -20,6 +24,15 @@ from siirl.execution.dag.node_types import DAGValidationError
 
 #: Attribute the decorator sets on a node function.
 CONTRACT_ATTR = "__siirl_contract__"
+#: What a rollout writes: the sampled sequences and the group id of each sample.
+ROLLOUT_WRITES = ("prompts", "responses", "response_mask", "input_ids", "attention_mask", "position_ids", "uid")
+#: The batch field holding each agent's own rows (a nested TensorDict per agent name).
+AGENTS_FIELD = "agents"
+
+
+def scoped_key(agent: str, key: str) -> str:
+    """``agents/<agent>/<key>``: where a per-policy key of agent ``agent`` lives in the batch."""
+    return f"{AGENTS_FIELD}/{agent}/{key}"
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,13 @@ class NodeContract:
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     roles: tuple[str, ...] = ()
+
+    def scoped(self, agent: str) -> NodeContract:
+        """The same contract on agent ``agent``'s rows (roles are the run's, not scoped)."""
+        return NodeContract(
+            tuple(scoped_key(agent, k) for k in self.reads), tuple(scoped_key(agent, k) for k in self.writes),
+            self.roles,
+        )
 
     def merged(self, other: NodeContract | None) -> NodeContract:
         if other is None:
@@ -62,9 +82,11 @@ class DeclaredContract:
     static: NodeContract
     when: ContractFn | None = None
     config: type | None = None
+    per_policy: bool = False
 
-    def resolve(self, cfg: Any) -> NodeContract:
-        return self.static.merged(self.when(cfg) if self.when is not None else None)
+    def resolve(self, cfg: Any, agent: str = "") -> NodeContract:
+        contract = self.static.merged(self.when(cfg) if self.when is not None else None)
+        return contract.scoped(agent) if self.per_policy and agent else contract
 
 
 def node_contract(
@@ -74,12 +96,14 @@ def node_contract(
     *,
     when: ContractFn | None = None,
     config: type | None = None,
+    per_policy: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator declaring a node function's contract (see the module docstring)."""
     if config is not None and not is_dataclass(config):
         raise TypeError(f"node_contract config must be a dataclass type, got {config!r}")
     declared = DeclaredContract(
-        NodeContract(as_keys(reads, "reads"), as_keys(writes, "writes"), as_keys(roles, "roles")), when, config
+        NodeContract(as_keys(reads, "reads"), as_keys(writes, "writes"), as_keys(roles, "roles")), when, config,
+        per_policy,
     )
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -3,19 +3,19 @@
 Walks the graph in execution order: every key a node reads must be written by one of its ancestors or
 by the dataloader, and every model role it needs must exist under the config. A node without any
 contract (an undeclared custom function) may write anything, so reads below it are not judged.
-Model roles are a registry (``register_model_role``): a new kind of model or environment adds one check.
+Model roles are the specs of :mod:`siirl.execution.roles`: a new kind of model adds one spec there.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from siirl.errors import ConfigError
 from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract
 from siirl.execution.dag.task_graph import TaskGraph
+from siirl.execution.roles import ROLES
 
 logger = logging.getLogger(__name__)
 
@@ -27,68 +27,6 @@ class ContractError(ConfigError):
 #: Keys every batch carries when it leaves the dataloader.
 DATALOADER_KEYS = ("input_ids", "attention_mask", "position_ids", "data_source", "ground_truth", "index")
 
-#: Role -> check(cfg) returning None when the model exists, else the reason it does not.
-RoleCheck = Callable[[Any], str | None]
-MODEL_ROLES: dict[str, RoleCheck] = {}
-
-
-def register_model_role(name: str) -> Callable[[RoleCheck], RoleCheck]:
-    """Decorator adding the availability check of a model role (``actor``, ``critic``, ``environment`` ...).
-
-    Registering a name again replaces its check: an environment package replaces ``environment``'s
-    "none configured" with a check of its own config section.
-    """
-
-    def wrap(check: RoleCheck) -> RoleCheck:
-        MODEL_ROLES[name] = check
-        return check
-
-    return wrap
-
-
-def uses_reference(cfg: Any) -> bool:
-    """A reference policy is loaded only when a KL term needs it (in the loss or in the reward)."""
-    return bool(cfg_get(cfg, "actor_rollout_ref.actor.use_kl_loss", False)) or bool(
-        cfg_get(cfg, "algorithm.use_kl_in_reward", False)
-    )
-
-
-def uses_critic(cfg: Any) -> bool:
-    """A critic is loaded when enabled or when the advantage estimator needs values."""
-    from siirl.algorithms.needs import estimator_needs
-
-    estimator = cfg_get(cfg, "algorithm.adv_estimator", "grpo")
-    return bool(cfg_get(cfg, "critic.enable", False)) or estimator_needs(estimator).values
-
-
-@register_model_role("actor")
-@register_model_role("rollout")
-def _policy(cfg: Any) -> str | None:
-    return None
-
-
-@register_model_role("reference")
-def _reference(cfg: Any) -> str | None:
-    if uses_reference(cfg):
-        return None
-    return "no KL term is configured (actor_rollout_ref.actor.use_kl_loss / algorithm.use_kl_in_reward)"
-
-
-@register_model_role("critic")
-def _critic(cfg: Any) -> str | None:
-    return None if uses_critic(cfg) else "critic.enable=false and the advantage estimator needs no values"
-
-
-@register_model_role("reward_model")
-def _reward_model(cfg: Any) -> str | None:
-    return "model-based rewards are not supported (rule rewards need no model)"
-
-
-@register_model_role("environment")
-def _environment(cfg: Any) -> str | None:
-    return "no environment is configured for this run"
-
-
 def dataloader_keys(cfg: Any) -> tuple[str, ...]:
     raw = ("raw_prompt",) if cfg_get(cfg, "data.return_raw_chat", False) else ()
     return (*DATALOADER_KEYS, *raw)
@@ -96,12 +34,11 @@ def dataloader_keys(cfg: Any) -> tuple[str, ...]:
 
 def _check_roles(node_id: str, contract: NodeContract, cfg: Any) -> None:
     for role in contract.roles:
-        check = MODEL_ROLES.get(role)
-        if check is None:
+        if role not in ROLES:
             raise ContractError(
-                f"node {node_id!r} needs unknown model role {role!r}; known: {', '.join(sorted(MODEL_ROLES))}"
+                f"node {node_id!r} needs unknown model role {role!r}; known: {', '.join(ROLES.names())}"
             )
-        reason = check(cfg)
+        reason = ROLES.get(role).available(cfg)
         if reason is not None:
             raise ContractError(f"node {node_id!r} needs the {role} model, but {reason}")
 
@@ -138,7 +75,11 @@ def check_declared_writes(node_id: str, contract: NodeContract | None, batch: An
     """At run time: a node must really write what its contract promises (keeps contracts honest)."""
     if contract is None or not hasattr(batch, "keys"):
         return
-    present = set(batch.keys())
+    try:
+        keys = batch.keys(include_nested=True)  # a TensorDict: agents' rows are nested
+    except TypeError:
+        keys = batch.keys()
+    present = {"/".join(k) if isinstance(k, tuple) else k for k in keys}
     missing = [key for key in contract.writes if key not in present]
     if missing:
         raise ContractError(f"node {node_id!r} declares that it writes {missing[0]!r}, but its output batch lacks it")

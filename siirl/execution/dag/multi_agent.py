@@ -14,21 +14,29 @@ of the DAG workers (``own``: agent ``k``'s nodes in placement group ``k``, the t
 agent's ranks; batches move between the agents' ranks through the data coordinator, and each worker
 builds only its own agents' models) or every worker (``shared``: one copy of every agent per worker).
 ``auto`` picks ``own`` when the workers split equally among the agents. ``--plan`` prints each agent's
-ranks. After the team reward every agent's advantage / old-log-prob / update is its own branch, so
-agents on separate workers train at the same time.
+ranks. After the team reward every agent trains in a branch of its own, so agents on separate workers
+train at the same time. The branch is the single-policy training chain (``policy_steps``: advantage,
+log-probs, reference, critic, update, as the config asks) with ``config={"agent": name}``: the same
+built-in nodes, so KL terms, critics and every estimator reach agents with no extra code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from siirl.errors import ConfigError
+from siirl.execution.config_access import cfg_get
+from siirl.execution.dag.builtin_pipelines import STEPS, policy_steps
+from siirl.execution.dag.contract import ROLLOUT_WRITES, scoped_key
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.task_graph import TaskGraph
 
 AGENT_NODES = "siirl.dag_worker.agent_nodes"
+#: Node config key naming the agent a node belongs to.
+AGENT_KEY = "agent"
 REWARD_MODES = ("shared", "per_agent")
 
 
@@ -61,18 +69,32 @@ class TeamRewardConfig:
     reward_fns: list[str] = field(default_factory=list)
 
 
-@dataclass
-class AgentConfig:
-    """Own section of an agent's advantage / old-log-prob / train node."""
+def agent_names(graph: TaskGraph) -> list[str]:
+    """The agents of ``graph`` in execution order (empty for single-policy graphs)."""
+    names = (graph.nodes[n].config.get(AGENT_KEY) for n in graph.get_execution_order())
+    return list(dict.fromkeys(name for name in names if name))
 
-    agent: str
+
+def _training_steps(cfg: Any) -> list[str]:
+    if cfg_get(cfg, "reward_model.enable", False):
+        raise ConfigError(
+            "reward_model.enable=true scores single-policy responses; a team is scored by its team reward "
+            "(reward_mode=shared|per_agent)"
+        )
+    steps = policy_steps(cfg)
+    if "reward_baseline" in steps:
+        raise ConfigError(
+            "this advantage estimator scores a greedy baseline response per prompt (ReMax), which a multi-agent "
+            "team cannot produce per agent; pick grpo, rloo, reinforce_plus_plus, gae, ... for teams"
+        )
+    return steps
 
 
 def multi_agent_pipeline(
-    agents: Sequence[AgentSpec], reward_mode: str = "shared", pipeline_id: str = "marft"
+    agents: Sequence[AgentSpec], reward_mode: str = "shared", pipeline_id: str = "marft", cfg: Any = None
 ) -> TaskGraph:
-    """rollout(agent 0) -> ... -> rollout(agent K-1) -> reward, then per agent a branch of its own:
-    advantage -> old_log -> train (agents on separate workers update side by side)."""
+    """rollout(agent 0) -> ... -> rollout(agent K-1) -> reward, then per agent a branch of its own, the
+    single-policy training chain for ``cfg`` (agents on separate workers update side by side)."""
     names = [agent.name for agent in agents]
     if not agents or len(set(names)) != len(names) or any("/" in n or not n for n in names):
         raise ConfigError(f"multi-agent pipeline needs unique, non-empty agent names without '/', got {names}")
@@ -91,22 +113,21 @@ def multi_agent_pipeline(
             config={"agent": agent.name, "previous": names[:position], "prompt_fn": agent.prompt_fn,
                     "model_path": agent.model_path},
             reads=("question", "agents", *earlier) if position else ("input_ids", "attention_mask"),
-            writes=(f"{agent.name}_output", "agents", "question", "uid"),
+            writes=(f"{agent.name}_output", "agents", "question", "uid",
+                    *(scoped_key(agent.name, key) for key in ROLLOUT_WRITES)),
         )
         previous.append(node_id)
     team = {"agents": names, "reward_mode": reward_mode, "reward_fns": [a.reward_fn for a in agents]}
     pipeline.add_node("team_reward", f"{AGENT_NODES}:team_reward", deps=previous[-1:],
                       node_type=NodeType.COMPUTE, node_role=NodeRole.REWARD, config=team,
-                      reads=tuple(f"{name}_output" for name in names))
+                      reads=tuple(f"{name}_output" for name in names),
+                      writes=tuple(scoped_key(name, "token_level_scores") for name in names))
+    steps = _training_steps(cfg)
     for agent in agents:
-        own, last = {"agent": agent.name}, "team_reward"
-        steps = [
-            (f"{agent.name}_advantage", "agent_advantage", NodeType.COMPUTE, NodeRole.ADVANTAGE, False),
-            (f"{agent.name}_old_log_prob", "agent_old_log_prob", NodeType.MODEL_INFERENCE, NodeRole.ACTOR, True),
-            (f"{agent.name}_train", "agent_train", NodeType.MODEL_TRAIN, NodeRole.ACTOR, False),
-        ]
-        for node_id, func, node_type, role, forward_only in steps:
-            pipeline.add_node(node_id, f"{AGENT_NODES}:{func}", deps=[last], node_type=node_type,
-                              node_role=role, only_forward_compute=forward_only, config=own)
+        last = "team_reward"
+        for step_id in steps:
+            step, node_id = STEPS[step_id], f"{agent.name}_{step_id}"
+            pipeline.add_node(node_id, step.func, deps=[last], node_type=step.node_type, node_role=step.node_role,
+                              only_forward_compute=step.only_forward_compute, config={"agent": agent.name})
             last = node_id
     return pipeline.build()

@@ -205,7 +205,7 @@ class Node:
     def effective_contract(self, cfg: Any) -> NodeContract | None:
         """Function contract (resolved for ``cfg``) merged with the pipeline's; None when neither exists."""
         declared = self.declared()
-        base = declared.resolve(cfg) if declared is not None else None
+        base = declared.resolve(cfg, str(self.config.get("agent") or "")) if declared is not None else None
         if base is None:
             return self.contract
         return base.merged(self.contract)

@@ -24,12 +24,12 @@ from collections.abc import Mapping
 
 from siirl.errors import ConfigError
 from siirl.execution.dag.contract import PLANNER_CONFIG_KEYS
+from siirl.execution.dag.multi_agent import AGENT_KEY, agent_names
 from siirl.execution.dag.node_types import NodeRole
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.scheduler.plan import ALL_RANKS
 
 PLACEMENT_KEY = PLANNER_CONFIG_KEYS[0]
-AGENT_KEY = "agent"
 AGENT_PLACEMENTS = ("auto", "own", "shared")
 
 
@@ -75,7 +75,7 @@ def place_agents(graph: TaskGraph, mode: str, world_size: int) -> TaskGraph:
     rank to compute the same scores everywhere. Nodes that already name a placement group keep it.
     """
     order = graph.get_execution_order()
-    agents = list(dict.fromkeys(a for a in (graph.nodes[n].config.get(AGENT_KEY) for n in order) if a))
+    agents = agent_names(graph)
     if agent_placement_mode(mode, len(agents), world_size) != "own":
         return graph
     placed = graph.copy()

@@ -1,0 +1,135 @@
+"""Building ``models[key]`` on a DAG worker: one builder per role spec (siirl.execution.roles).
+
+The worker asks each node of its own task graph which roles it needs (its contract, or its ``node_role``
+for an undeclared custom node), so it builds only what it runs: a graph without a critic node never
+loads a critic, and with ``dag.agent_placement=own`` a worker builds only its own agents' models.
+A builder is ``fn(ctx, key, agent, roles) -> model``; ``roles`` are the role names the graph asked
+for under this slot (a policy builds its rollout engine only when some node samples with it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from siirl.execution.dag import NodeType, TaskGraph
+from siirl.execution.roles import NODE_ROLE_SPECS, ROLES, RoleSpec, model_key
+from siirl.registry import import_ref
+
+logger = logging.getLogger(__name__)
+
+AGENT_KEY = "agent"
+
+
+def _node_roles(node: Any, cfg: Any) -> tuple[str, ...]:
+    contract = node.effective_contract(cfg)
+    if contract is not None:
+        return contract.roles
+    name = NODE_ROLE_SPECS.get(node.node_role)
+    if node.node_type is NodeType.COMPUTE or name is None or ROLES.get(name).available(cfg) is not None:
+        return ()
+    return (name,)
+
+
+def requested_models(graph: TaskGraph, cfg: Any) -> dict[str, tuple[RoleSpec, str, set[str]]]:
+    """Slot -> (spec, agent, role names asked for), in the graph's execution order."""
+    wanted: dict[str, tuple[RoleSpec, str, set[str]]] = {}
+    for node_id in graph.get_execution_order():
+        node = graph.nodes[node_id]
+        agent = str(node.config.get(AGENT_KEY) or "")
+        for name in _node_roles(node, cfg):
+            spec = ROLES.get(name)
+            if spec.builder:
+                wanted.setdefault(model_key(spec, agent), (spec, agent, set()))[2].add(name)
+    return wanted
+
+
+def build_models(ctx: Any, graph: TaskGraph) -> dict[str, Any]:
+    """Every model this worker's graph uses, built in execution order (the same order on every rank)."""
+    models = {}
+    for key, (spec, agent, roles) in requested_models(graph, ctx.cfg).items():
+        models[key] = import_ref(spec.builder, f"{spec.key} builder")(ctx, key, agent, roles)
+    logger.info("worker %d built: %s", ctx.rank, ", ".join(models) or "no models")
+    return models
+
+
+def _group(ctx: Any, spec: RoleSpec, agent: str) -> Any:
+    """The process group the planner made for this slot (agents' slots are ``<agent>/<role>``)."""
+    name = spec.group.value
+    return ctx.groups.get(f"{agent}/{name}" if agent else name)
+
+
+def agent_model_config(cfg: Any, graph: TaskGraph, agent: str) -> Any:
+    """The policy's model section: the run's, with an agent's own ``model_path`` when it has one."""
+    paths = [n.config.get("model_path") for n in graph if agent and n.config.get(AGENT_KEY) == agent]
+    path = next((p for p in paths if p), "")
+    if not path:
+        return cfg.actor_rollout_ref.model
+    model = OmegaConf.create(OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True))
+    model.path, model.tokenizer_path = path, ""
+    return model
+
+
+def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+    """The actor and, when a node samples with it, its rollout engine (an agent's samples one per row)."""
+    from siirl.algorithms import make_kl_controller
+    from siirl.dag_worker.env_setup import inner_rollout_config, wrap_rollout
+    from siirl.dag_worker.policy import Policy
+    from siirl.engine.rollout import make_rollout_engine
+    from siirl.engine.rollout.env_session import single_sample_config
+    from siirl.engine.workers import ActorWorker
+
+    cfg, arr = ctx.cfg, ctx.cfg.actor_rollout_ref
+    model = agent_model_config(cfg, ctx.graph, agent)
+    actor = ActorWorker(
+        model, arr.actor, ctx.backend, process_group=_group(ctx, ROLES.get("actor"), agent),
+        rollout_n=arr.rollout.n, temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout,
+        init_seed=cfg.trainer.seed, local_rank=ctx.local_device,
+    )
+    policy = Policy(actor, None, make_kl_controller(cfg.algorithm.kl_ctrl), bool(arr.rollout.free_cache_engine))
+    if "rollout" in roles:
+        engine = make_rollout_engine(
+            arr.rollout.name, model_cfg=model,
+            rollout_cfg=single_sample_config(arr.rollout) if agent else inner_rollout_config(cfg),
+            backend=ctx.backend, max_response_length=cfg.data.max_response_length, tokenizer=ctx.tokenizer,
+            local_rank=ctx.local_device,
+        )
+        policy.rollout = engine if agent else wrap_rollout(engine, cfg, ctx.tokenizer)
+        # Exact only while the rollout copy is this worker's actor, synced before every rollout.
+        engine.records_log_probs = policy.old_log_probs_from_rollout = (
+            str(arr.actor.old_log_prob_source) == "rollout" and policy.rollout is engine
+        )
+    return policy
+
+
+def build_reference(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+    """The frozen reference policy: the policy's own base model, without optimiser."""
+    from siirl.engine.workers import ReferenceWorker
+
+    arr = ctx.cfg.actor_rollout_ref
+    return ReferenceWorker(
+        agent_model_config(ctx.cfg, ctx.graph, agent), arr.ref, ctx.backend,
+        process_group=_group(ctx, ROLES.get("reference"), agent), temperature=arr.rollout.temperature,
+        strategy=str(arr.actor.strategy), local_rank=ctx.local_device,
+    )
+
+
+def build_critic(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+    from siirl.engine.workers import CriticWorker
+
+    cfg = ctx.cfg
+    return CriticWorker(
+        cfg.critic, ctx.backend, process_group=_group(ctx, ROLES.get("critic"), agent),
+        rollout_n=cfg.actor_rollout_ref.rollout.n, init_seed=cfg.trainer.seed, local_rank=ctx.local_device,
+    )
+
+
+def build_reward_model(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+    from siirl.engine.workers.reward_model import RewardModelWorker
+
+    return RewardModelWorker(
+        ctx.cfg.reward_model, ctx.backend, tokenizer=ctx.tokenizer,
+        process_group=_group(ctx, ROLES.get("reward_model"), agent), local_rank=ctx.local_device,
+    )

@@ -1,0 +1,54 @@
+"""A policy: the actor (weights + optimiser), its rollout engine, and the state that ties them together.
+
+The single policy of a run and every agent of a team are each one ``Policy`` (slots ``actor`` and
+``<agent>/actor``), so sampling, log-probs, the KL controller and updates go through the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from siirl.engine.rollout.base import RolloutEngine
+
+
+@dataclass
+class Policy:
+    actor: Any
+    rollout: RolloutEngine | None
+    #: Adaptive or fixed KL-in-reward coefficient of this policy (moves once per step).
+    kl_ctrl: Any
+    free_cache: bool = False
+    #: The rollout records the sampled tokens' log-probs and they serve as the PPO old log-probs
+    #: (``actor_rollout_ref.actor.old_log_prob_source``), so the actor skips its extra forward.
+    old_log_probs_from_rollout: bool = False
+    stale: bool = True
+
+    def refresh(self) -> None:
+        """Wake the engine and, after this policy's last update, stream the actor's weights in (no disk)."""
+        self.rollout.wake_up()
+        if self.stale:
+            self.rollout.sync_weights(self.actor.named_parameters_for_sync())
+            self.stale = False
+
+    def done(self) -> None:
+        """After sampling: free the engine's cache when configured (``rollout.free_cache_engine``)."""
+        if self.free_cache:
+            self.rollout.sleep()
+
+    def mark_stale(self) -> None:
+        self.stale = True
+
+    def checkpoint_target(self) -> Any:
+        return self.actor
+
+    def kl_state(self) -> dict[str, float]:
+        return {"value": float(self.kl_ctrl.value)}
+
+    def load_kl_state(self, state: dict[str, float]) -> None:
+        self.kl_ctrl.value = state["value"]
+
+    def close(self) -> None:
+        closer = getattr(self.rollout, "close", None)
+        if closer is not None:
+            closer()

@@ -1,0 +1,121 @@
+"""Model roles: one registered spec per kind of model a run may hold (policy, reference, critic, ...).
+
+The planner keys every model as a slot (``actor``, ``critic``, ``<agent>/actor``); a spec says, for its
+role, which config section describes it, whether the run has it (answered at plan time, without importing
+torch), how a DAG worker builds it (a ``module:function`` imported only on the worker), what of it goes
+into checkpoints and how it is closed. Node contracts name roles (``roles=("critic",)``); the planner
+refuses a node whose role the config does not provide, and the worker builds ``models[key]`` for each
+role its own nodes name. Adding a role is one ``ROLES.register`` here, its builder, a node and a
+pipeline step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from siirl.execution.config_access import cfg_get
+from siirl.execution.dag.node_types import NodeRole
+from siirl.registry import Registry
+
+#: ``available(cfg)``: None when the run configures this model, else the reason it does not.
+Availability = Callable[[Any], "str | None"]
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """One kind of model. ``key`` is its slot name (an agent's is ``<agent>/<key>``); ``group`` the node
+    role whose process group it shards over; ``builder`` is ``fn(ctx, key, agent) -> model``, or empty
+    when nothing is built for the role (the environment lives inside the policy's rollout)."""
+
+    key: str
+    section: str
+    available: Availability
+    group: NodeRole
+    builder: str = ""
+    #: The model's trainable state is checkpointed (its ``checkpoint_target()`` is saved and restored).
+    checkpointed: bool = False
+
+
+ROLES: Registry[RoleSpec] = Registry("model role")
+
+
+def model_key(spec: RoleSpec, agent: str = "") -> str:
+    """The slot of ``spec``'s model: ``actor`` for the single policy, ``adder/actor`` for agent ``adder``."""
+    return f"{agent}/{spec.key}" if agent else spec.key
+
+
+def uses_reference(cfg: Any) -> bool:
+    """A reference policy is loaded only when a KL term needs it (in the loss or in the reward)."""
+    return bool(cfg_get(cfg, "actor_rollout_ref.actor.use_kl_loss", False)) or bool(
+        cfg_get(cfg, "algorithm.use_kl_in_reward", False)
+    )
+
+
+def uses_critic(cfg: Any) -> bool:
+    """A critic is loaded when enabled or when the advantage estimator needs values."""
+    from siirl.algorithms.needs import estimator_needs
+
+    estimator = cfg_get(cfg, "algorithm.adv_estimator", "grpo")
+    return bool(cfg_get(cfg, "critic.enable", False)) or estimator_needs(estimator).values
+
+
+def _always(cfg: Any) -> str | None:
+    return None
+
+
+def _reference(cfg: Any) -> str | None:
+    if uses_reference(cfg):
+        return None
+    return "no KL term is configured (actor_rollout_ref.actor.use_kl_loss / algorithm.use_kl_in_reward)"
+
+
+def _critic(cfg: Any) -> str | None:
+    return None if uses_critic(cfg) else "critic.enable=false and the advantage estimator needs no values"
+
+
+def _reward_model(cfg: Any) -> str | None:
+    return None if cfg_get(cfg, "reward_model.enable", False) else "reward_model.enable=false (rule rewards need no model)"
+
+
+def _environment(cfg: Any) -> str | None:
+    """None when the run drives an environment that resolves, else why not."""
+    from siirl.environment.outputs import env_mode
+    from siirl.environment.registry import resolve_env_factory
+    from siirl.errors import SiirlUserError
+
+    if env_mode(cfg) is None:
+        return (
+            "the run drives no environment (set actor_rollout_ref.rollout.multi_turn.enable=true or "
+            "algorithm.workflow_type=EMBODIED)"
+        )
+    try:
+        resolve_env_factory(str(cfg_get(cfg, "env.name", "")))
+    except SiirlUserError as exc:
+        return str(exc)
+    return None
+
+
+_BUILD = "siirl.dag_worker.models"
+
+#: The policy answers to both names: ``rollout`` nodes sample with it, ``actor`` nodes train it.
+ROLES.register("actor", "rollout")(RoleSpec(
+    "actor", "actor_rollout_ref", _always, NodeRole.ACTOR, f"{_BUILD}:build_policy", checkpointed=True,
+))
+ROLES.register("reference")(RoleSpec(
+    "reference", "actor_rollout_ref.ref", _reference, NodeRole.REFERENCE, f"{_BUILD}:build_reference",
+))
+ROLES.register("critic")(RoleSpec(
+    "critic", "critic", _critic, NodeRole.CRITIC, f"{_BUILD}:build_critic", checkpointed=True,
+))
+ROLES.register("reward_model")(RoleSpec(
+    "reward_model", "reward_model", _reward_model, NodeRole.REWARD, f"{_BUILD}:build_reward_model",
+))
+ROLES.register("environment")(RoleSpec("environment", "env", _environment, NodeRole.ROLLOUT))
+
+#: The role a model node without a declared contract acts for, by its ``node_role``.
+NODE_ROLE_SPECS = {
+    NodeRole.ROLLOUT: "rollout", NodeRole.ACTOR: "actor", NodeRole.REFERENCE: "reference",
+    NodeRole.CRITIC: "critic",
+}

@@ -1,0 +1,54 @@
+"""Every single-policy feature reaches the agents of a team: the two-agent team trains 2 steps with each
+of them, through the same built-in nodes, or the launcher refuses it in one line before Ray starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from siirl.main_dag import EXIT_USER_ERROR
+
+from .e2e_helpers import read_metrics, run_main
+
+pytestmark = pytest.mark.slow
+
+AGENTS = ("adder", "finisher")
+
+#: row -> (overrides, metric every agent must log at every step, or the refusal's words)
+ROWS = {
+    "use_kl_loss": (["actor_rollout_ref.actor.use_kl_loss=true"], "actor/kl_loss"),
+    "use_kl_in_reward": (["algorithm.use_kl_in_reward=true"], "actor/reward_kl_penalty"),
+    "gae": (["algorithm.adv_estimator=gae"], "critic/vf_loss"),
+    "rloo": (["algorithm.adv_estimator=rloo"], "actor/pg_loss"),
+    "reinforce_plus_plus": (["algorithm.adv_estimator=reinforce_plus_plus"], "actor/pg_loss"),
+    "critic": (["critic.enable=true"], "critic/vf_loss"),
+    "remax": (["algorithm.adv_estimator=remax"], "REFUSED: greedy baseline"),
+}
+
+
+@pytest.fixture(scope="module")
+def team_data(tmp_path_factory):
+    from siirl.tasks.three_sum import generate
+
+    return generate(str(tmp_path_factory.mktemp("three_sum")), n_train=32, n_val=8)
+
+
+@pytest.mark.parametrize("row", list(ROWS))
+def test_team_trains_with_every_single_policy_feature(row, team_data, tmp_path, ray_session, capsys):
+    overrides, expected = ROWS[row]
+    train, val = team_data
+    code = run_main(
+        tmp_path / "run", "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders",
+        "dag.agent_placement=shared", f"data.train_files=[{train}]", f"data.val_files=[{val}]",
+        "trainer.total_training_steps=2", *overrides,
+    )
+    if expected.startswith("REFUSED: "):
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and expected[9:] in err, err
+        return
+    assert code == 0
+    steps = [r for r in read_metrics(tmp_path / "run") if "team/final_accuracy" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for agent in AGENTS:
+        assert all(f"{agent}/{expected}" in r for r in steps), (agent, sorted(steps[-1]))
+    if row == "use_kl_in_reward":  # the policies moved away from their references after step 1
+        assert all(steps[-1][f"{agent}/actor/reward_kl_penalty"] != 0.0 for agent in AGENTS)
