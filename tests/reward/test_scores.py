@@ -128,7 +128,7 @@ def test_default_compute_score_dispatch():
         default_compute_score("nope", "1", "1")
 
 
-def test_register_score_rejects_duplicates():
+def test_a_data_source_takes_one_score_function():
     @SCORES.register("tests/custom_ds")
     def score(solution_str, ground_truth, extra_info=None):
         return {"score": 0.5, "acc": True}
