@@ -35,10 +35,10 @@ import torch.multiprocessing as mp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from siirl.config_checks import load_config
 from siirl.data_coordinator import build_train_dataloader
 from siirl.data_coordinator.dataloader import dist_scan_share
 from siirl.engine.workers.model_loading import load_tokenizer
-from siirl.params import load_config
 from siirl.tasks.arithmetic import format_prompt
 
 MB = 1024.0**2

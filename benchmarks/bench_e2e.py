@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     args, extra = parser.parse_known_args(argv)
     trl_python = trl_interpreter(args.trl_python)
     sys.path.insert(0, str(ROOT))
-    from siirl.params import load_config
+    from siirl.config_checks import load_config
 
     cfg = load_config(["device=cpu", *extra])
     samples = cfg.data.train_batch_size * cfg.actor_rollout_ref.rollout.n

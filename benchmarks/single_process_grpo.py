@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from siirl.algorithms import compute_advantage, compute_policy_loss
+from siirl.config_checks import load_config
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.data_coordinator import build_train_dataloader, build_val_dataloader, non_tensor_list
 from siirl.device import get_backend
@@ -33,7 +34,6 @@ from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.workers.actor import log_prob_reduce
 from siirl.engine.workers.model_loading import load_causal_lm, load_tokenizer
 from siirl.engine.workers.padding_free import choose_layout, response_outputs
-from siirl.params import load_config
 
 
 class SingleProcessGRPO:

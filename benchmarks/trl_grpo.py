@@ -39,6 +39,7 @@ from trl import GRPOConfig, GRPOTrainer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from siirl.config_checks import load_config
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
 from siirl.data_coordinator.parquet_source import ParquetRows
@@ -47,7 +48,6 @@ from siirl.engine.reward.base import RewardInputs
 from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.workers.model_loading import load_causal_lm, load_tokenizer
 from siirl.errors import ConfigError
-from siirl.params import load_config
 
 #: siiRL's policy-loss aggregation -> TRL's loss_type with the same normaliser when one optimizer step is one
 #: micro-batch (gradient_accumulation_steps=1): "bnpo" divides by the valid tokens of that batch.

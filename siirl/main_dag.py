@@ -47,10 +47,10 @@ def _setup_logging() -> None:
 
 def prepare(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
     """Everything that can be checked before Ray starts: config, device, engine, pipeline, plan."""
+    from siirl.config_checks import load_config
     from siirl.device import get_backend
     from siirl.execution.dag.builtin_pipelines import select_pipeline
     from siirl.execution.scheduler.planner import plan_from_config
-    from siirl.params import load_config
     from siirl.preflight import check_inputs, check_plan, pin_resume_checkpoint
 
     cfg = load_config(overrides, config_path=config_path, config_name=config_name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -33,66 +33,12 @@ def _valid_attention(name: str, known: Collection[str]) -> bool:
     return name in known or "/" in name or (name.startswith("paged|") and name[len("paged|"):] in known)
 
 
-def _policy_losses() -> list[str]:
-    from siirl.algorithms import POLICY_LOSSES
-
-    return POLICY_LOSSES.names()
-
-
-def _agg_modes() -> list[str]:
-    from siirl.algorithms import AGG_MODES
-
-    return AGG_MODES.names()
-
-
-def _kl_estimators() -> list[str]:
-    from siirl.algorithms import KL_ESTIMATORS
-
-    return KL_ESTIMATORS.names()
-
-
-def _cpgd_weights() -> list[str]:
-    from siirl.algorithms import CPGD_WEIGHTS
-
-    return CPGD_WEIGHTS.names()
-
-
-def _reward_managers() -> list[str]:
-    from siirl.engine.reward.registry import reward_manager_names
-
-    return reward_manager_names()
-
-
-def _metric_sinks() -> list[str]:
-    from siirl.dag_worker.metrics import sink_names
-
-    return sink_names()
-
-
-#: Config key -> the registry its value(s) must be a name of.
-REGISTRY_KEYS: dict[str, Callable[[], list[str]]] = {
-    "actor_rollout_ref.actor.policy_loss.loss_mode": _policy_losses,
-    "actor_rollout_ref.actor.loss_agg_mode": _agg_modes,
-    "critic.loss_agg_mode": _agg_modes,
-    "algorithm.kl_penalty": _kl_estimators,
-    "actor_rollout_ref.actor.kl_loss_type": _kl_estimators,
-    "algorithm.weight_factor_in_cpgd": _cpgd_weights,
-    "reward_model.reward_manager": _reward_managers,
-    "trainer.logger": _metric_sinks,
-}
 ATTENTION_KEYS = ("actor_rollout_ref.model.attn_implementation", "critic.model.attn_implementation")
 
 
-def check_registry_names(cfg: DictConfig) -> None:
-    """Every name-valued key names something registered (lists: every element)."""
-    for key, names_of in REGISTRY_KEYS.items():
-        value = OmegaConf.select(cfg, key)
-        values = list(value) if OmegaConf.is_list(value) or isinstance(value, list) else [value]
-        known = names_of()
-        for item in values:
-            # 'module:function' names user code; siirl.params.validate imports and checks it at config time.
-            if item not in known and ":" not in str(item):
-                raise ConfigError(f"bad config: {key}={item!r} is not registered; known: {', '.join(known)}")
+def check_attention_names(cfg: DictConfig) -> None:
+    """Each ``attn_implementation`` is one transformers (or siiRL's varlen kernel) registers; the other
+    registry-named keys were checked by ``siirl.config_checks.load_config``."""
     known = _attention_names()
     for key in ATTENTION_KEYS:
         value = str(OmegaConf.select(cfg, key))
@@ -127,12 +73,12 @@ def check_output_dir(raw: str) -> None:
 
 
 def check_inputs(cfg: DictConfig) -> None:
-    """Registry names, model dirs (tokenizer, weights), parquet files, custom reward function, output dir."""
+    """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function, output dir."""
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.reward import load_custom_reward_fn
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
 
-    check_registry_names(cfg)
+    check_attention_names(cfg)
     load_tokenizer(cfg.actor_rollout_ref.model)
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     if cfg.critic.enable:

@@ -9,14 +9,15 @@ read registries without importing torch. The rules are the same for every family
   it raises ``ValueError`` naming both, unless the call says ``replace=True`` (tests, deliberate overrides).
 - ``get`` of an unknown name is one ``ConfigError`` line listing what is registered. An ``open`` family
   also accepts ``module:attr`` and imports it from user code on first use.
-- ``config_keys`` names the config keys whose value must be an entry of this family; config validation is
-  generated from them (``validation_rules``), so the allowed values are stated once, here.
+- ``config_keys`` names the config keys whose value must be an entry of this family (``also_allowed``: values
+  that are not entries, such as ``auto``, which lets the family choose at run time); config validation is
+  generated from them (``governed_keys`` and ``check_config``), so the allowed values are stated once, here.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from enum import Enum
 from typing import Any, Generic, TypeVar
 
@@ -51,10 +52,18 @@ def import_ref(ref: str, what: str) -> Any:
 class Registry(Generic[T]):
     """Entries of one family, keyed by the name users write in configs."""
 
-    def __init__(self, kind: str, *, open: bool = False, config_keys: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        kind: str,
+        *,
+        open: bool = False,
+        config_keys: tuple[str, ...] = (),
+        also_allowed: tuple[str, ...] = (),
+    ) -> None:
         self.kind = kind
         self.open = open
         self.config_keys = config_keys
+        self.also_allowed = also_allowed
         self._entries: dict[str, T] = {}
         self._metadata: dict[str, dict[str, Any]] = {}
         _ALL[kind] = self
@@ -103,12 +112,26 @@ class Registry(Generic[T]):
             raise ConfigError(f"{self.kind} '{ref}' is a {type(target).__name__}, not a function")
         return target
 
+    def check_config(self, key: str, value: Any) -> None:
+        """``key=value`` (a list: each element) names an entry or an ``also_allowed`` value; else one
+        ``ConfigError`` line naming the key and what is allowed."""
+        values = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else [value]
+        for item in values:
+            if item in self.also_allowed:
+                continue
+            try:
+                self.get(item)
+            except ConfigError as exc:
+                also = f"; also allowed: {', '.join(self.also_allowed)}" if self.also_allowed else ""
+                raise ConfigError(f"bad config: {key}={item!r}: {exc}{also}") from None
+
     def names(self) -> list[str]:
         """Registered names (entries imported from user code by ``module:function`` not included)."""
         return sorted(key for key in self._entries if ":" not in key)
 
     def items(self) -> Iterator[tuple[str, T]]:
-        return ((key, self._entries[key]) for key in self.names())
+        """Registered entries in registration order (the order a family that applies all of them uses)."""
+        return ((key, entry) for key, entry in list(self._entries.items()) if ":" not in key)
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, (str, Enum)) and _key(name) in self._entries
@@ -120,3 +143,14 @@ class Registry(Generic[T]):
 def registries() -> dict[str, Registry[Any]]:
     """Every registry created so far, by kind."""
     return dict(_ALL)
+
+
+def governed_keys() -> dict[str, Registry[Any]]:
+    """Config key -> the registry its value names, from the ``config_keys`` of every registry created so far."""
+    governed: dict[str, Registry[Any]] = {}
+    for registry in _ALL.values():
+        for key in registry.config_keys:
+            if key in governed:
+                raise ValueError(f"config key {key} is governed by both {governed[key].kind} and {registry.kind}")
+            governed[key] = registry
+    return governed

@@ -1,8 +1,9 @@
 """The math of every workflow: advantage estimators, policy / value / KL losses, loss aggregation, DAPO.
 
 Pure torch functions over ``(batch, response_len)`` tensors with a response mask. Each family is a
-registry: add a variant by writing one function and decorating it (``register_adv_estimator``,
-``register_policy_loss``, ...). Importing this package registers every built-in variant.
+registry (:class:`siirl.registry.Registry`): add a variant by writing one function and decorating it
+(``ADV_ESTIMATORS.register(name, needs=...)``, ``register_policy_loss``, ...). Importing this package
+registers every built-in variant.
 """
 
 from siirl.algorithms import outcome_advantage, return_advantage  # noqa: F401  (registers estimators)
@@ -10,8 +11,8 @@ from siirl.algorithms.advantage import (
     ADV_ESTIMATORS,
     AdvantageInputs,
     compute_advantage,
+    estimator_needs,
     get_adv_estimator,
-    register_adv_estimator,
 )
 from siirl.algorithms.aggregation import AGG_MODES, agg_loss
 from siirl.algorithms.dapo import (
@@ -34,7 +35,7 @@ from siirl.algorithms.kl import (
 )
 from siirl.algorithms.logits import entropy_from_logits, logprobs_from_logits
 from siirl.algorithms.masked import masked_mean, masked_sum, masked_var, masked_whiten
-from siirl.algorithms.needs import EstimatorNeeds, declare_estimator_needs, estimator_needs
+from siirl.algorithms.needs import EstimatorNeeds, declare_estimator_needs
 from siirl.algorithms.outcome_advantage import CPGD_WEIGHTS
 from siirl.algorithms.policy_loss import (
     POLICY_LOSSES,
@@ -43,7 +44,7 @@ from siirl.algorithms.policy_loss import (
     get_policy_loss,
     register_policy_loss,
 )
-from siirl.algorithms.registry import Registry, config_value
+from siirl.algorithms.registry import config_value
 from siirl.algorithms.value import compute_value_loss
 
 __all__ = [
@@ -61,7 +62,6 @@ __all__ = [
     "GenerationBudgetExceeded",
     "KLController",
     "PolicyLossInputs",
-    "Registry",
     "agg_loss",
     "apply_kl_penalty",
     "batch_uids",
@@ -84,6 +84,5 @@ __all__ = [
     "masked_var",
     "masked_whiten",
     "overlong_reward_penalty",
-    "register_adv_estimator",
     "register_policy_loss",
 ]

@@ -1,7 +1,7 @@
 """Advantage estimators: registry and the uniform entry point ``compute_advantage``.
 
 An estimator is a function ``fn(inputs: AdvantageInputs) -> (advantages, returns)`` registered under
-an ``AdvantageEstimator`` value with ``@register_adv_estimator(...)``; both outputs have the shape
+an ``AdvantageEstimator`` value with ``@ADV_ESTIMATORS.register(name, needs=EstimatorNeeds(...))``; both outputs have the shape
 ``(batch, response_len)`` and are 0 on masked tokens. Estimators read their options from
 ``inputs.option(key, default)``; the options in use are
 
@@ -26,29 +26,26 @@ from typing import Any
 
 import torch
 
-from siirl.algorithms.needs import NEEDS_BY_NAME, EstimatorNeeds
-from siirl.algorithms.registry import Registry, config_value
+from siirl.algorithms.needs import NEEDS_ATTR, EstimatorNeeds
+from siirl.algorithms.registry import config_value
+from siirl.registry import Registry
 
 AdvantageFn = Callable[["AdvantageInputs"], tuple[torch.Tensor, torch.Tensor]]
 
-ADV_ESTIMATORS: Registry[AdvantageFn] = Registry("advantage estimator", open=True)
-
-
-def register_adv_estimator(
-    *names: str | Enum, needs: EstimatorNeeds | None = None
-) -> Callable[[AdvantageFn], AdvantageFn]:
-    """Decorator: make ``fn`` available as ``algorithm.adv_estimator=<name>`` (several names: aliases).
-
-    ``needs`` declares what the pipeline must provide (critic values, baselines, groups) and the loss
-    ``loss_mode=auto`` pairs with it; see ``siirl.algorithms.needs``.
-    """
-    for name in names:
-        NEEDS_BY_NAME[name.value if isinstance(name, Enum) else str(name)] = needs or EstimatorNeeds()
-    return ADV_ESTIMATORS.register(*names)
+ADV_ESTIMATORS: Registry[AdvantageFn] = Registry(
+    "advantage estimator", open=True, config_keys=("algorithm.adv_estimator",)
+)
 
 
 def get_adv_estimator(name: str | Enum) -> AdvantageFn:
     return ADV_ESTIMATORS.get(name)
+
+
+def estimator_needs(name: str | Enum) -> EstimatorNeeds:
+    """What the estimator registered (or importable) as ``name`` needs: its entry's ``needs`` metadata,
+    else what a user function declared with ``@declare_estimator_needs``, else GRPO's."""
+    fn = ADV_ESTIMATORS.get(name)  # refuses an unknown name in one line
+    return ADV_ESTIMATORS.metadata(name).get("needs") or getattr(fn, NEEDS_ATTR, EstimatorNeeds())
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Literal
 import torch
 
 from siirl.algorithms.masked import masked_sum
-from siirl.algorithms.registry import Registry
+from siirl.registry import Registry
 
 Unit = Literal["token", "seq"]
 #: A mode returns (sum of its per-unit values, number of local units, which unit it averages over).
@@ -38,7 +38,9 @@ Unit = Literal["token", "seq"]
 AggResult = tuple[torch.Tensor, torch.Tensor | int, Unit]
 AggFn = Callable[[torch.Tensor, torch.Tensor, float], AggResult]
 
-AGG_MODES: Registry[AggFn] = Registry("loss_agg_mode", open=True)
+AGG_MODES: Registry[AggFn] = Registry(
+    "loss_agg_mode", open=True, config_keys=("actor_rollout_ref.actor.loss_agg_mode", "critic.loss_agg_mode")
+)
 
 
 @AGG_MODES.register("token-mean")

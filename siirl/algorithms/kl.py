@@ -23,11 +23,14 @@ import torch
 
 from siirl.algorithms.aggregation import agg_loss
 from siirl.algorithms.masked import masked_mean
-from siirl.algorithms.registry import Registry, config_value
+from siirl.algorithms.registry import config_value
 from siirl.errors import ConfigError
+from siirl.registry import Registry
 
 KLFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-KL_ESTIMATORS: Registry[KLFn] = Registry("KL penalty type", open=True)
+KL_ESTIMATORS: Registry[KLFn] = Registry(
+    "KL penalty type", open=True, config_keys=("algorithm.kl_penalty", "actor_rollout_ref.actor.kl_loss_type")
+)
 
 
 @KL_ESTIMATORS.register("k1", "kl")
@@ -109,7 +112,9 @@ class AdaptiveKLController:
         self.value *= 1 + error * n_steps / self.horizon
 
 
-KL_CONTROLLERS: Registry[Callable[[Any], KLController]] = Registry("KL controller type", open=True)
+KL_CONTROLLERS: Registry[Callable[[Any], KLController]] = Registry(
+    "KL controller type", open=True, config_keys=("algorithm.kl_ctrl.type",)
+)
 
 
 @KL_CONTROLLERS.register("fixed")

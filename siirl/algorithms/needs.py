@@ -1,17 +1,18 @@
-"""What each advantage estimator needs from the pipeline, declared where the estimator is registered.
+"""What an advantage estimator needs from the pipeline: metadata of its ``ADV_ESTIMATORS`` entry.
 
 The built-in pipeline is derived from these needs: ``values`` adds the critic's value and training
 nodes, ``reward_baselines`` adds the greedy-baseline node (ReMax), ``groups`` says the estimator compares
 the responses of one prompt (uid). ``loss_mode`` is the policy loss that ``loss_mode=auto`` picks for it.
-An estimator from user code (``algorithm.adv_estimator=my_module:my_fn``) declares its needs with
-``@declare_estimator_needs(...)``; without the decorator it is treated like GRPO (groups, vanilla loss).
+A built-in estimator states them where it registers (``ADV_ESTIMATORS.register(name, needs=...)``); one
+from user code (``algorithm.adv_estimator=my_module:my_fn``) is not registered, so it declares them with
+``@declare_estimator_needs(...)``; without either it is treated like GRPO (groups, vanilla loss). Read them
+with ``siirl.algorithms.estimator_needs(name)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 NEEDS_ATTR = "__siirl_estimator_needs__"
@@ -41,16 +42,3 @@ def declare_estimator_needs(**needs: Any) -> Callable[[Callable[..., Any]], Call
         return fn
 
     return wrap
-
-
-#: Needs of the built-in estimators, by registered name (one function may serve several names).
-NEEDS_BY_NAME: dict[str, EstimatorNeeds] = {}
-
-
-def estimator_needs(name: str | Enum) -> EstimatorNeeds:
-    """The needs of the estimator registered (or importable) as ``name``."""
-    from siirl.algorithms.advantage import get_adv_estimator
-
-    key = name.value if isinstance(name, Enum) else str(name)
-    fn = get_adv_estimator(key)  # refuses an unknown name in one line
-    return NEEDS_BY_NAME.get(key) or getattr(fn, NEEDS_ATTR, EstimatorNeeds())

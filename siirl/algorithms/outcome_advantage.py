@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 import torch
 
-from siirl.algorithms.advantage import AdvantageInputs, register_adv_estimator
+from siirl.algorithms.advantage import ADV_ESTIMATORS, AdvantageInputs
 from siirl.algorithms.grouping import GroupStats, group_stats
 from siirl.algorithms.masked import masked_whiten
 from siirl.algorithms.needs import EstimatorNeeds
-from siirl.algorithms.registry import Registry
 from siirl.params.enums import AdvantageEstimator
+from siirl.registry import Registry
 
 
 def _per_token(per_response: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -33,8 +33,8 @@ def _std_scaled(scores: torch.Tensor, stats: GroupStats, epsilon: float) -> torc
     return _centred(scores, stats) / (std + epsilon)
 
 
-@register_adv_estimator(AdvantageEstimator.GSPO, needs=EstimatorNeeds(loss_mode="gspo"))
-@register_adv_estimator(AdvantageEstimator.GRPO)
+@ADV_ESTIMATORS.register(AdvantageEstimator.GSPO, needs=EstimatorNeeds(loss_mode="gspo"))
+@ADV_ESTIMATORS.register(AdvantageEstimator.GRPO)
 def grpo_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """GRPO (arXiv 2402.03300): ``(score - group mean) / (group std + epsilon)``.
 
@@ -53,7 +53,9 @@ def grpo_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]
 
 #: CPGD weight factors: (scores, group stats, inputs) -> per-response advantage.
 CpgdWeightFn = Callable[[torch.Tensor, GroupStats, AdvantageInputs], torch.Tensor]
-CPGD_WEIGHTS: Registry[CpgdWeightFn] = Registry("weight_factor_in_cpgd", open=True)
+CPGD_WEIGHTS: Registry[CpgdWeightFn] = Registry(
+    "weight_factor_in_cpgd", open=True, config_keys=("algorithm.weight_factor_in_cpgd",)
+)
 
 
 @CPGD_WEIGHTS.register("STD_weight")
@@ -85,7 +87,7 @@ def _cpgd_no_weight(scores: torch.Tensor, stats: GroupStats, inputs: AdvantageIn
     return _centred(scores, stats)
 
 
-@register_adv_estimator(AdvantageEstimator.CPGD, needs=EstimatorNeeds(loss_mode="cpgd"))
+@ADV_ESTIMATORS.register(AdvantageEstimator.CPGD, needs=EstimatorNeeds(loss_mode="cpgd"))
 def cpgd_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """CPGD (arXiv 2505.12504): group-centred scores times the weight factor ``weight_factor_in_cpgd``."""
     weight_fn = CPGD_WEIGHTS.get(inputs.option("weight_factor_in_cpgd", "STD_weight"))
@@ -96,7 +98,7 @@ def cpgd_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]
     return out, out
 
 
-@register_adv_estimator(AdvantageEstimator.RLOO)
+@ADV_ESTIMATORS.register(AdvantageEstimator.RLOO)
 def rloo_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """RLOO (arXiv 2402.14740): score minus the mean score of the *other* responses of the group."""
     scores = inputs.outcome_scores()
@@ -107,7 +109,7 @@ def rloo_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]
     return out, out
 
 
-@register_adv_estimator(AdvantageEstimator.REINFORCE_PLUS_PLUS_BASELINE)
+@ADV_ESTIMATORS.register(AdvantageEstimator.REINFORCE_PLUS_PLUS_BASELINE)
 def reinforce_plus_plus_baseline_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE++ with baseline (arXiv 2501.03262): group-centred scores, whitened over the batch.
 

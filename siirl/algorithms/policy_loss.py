@@ -31,13 +31,19 @@ import torch
 
 from siirl.algorithms.aggregation import agg_loss
 from siirl.algorithms.masked import masked_mean
-from siirl.algorithms.registry import Registry, config_value
+from siirl.algorithms.registry import config_value
 from siirl.errors import ConfigError
+from siirl.registry import Registry
 
 Metrics = dict[str, torch.Tensor]
 PolicyLossFn = Callable[["PolicyLossInputs"], tuple[torch.Tensor, Metrics]]
 
-POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss_mode", open=True)
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry(
+    "policy loss_mode",
+    open=True,
+    config_keys=("actor_rollout_ref.actor.policy_loss.loss_mode",),
+    also_allowed=("auto",),
+)
 
 
 def register_policy_loss(*names: str | Enum) -> Callable[[PolicyLossFn], PolicyLossFn]:

@@ -1,13 +1,11 @@
-"""The config reader shared by every algorithm family (the registry itself is :mod:`siirl.registry`)."""
+"""The config reader shared by every algorithm family."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from siirl.registry import Registry
-
-__all__ = ["Registry", "config_value"]
+__all__ = ["config_value"]
 
 
 def config_value(config: Any, key: str, default: Any = None) -> Any:

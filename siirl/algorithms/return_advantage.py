@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import torch
 
-from siirl.algorithms.advantage import AdvantageInputs, register_adv_estimator
+from siirl.algorithms.advantage import ADV_ESTIMATORS, AdvantageInputs
 from siirl.algorithms.masked import masked_whiten
 from siirl.algorithms.needs import EstimatorNeeds
 from siirl.params.enums import AdvantageEstimator
 
 
-@register_adv_estimator(AdvantageEstimator.GAE, needs=EstimatorNeeds(values=True, groups=False))
+@ADV_ESTIMATORS.register(AdvantageEstimator.GAE, needs=EstimatorNeeds(values=True, groups=False))
 def gae_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalised Advantage Estimation (arXiv 1506.02438) with ``gamma`` and ``lam``.
 
@@ -47,7 +47,7 @@ def _discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float)
     return returns
 
 
-@register_adv_estimator(AdvantageEstimator.REINFORCE_PLUS_PLUS, needs=EstimatorNeeds(groups=False))
+@ADV_ESTIMATORS.register(AdvantageEstimator.REINFORCE_PLUS_PLUS, needs=EstimatorNeeds(groups=False))
 def reinforce_plus_plus_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE++ (arXiv 2501.03262): discounted returns, whitened over the batch's valid tokens."""
     returns = _discounted_returns(
@@ -56,7 +56,7 @@ def reinforce_plus_plus_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor
     return masked_whiten(returns, inputs.response_mask), returns
 
 
-@register_adv_estimator(AdvantageEstimator.REMAX, needs=EstimatorNeeds(reward_baselines=True, groups=False))
+@ADV_ESTIMATORS.register(AdvantageEstimator.REMAX, needs=EstimatorNeeds(reward_baselines=True, groups=False))
 def remax_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """ReMax (arXiv 2310.10505): undiscounted return-to-go minus the greedy response's reward."""
     mask = inputs.response_mask

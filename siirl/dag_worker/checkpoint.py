@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from siirl.dag_worker.manifest import read_manifest, read_verified, verify_folder, write_manifest
+from siirl.engine.manifest import read_manifest, read_verified, verify_folder, write_manifest
 from siirl.errors import CheckpointError
 
 logger = logging.getLogger(__name__)

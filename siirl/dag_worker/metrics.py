@@ -7,30 +7,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from siirl.errors import ConfigError
+from siirl.registry import Registry
 
 logger = logging.getLogger("siirl.metrics")
 
-_SINKS: dict[str, type] = {}
-
-
-def register_sink(name: str) -> Callable[[type], type]:
-    def wrap(cls: type) -> type:
-        _SINKS[name] = cls
-        return cls
-
-    return wrap
-
-
-def sink_names() -> list[str]:
-    """Registered ``trainer.logger`` names."""
-    return sorted(_SINKS)
+#: Metric writers by ``trainer.logger`` name: a class ``cls(run_dir)`` with ``write(step, metrics)`` and ``close()``.
+SINKS: Registry[type] = Registry("metric sink", config_keys=("trainer.logger",))
 
 
 def _reduce_column(key: str, column: torch.Tensor) -> float:
@@ -69,7 +56,7 @@ def reduce_metrics(
     return {key: _reduce_column(key, table[:, i]) for i, key in enumerate(keys)}
 
 
-@register_sink("console")
+@SINKS.register("console")
 class ConsoleSink:
     def __init__(self, run_dir: Path) -> None:
         self.keys = ("reward/mean", "val/score", "actor/pg_loss", "actor/entropy", "timing_s/step")
@@ -82,7 +69,7 @@ class ConsoleSink:
         return None
 
 
-@register_sink("jsonl")
+@SINKS.register("jsonl")
 class JsonlSink:
     def __init__(self, run_dir: Path) -> None:
         self.file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
@@ -95,7 +82,7 @@ class JsonlSink:
         self.file.close()
 
 
-@register_sink("tensorboard")
+@SINKS.register("tensorboard")
 class TensorboardSink:
     def __init__(self, run_dir: Path) -> None:
         from torch.utils.tensorboard import SummaryWriter
@@ -115,11 +102,9 @@ class MetricsLogger:
     """Fan one step's metrics out to the configured sinks (only on the writing rank)."""
 
     def __init__(self, run_dir: Path, sinks: list[str], enabled: bool) -> None:
-        unknown = [s for s in sinks if s not in _SINKS]
-        if unknown:
-            raise ConfigError(f"unknown trainer.logger {unknown}; registered: {', '.join(sorted(_SINKS))}")
+        classes = [SINKS.get(s) for s in sinks]
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.sinks = [_SINKS[s](run_dir) for s in sinks] if enabled else []
+        self.sinks = [cls(run_dir) for cls in classes] if enabled else []
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         for sink in self.sinks:

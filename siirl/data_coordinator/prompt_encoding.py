@@ -14,14 +14,16 @@ import numpy as np
 import torch
 
 from siirl.data_coordinator.errors import DataError, PromptTooLongError
+from siirl.registry import Registry
 
 Describe = Callable[[int], str]
 
-TRUNCATIONS: dict[str, Callable[[list[int], int], list[int]]] = {
-    "left": lambda ids, max_len: ids[len(ids) - max_len :],
-    "right": lambda ids, max_len: ids[:max_len],
-}
-TRUNCATION_CHOICES = ("error", *TRUNCATIONS)
+#: How an over-long prompt is cut to ``data.max_prompt_length`` (``error``: it is refused instead).
+TRUNCATIONS: Registry[Callable[[list[int], int], list[int]]] = Registry(
+    "prompt truncation", config_keys=("data.truncation",), also_allowed=("error",)
+)
+TRUNCATIONS.add("left", lambda ids, max_len: ids[len(ids) - max_len :])
+TRUNCATIONS.add("right", lambda ids, max_len: ids[:max_len])
 
 
 class PromptEncoder:
@@ -32,10 +34,7 @@ class PromptEncoder:
     ) -> None:
         if max_prompt_length < 1:
             raise DataError(f"data.max_prompt_length must be >= 1, got {max_prompt_length}")
-        if truncation not in TRUNCATION_CHOICES:
-            raise DataError(
-                f"data.truncation must be one of {'|'.join(TRUNCATION_CHOICES)}, got {truncation!r}"
-            )
+        TRUNCATIONS.check_config("data.truncation", truncation)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         if pad_id is None:
             raise DataError("the tokenizer has neither a pad token nor an eos token to pad prompts with")
@@ -89,7 +88,7 @@ class PromptEncoder:
             if len(ids) > max_len:
                 if self.truncation == "error":
                     raise self.too_long_error(describe(row), len(ids))
-                ids = TRUNCATIONS[self.truncation](ids, max_len)
+                ids = TRUNCATIONS.get(self.truncation)(ids, max_len)
             if ids:
                 input_ids[row, max_len - len(ids) :] = torch.tensor(ids, dtype=torch.long)
                 attention_mask[row, max_len - len(ids) :] = 1

@@ -7,6 +7,21 @@ below.
 
 from siirl.device import cpu, cuda, npu  # noqa: F401  (registration side effects)
 from siirl.device.base import DeviceBackend
-from siirl.device.registry import AUTO_ORDER, backend_class, backend_names, get_backend, register_backend
+from siirl.device.registry import (
+    BACKENDS,
+    auto_order,
+    backend_class,
+    backend_names,
+    get_backend,
+    register_backend,
+)
 
-__all__ = ["AUTO_ORDER", "DeviceBackend", "backend_class", "backend_names", "get_backend", "register_backend"]
+__all__ = [
+    "BACKENDS",
+    "DeviceBackend",
+    "auto_order",
+    "backend_class",
+    "backend_names",
+    "get_backend",
+    "register_backend",
+]

@@ -3,14 +3,14 @@ execution, the built-in ``arith_chain`` task and the LIBERO adapter (``pip insta
 
 from siirl.environment import arithmetic, libero  # noqa: F401 - register the built-in environments
 from siirl.environment.base import Env, StepResult, failed_result
-from siirl.environment.registry import env_names, make_env, register_env, resolve_env_factory
+from siirl.environment.registry import ENVS, make_env, register_env, resolve_env_factory
 from siirl.environment.vector import VectorEnv
 
 __all__ = [
+    "ENVS",
     "Env",
     "StepResult",
     "VectorEnv",
-    "env_names",
     "failed_result",
     "make_env",
     "register_env",

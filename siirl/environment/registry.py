@@ -10,41 +10,20 @@ from collections.abc import Callable
 from typing import Any
 
 from siirl.environment.base import Env
-from siirl.errors import ConfigError
+from siirl.registry import Registry
 
 EnvFactory = Callable[..., Env]
-_ENVS: dict[str, EnvFactory] = {}
+ENVS: Registry[EnvFactory] = Registry("environment", open=True, config_keys=("env.name",))
 
-
-def register_env(name: str) -> Callable[[EnvFactory], EnvFactory]:
-    """Decorator: ``@register_env("arith_chain")`` on a class or factory function."""
-
-    def wrap(factory: EnvFactory) -> EnvFactory:
-        if name in _ENVS and _ENVS[name] is not factory:
-            raise ValueError(f"environment {name!r} is already registered to {_ENVS[name]!r}")
-        _ENVS[name] = factory
-        return factory
-
-    return wrap
-
-
-def env_names() -> list[str]:
-    return sorted(_ENVS)
+#: ``@register_env("arith_chain")`` on a class or factory function (the name the manual documents).
+register_env = ENVS.register
 
 
 def resolve_env_factory(spec: str) -> EnvFactory:
     """The factory for a registered name or a ``module:Class`` path (one clear error otherwise)."""
     import siirl.environment  # noqa: F401 - registers the built-ins
 
-    if spec in _ENVS:
-        return _ENVS[spec]
-    if ":" not in spec:
-        raise ConfigError(
-            f"unknown environment {spec!r}; registered: {', '.join(env_names())} (or give module:Class)"
-        )
-    from siirl.execution.dag.node import resolve_callable
-
-    return resolve_callable(spec, "env.name")
+    return ENVS.get(spec)
 
 
 def make_env(spec: str, **kwargs: Any) -> Env:

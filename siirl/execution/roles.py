@@ -55,7 +55,7 @@ def uses_reference(cfg: Any) -> bool:
 
 def uses_critic(cfg: Any) -> bool:
     """A critic is loaded when enabled or when the advantage estimator needs values."""
-    from siirl.algorithms.needs import estimator_needs
+    from siirl.algorithms import estimator_needs
 
     estimator = cfg_get(cfg, "algorithm.adv_estimator", "grpo")
     return bool(cfg_get(cfg, "critic.enable", False)) or estimator_needs(estimator).values

@@ -14,7 +14,7 @@ from siirl.native.balancing import (
     rearrange_micro_batches,
 )
 from siirl.native.packing import pack_sequences, unpad_info
-from siirl.native.workload import WORKLOADS, FlopsProxy, register_workload
+from siirl.native.workload import WORKLOADS, FlopsProxy
 
 __all__ = [
     "NATIVE_AVAILABLE",
@@ -26,6 +26,5 @@ __all__ = [
     "karmarkar_karp",
     "pack_sequences",
     "rearrange_micro_batches",
-    "register_workload",
     "unpad_info",
 ]

@@ -12,19 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from siirl.registry import Registry
+
 WorkloadFn = Callable[[np.ndarray], np.ndarray]
 
-WORKLOADS: dict[str, WorkloadFn] = {}
-
-
-def register_workload(name: str) -> Callable[[WorkloadFn], WorkloadFn]:
-    """Decorator registering a workload model under ``name`` (replacing one is allowed)."""
-
-    def decorate(fn: WorkloadFn) -> WorkloadFn:
-        WORKLOADS[name] = fn
-        return fn
-
-    return decorate
+WORKLOADS: Registry[WorkloadFn] = Registry("workload")
 
 
 @dataclass(frozen=True)
@@ -58,10 +50,10 @@ class FlopsProxy:
         return self.linear * as_float + self.quadratic * as_float * as_float
 
 
-register_workload("flops")(FlopsProxy())
+WORKLOADS.add("flops", FlopsProxy())
 
 
-@register_workload("tokens")
+@WORKLOADS.register("tokens")
 def token_count(lengths: np.ndarray) -> np.ndarray:
     """Cost equal to the number of tokens (what a token budget constrains)."""
     return lengths.astype(np.float64)
@@ -69,8 +61,4 @@ def token_count(lengths: np.ndarray) -> np.ndarray:
 
 def resolve_workload(workload: str | WorkloadFn) -> WorkloadFn:
     """The workload model named ``workload`` (or the callable itself)."""
-    if callable(workload):
-        return workload
-    if workload not in WORKLOADS:
-        raise ValueError(f"unknown workload {workload!r}; registered: {sorted(WORKLOADS)}")
-    return WORKLOADS[workload]
+    return workload if callable(workload) else WORKLOADS.get(workload)

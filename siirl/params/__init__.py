@@ -1,7 +1,11 @@
-"""Dataclass configs (Hydra ConfigStore schema), their YAML loader and value checks."""
+"""Dataclass configs (Hydra ConfigStore schema), their YAML composition and value checks.
+
+The lowest config layer: it imports no engine, device, environment or algorithm. A run's config comes from
+``siirl.config_checks.load_config``, which adds the checks against those packages' registries.
+"""
 
 from siirl.params.enums import AdvantageEstimator, WorkflowType
-from siirl.params.loader import config_dir, load_config
+from siirl.params.loader import compose_config, config_dir
 from siirl.params.root import SiirlConfig
 
-__all__ = ["AdvantageEstimator", "SiirlConfig", "WorkflowType", "config_dir", "load_config"]
+__all__ = ["AdvantageEstimator", "SiirlConfig", "WorkflowType", "compose_config", "config_dir"]

@@ -1,5 +1,9 @@
 """Compose the run config with Hydra's compose API and turn every mistake into one readable line.
 
+This layer checks what the schema and the value tables of ``siirl.params`` can see; the checks against the
+registries of the packages above (estimators, engines, devices, ...) are added by
+``siirl.config_checks.load_config``, the entry point every caller uses.
+
 We use ``compose`` rather than ``@hydra.main`` so that Hydra writes nothing into the working directory
 (no ``outputs/`` or ``.hydra/``): a run writes only under ``trainer.output_dir``.
 """
@@ -56,12 +60,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _explain_group_error(message: str) -> str:
-    """Hydra's 'Could not find device/tpu' lists options over several lines; say it in one."""
+    """Hydra's 'Could not find device/tpu' lists options over several lines; say it in one, naming the
+    group's YAML files (each ``configs/device/<name>.yaml`` is what makes ``device=<name>`` valid)."""
     if "device/" in message:
-        from siirl.device import backend_names
-
         wanted = message.split("device/", 1)[1].split("'")[0].split()[0]
-        return f"unknown device '{wanted}'; valid devices: {', '.join(['auto', *backend_names()])}"
+        valid = sorted(path.stem for path in (config_dir() / "device").glob("*.yaml"))
+        return f"unknown device '{wanted}'; valid devices: {', '.join(valid)}"
     return message
 
 
@@ -121,11 +125,12 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
             return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
 
 
-def load_config(
+def compose_config(
     overrides: list[str] | None = None, config_path: str | None = None, config_name: str | None = None
 ) -> DictConfig:
     """Compose ``configs/siirl.yaml`` (with the user's ``config_path/config_name`` YAML on top, as Hydra's
-    ``--config-path/--config-name`` do) and the command-line overrides; check it; return it read-only."""
+    ``--config-path/--config-name`` do) and the command-line overrides; check the schema and value tables;
+    fill the embedded defaults. The result is still writable: ``siirl.config_checks`` resolves it further."""
     register_schema()
     overrides = [_listify_override(o) for o in overrides or []]
     try:
@@ -143,5 +148,4 @@ def load_config(
         raise ConfigError(f"bad config: {message}") from None
     validate_config(cfg)
     fill_embedded_defaults(cfg)
-    OmegaConf.set_readonly(cfg, True)
     return cfg

@@ -6,7 +6,6 @@ import torch
 from siirl.algorithms import (
     ADV_ESTIMATORS,
     POLICY_LOSSES,
-    Registry,
     agg_loss,
     compute_advantage,
     compute_policy_loss,
@@ -14,10 +13,10 @@ from siirl.algorithms import (
     get_adv_estimator,
     get_policy_loss,
     kl_penalty,
-    register_adv_estimator,
 )
 from siirl.errors import ConfigError
 from siirl.params.enums import AdvantageEstimator
+from siirl.registry import Registry
 
 
 def test_every_enum_estimator_is_registered() -> None:
@@ -49,8 +48,9 @@ def test_unknown_names_raise_value_error_listing_choices() -> None:
 
 def test_new_estimator_is_one_function_and_a_decorator(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ADV_ESTIMATORS, "_entries", dict(ADV_ESTIMATORS._entries))
+    monkeypatch.setattr(ADV_ESTIMATORS, "_metadata", dict(ADV_ESTIMATORS._metadata))
 
-    @register_adv_estimator("sign")
+    @ADV_ESTIMATORS.register("sign")
     def sign(inputs):
         adv = torch.sign(inputs.outcome_scores()).unsqueeze(-1) * inputs.response_mask
         return adv, adv

@@ -9,8 +9,8 @@ from tensordict import TensorDict
 
 pytest.importorskip("trl")
 
+from siirl.config_checks import load_config
 from siirl.data_coordinator import build_train_dataloader, non_tensor_list, set_non_tensor_list
-from siirl.params import load_config
 
 STEPS = 2
 

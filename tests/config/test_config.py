@@ -3,8 +3,8 @@
 import pytest
 from omegaconf.errors import ReadonlyConfigError
 
+from siirl.config_checks import load_config
 from siirl.errors import ConfigError
-from siirl.params import load_config
 
 
 def test_defaults_compose():

@@ -3,8 +3,8 @@
 import torch
 from tensordict import TensorDict
 
+from siirl.config_checks import load_config
 from siirl.engine.rollout.hf import HFRolloutEngine
-from siirl.params import load_config
 
 
 def _engine(device: str) -> HFRolloutEngine:

@@ -118,7 +118,7 @@ def test_embodied_command_plans_on_the_builtin_environment(capsys, tmp_path):
 
 
 def test_configuration_block_loads_as_a_config_file():
-    from siirl.params import load_config
+    from siirl.config_checks import load_config
 
     cfg = load_config(["device=cpu"], config_path=str(SEEDS), config_name="config_groups")
     assert list(cfg.data.train_files) == ["/path/to/train.parquet"]

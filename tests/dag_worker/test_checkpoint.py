@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from siirl.dag_worker.checkpoint import CheckpointManager, rng_state, set_rng_state
-from siirl.dag_worker.manifest import read_verified
+from siirl.engine.manifest import read_verified
 from siirl.errors import SiirlUserError
 
 

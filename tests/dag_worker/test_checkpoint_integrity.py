@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from siirl.dag_worker.checkpoint import LATEST, CheckpointManager
-from siirl.dag_worker.manifest import MANIFEST, write_manifest
+from siirl.engine.manifest import MANIFEST, write_manifest
 from siirl.engine.workers.checkpoint import load_state_into, save_state
 from siirl.errors import CheckpointError
 

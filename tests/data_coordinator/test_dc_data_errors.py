@@ -100,7 +100,8 @@ def test_train_batch_not_divisible_by_dp(parquet_of, tokenizer):
 
 
 def test_unknown_truncation(parquet_of, tokenizer):
-    with raises_one_line(SiirlUserError, r"data.truncation must be one of error\|left\|right, got 'middle'"):
+    expected = r"data.truncation='middle': unknown prompt truncation 'middle'; registered: left, right; also allowed: error"
+    with raises_one_line(SiirlUserError, expected):
         build_train_dataloader(
             data_config(train_files=[parquet_of(20)], truncation="middle"), tokenizer, 0, 1
         )

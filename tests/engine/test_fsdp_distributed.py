@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
 from siirl.algorithms import agg_loss, compute_policy_loss, entropy_from_logits, kl_loss, logprobs_from_logits
-from siirl.dag_worker.manifest import write_manifest
+from siirl.engine.manifest import write_manifest
 from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.workers import ActorWorker, ReferenceWorker
 from siirl.params.model import RefConfig, RolloutConfig

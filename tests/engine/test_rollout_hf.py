@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from tensordict import TensorDict
 
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
-from siirl.engine.rollout import HFRolloutEngine, RolloutEngine, make_rollout_engine, rollout_engine_names
+from siirl.engine.rollout import ROLLOUT_ENGINES, HFRolloutEngine, RolloutEngine, make_rollout_engine
 from siirl.engine.rollout.batch_ops import assemble_sequences
 from siirl.engine.rollout.hf import FinishTracker
 from siirl.errors import ConfigError
@@ -136,7 +136,7 @@ def test_finish_tracker_and_assembly():
 
 
 def test_registry():
-    assert "hf" in rollout_engine_names()
+    assert "hf" in ROLLOUT_ENGINES.names()
     assert issubclass(HFRolloutEngine, RolloutEngine)
     with pytest.raises(ConfigError, match="unknown rollout engine 'nope'; registered: .*hf"):
         make_rollout_engine("nope")

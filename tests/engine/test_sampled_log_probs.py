@@ -9,10 +9,10 @@ from omegaconf import OmegaConf
 from tensordict import TensorDict
 from test_rollout_hf import RESPONSE, _prompts
 
+from siirl.config_checks import load_config
 from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.workers import ActorWorker
 from siirl.errors import ConfigError
-from siirl.params import load_config
 from siirl.params.model import ActorConfig, RolloutConfig
 
 

@@ -4,13 +4,13 @@ import asyncio
 
 import pytest
 
-from siirl.environment import StepResult, VectorEnv, env_names, make_env
+from siirl.environment import ENVS, StepResult, VectorEnv, make_env
 from siirl.environment.arithmetic import parse_answer
 from siirl.errors import ConfigError
 
 
 def test_builtins_registered():
-    assert {"arith_chain", "libero"} <= set(env_names())
+    assert {"arith_chain", "libero"} <= set(ENVS.names())
 
 
 def test_arith_chain_running_sum_rewards_and_success():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from siirl.user_interface.rewards import SCORE_REGISTRY, default_compute_score, register_score
+from siirl.user_interface.rewards import SCORES, default_compute_score
 from siirl.user_interface.rewards.arithmetic import compute_score as arith_score
 from siirl.user_interface.rewards.gsm8k import compute_score as gsm8k_score
 from siirl.user_interface.rewards.gsm8k import extract_solution, normalize_number
@@ -123,19 +123,16 @@ def test_default_compute_score_dispatch():
     assert default_compute_score("lighteval/MATH", r"\boxed{46}", "46") == 1.0
     assert default_compute_score("DigitalLearningGmbH/MATH-lighteval", r"\boxed{4}", "46") == 0.0
     with pytest.raises(
-        ValueError, match=r"no score function for data_source 'nope'; known: .*siirl/arith_add"
+        ValueError, match=r"unknown data_source 'nope'; registered: .*siirl/arith_add.*custom_reward_function.path"
     ):
         default_compute_score("nope", "1", "1")
 
 
-def test_register_score_rejects_duplicates():
-    @register_score("tests/custom_ds")
+def test_a_data_source_takes_one_score_function():
+    @SCORES.register("tests/custom_ds")
     def score(solution_str, ground_truth, extra_info=None):
         return {"score": 0.5, "acc": True}
 
-    try:
-        assert default_compute_score("tests/custom_ds", "x", "y") == {"score": 0.5, "acc": True}
-        with pytest.raises(ValueError, match="already has a score function"):
-            register_score("tests/custom_ds")(lambda *a: 0.0)
-    finally:
-        SCORE_REGISTRY.pop("tests/custom_ds")
+    assert default_compute_score("tests/custom_ds", "x", "y") == {"score": 0.5, "acc": True}
+    with pytest.raises(ValueError, match="data_source 'tests/custom_ds' is already registered"):
+        SCORES.register("tests/custom_ds")(lambda *a: 0.0)

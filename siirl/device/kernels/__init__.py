@@ -9,10 +9,10 @@ imported lazily by the backends, so ``import siirl.device`` stays free of transf
 from siirl.device.kernels import cuda_attention, npu_norm_rope  # noqa: F401  (registration side effects)
 from siirl.device.kernels.attention import NPU_VARLEN
 from siirl.device.kernels.cuda_attention import CUDA_VARLEN_NAMES
-from siirl.device.kernels.registry import apply_patches, register_patch
+from siirl.device.kernels.registry import PATCHES, apply_patches
 
 #: ``attn_implementation`` names the patches install; all take packed sequences (boundaries from
 #: ``cu_seq_lens_q/k`` or ``position_ids``), like transformers' own flash_attention_2.
 VARLEN_ATTENTION_NAMES = frozenset({NPU_VARLEN, *CUDA_VARLEN_NAMES})
 
-__all__ = ["VARLEN_ATTENTION_NAMES", "apply_patches", "register_patch"]
+__all__ = ["PATCHES", "VARLEN_ATTENTION_NAMES", "apply_patches"]

@@ -18,7 +18,7 @@ from torch import nn
 
 from siirl.device.kernels import npu_norm_rope  # noqa: F401  (NPU norm/rotary patches run before attention)
 from siirl.device.kernels.hf_models import modeling_module, uses_sliding_window
-from siirl.device.kernels.registry import register_patch
+from siirl.device.kernels.registry import PATCHES
 from siirl.device.kernels.varlen import Segments, install
 
 # No "flash" in these names: transformers treats any such name as a request for its own flash-attn path.
@@ -82,7 +82,7 @@ def _installable(model: nn.Module) -> bool:
     return modeling_module(model) is not None and not uses_sliding_window(model)
 
 
-@register_patch("npu", "npu_fusion_attention_varlen")
+@PATCHES.register("npu/npu_fusion_attention_varlen")
 def patch_npu_attention(model: nn.Module) -> bool:
     if not _installable(model):
         return False

@@ -21,7 +21,7 @@ import torch
 
 from siirl.device.kernels.attention import FLASH_VARLEN, SDPA_VARLEN, flash_varlen_kernel, sdpa_varlen_kernel
 from siirl.device.kernels.hf_models import modeling_module, uses_sliding_window
-from siirl.device.kernels.registry import register_patch
+from siirl.device.kernels.registry import PATCHES
 from siirl.device.kernels.varlen import Segments, VarlenKernel, install
 
 TORCH_VARLEN, FLEX_VARLEN = "siirl_torch_varlen", "siirl_flex_varlen"
@@ -176,7 +176,7 @@ def _make_patch(patch_name: str) -> Callable[[torch.nn.Module], bool]:
 
 
 for _patch_name in CUDA_VARLEN_KERNELS:
-    register_patch("cuda", _patch_name, for_generation=False)(_make_patch(_patch_name))
+    PATCHES.register(f"cuda/{_patch_name}", for_generation=False)(_make_patch(_patch_name))
 
 #: attn_implementation names installed by the CUDA patches.
 CUDA_VARLEN_NAMES = frozenset(choice.attn_name for choice in CUDA_VARLEN_KERNELS.values())

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from siirl.device.kernels.hf_models import modeling_module, rms_norm_class
-from siirl.device.kernels.registry import register_patch
+from siirl.device.kernels.registry import PATCHES
 
 
 def _torch_npu():
@@ -35,7 +35,7 @@ def npu_apply_rotary_pos_emb(
     return rotary_mul(q, cos, sin), rotary_mul(k, cos, sin)
 
 
-@register_patch("npu", "npu_rms_norm")
+@PATCHES.register("npu/npu_rms_norm")
 def patch_rms_norm(model: nn.Module) -> bool:
     norm_cls = rms_norm_class(model)
     if norm_cls is None:
@@ -44,7 +44,7 @@ def patch_rms_norm(model: nn.Module) -> bool:
     return True
 
 
-@register_patch("npu", "npu_rotary_mul")
+@PATCHES.register("npu/npu_rotary_mul")
 def patch_rotary(model: nn.Module) -> bool:
     module = modeling_module(model)
     if module is None or not hasattr(module, "apply_rotary_pos_emb"):

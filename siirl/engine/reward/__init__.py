@@ -14,7 +14,6 @@ from typing import Any
 _EXPORTS = {
     "REWARD_MANAGERS": "registry",
     "make_reward_manager": "registry",
-    "register_reward_manager": "registry",
     "RewardManager": "base",
     "RewardInputs": "base",
     "load_custom_reward_fn": "custom",

@@ -7,7 +7,7 @@ from typing import Any
 
 from siirl.engine.reward.base import RewardInputs, RewardManager
 from siirl.engine.reward.bounded import RewardTimeout
-from siirl.engine.reward.registry import register_reward_manager
+from siirl.engine.reward.registry import REWARD_MANAGERS
 from siirl.errors import RewardFunctionError
 
 
@@ -22,7 +22,7 @@ def default_batch_compute_score(
     ]
 
 
-@register_reward_manager("batch")
+@REWARD_MANAGERS.register("batch")
 class BatchRewardManager(RewardManager):
     """Calls ``compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=)`` once per batch;
     ``timeout_s`` bounds that one call (a late batch scores 0 throughout)."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from siirl.engine.reward.base import RewardInputs
 from siirl.engine.reward.naive import NaiveRewardManager
-from siirl.engine.reward.registry import register_reward_manager
+from siirl.engine.reward.registry import REWARD_MANAGERS
 
 
 def overlong_penalty(length: int, max_response_length: int, overlong_buffer_len: int, factor: float) -> float:
@@ -20,7 +20,7 @@ def overlong_penalty(length: int, max_response_length: int, overlong_buffer_len:
     return min(-(length - expected) / overlong_buffer_len * factor, 0.0)
 
 
-@register_reward_manager("dapo")
+@REWARD_MANAGERS.register("dapo")
 class DapoRewardManager(NaiveRewardManager):
     """Options: ``max_response_length`` (required), ``overlong_buffer_len`` (0 disables), ``penalty_factor``."""
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from siirl.engine.reward.base import RewardInputs, RewardManager
 from siirl.engine.reward.bounded import RewardTimeout
-from siirl.engine.reward.registry import register_reward_manager
+from siirl.engine.reward.registry import REWARD_MANAGERS
 
 
-@register_reward_manager("naive")
+@REWARD_MANAGERS.register("naive")
 class NaiveRewardManager(RewardManager):
     """Simplest and easiest to debug: exceptions from the score function propagate unchanged."""
 

@@ -16,12 +16,12 @@ from typing import Any
 
 from siirl.engine.reward.base import RewardInputs, RewardManager
 from siirl.engine.reward.process_pool import TimeoutProcessPool
-from siirl.engine.reward.registry import register_reward_manager
+from siirl.engine.reward.registry import REWARD_MANAGERS
 
 logger = logging.getLogger(__name__)
 
 
-@register_reward_manager("parallel")
+@REWARD_MANAGERS.register("parallel")
 class ParallelRewardManager(RewardManager):
     """Options: ``num_workers`` (default min(4, CPUs)), ``timeout_s`` (default 10), ``mp_context``.
 

@@ -2,7 +2,7 @@
 
 An engine turns a batch of left-padded prompts into a batch of ``n`` responses per prompt and receives
 the trainer's weights in memory after every policy update. Adding an engine (vLLM, SGLang, ...) is one
-module with a ``@register_rollout_engine("name")`` class, imported by ``siirl.engine.rollout``.
+module with a ``@ROLLOUT_ENGINES.register("name")`` class, imported by ``siirl.engine.rollout``.
 
 Output batch contract (``generate``), rows = prompts x n, prompt ``i``'s samples adjacent:
 
@@ -16,13 +16,13 @@ Output batch contract (``generate``), rows = prompts x n, prompt ``i``'s samples
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 from tensordict import TensorDict
 
-from siirl.errors import ConfigError
+from siirl.registry import Registry
 
 
 class RolloutEngine(ABC):
@@ -60,31 +60,11 @@ class RolloutEngine(ABC):
         return {}
 
 
-_ENGINES: dict[str, type[RolloutEngine]] = {}
-
-
-def register_rollout_engine(name: str) -> Callable[[type[RolloutEngine]], type[RolloutEngine]]:
-    """Class decorator: make an engine selectable as ``rollout.name=<name>``."""
-
-    def wrap(cls: type[RolloutEngine]) -> type[RolloutEngine]:
-        if name in _ENGINES and _ENGINES[name] is not cls:
-            raise ValueError(f"rollout engine '{name}' is already registered to {_ENGINES[name]!r}")
-        _ENGINES[name] = cls
-        return cls
-
-    return wrap
-
-
-def rollout_engine_names() -> list[str]:
-    return sorted(_ENGINES)
-
-
-def rollout_engine_class(name: str) -> type[RolloutEngine]:
-    if name not in _ENGINES:
-        raise ConfigError(f"unknown rollout engine '{name}'; registered: {', '.join(rollout_engine_names())}")
-    return _ENGINES[name]
+ROLLOUT_ENGINES: Registry[type[RolloutEngine]] = Registry(
+    "rollout engine", config_keys=("actor_rollout_ref.rollout.name",)
+)
 
 
 def make_rollout_engine(name: str, **kwargs: Any) -> RolloutEngine:
     """Build the engine registered as ``name`` with the engine's own constructor arguments."""
-    return rollout_engine_class(name)(**kwargs)
+    return ROLLOUT_ENGINES.get(name)(**kwargs)

@@ -23,7 +23,7 @@ from transformers import (
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from siirl.device import DeviceBackend, get_backend
-from siirl.engine.rollout.base import RolloutEngine, register_rollout_engine
+from siirl.engine.rollout.base import ROLLOUT_ENGINES, RolloutEngine
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right, prompt_position_ids
 from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
 from siirl.engine.rollout.sampling import SamplingParams
@@ -84,7 +84,7 @@ def _eos_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> list
     return ids
 
 
-@register_rollout_engine("hf")
+@ROLLOUT_ENGINES.register("hf")
 class HFRolloutEngine(RolloutEngine):
     """``model_cfg`` / ``rollout_cfg``: ``ModelConfig`` / ``RolloutConfig`` nodes; responses are at most
     ``max_response_length`` tokens (``data.max_response_length``)."""

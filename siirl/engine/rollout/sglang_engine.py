@@ -23,7 +23,7 @@ from tensordict import TensorDict
 from transformers import PreTrainedTokenizerBase
 
 from siirl.device import DeviceBackend, get_backend
-from siirl.engine.rollout.base import register_rollout_engine
+from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vllm_batch import (
@@ -42,7 +42,7 @@ from siirl.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 
-@register_rollout_engine("sglang")
+@ROLLOUT_ENGINES.register("sglang")
 class SGLangRolloutEngine(ColocatedRolloutEngine):
     """Arguments as for :class:`~siirl.engine.rollout.hf.HFRolloutEngine`.
 

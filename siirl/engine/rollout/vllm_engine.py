@@ -27,7 +27,7 @@ from tensordict import TensorDict
 from transformers import PreTrainedTokenizerBase
 
 from siirl.device import DeviceBackend, get_backend
-from siirl.engine.rollout.base import register_rollout_engine
+from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vllm_batch import (
@@ -61,7 +61,7 @@ def _accepts(fn: Callable, name: str) -> bool:
     return name in inspect.signature(fn).parameters
 
 
-@register_rollout_engine("vllm")
+@ROLLOUT_ENGINES.register("vllm")
 class VLLMRolloutEngine(ColocatedRolloutEngine):
     """Arguments as for :class:`~siirl.engine.rollout.hf.HFRolloutEngine`; ``local_rank`` is the
     device index this process sees (0 once pinned)."""

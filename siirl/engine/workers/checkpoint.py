@@ -22,7 +22,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.tensor import DTensor
 from torch.optim.lr_scheduler import LambdaLR
 
-from siirl.dag_worker.manifest import read_verified
+from siirl.engine.manifest import read_verified
 from siirl.engine.workers.optim import restore_lr_scheduler
 from siirl.errors import CheckpointError
 

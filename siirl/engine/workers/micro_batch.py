@@ -21,9 +21,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from siirl.algorithms.registry import Registry
 from siirl.engine.workers.distributed import DataParallelGroup
 from siirl.native import rearrange_micro_batches
+from siirl.registry import Registry
 
 MicroBatches = list[list[int]]
 #: ``fn(seqlens, padded_width, budget, min_count) -> micro-batches`` (row indices)

@@ -21,18 +21,21 @@ from transformers import (
 )
 
 from siirl.device import DeviceBackend
-from siirl.errors import ConfigError, SiirlUserError
+from siirl.errors import SiirlUserError
+from siirl.registry import Registry
 
 logger = logging.getLogger(__name__)
 
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
+#: ``model.dtype`` names (``auto``: the backend's preference); config validation reads the same table.
+DTYPES: Registry[torch.dtype] = Registry(
+    "model dtype", config_keys=("actor_rollout_ref.model.dtype", "critic.model.dtype"), also_allowed=("auto",)
+)
+for _names, _dtype in (
+    (("float32", "fp32"), torch.float32),
+    (("bfloat16", "bf16"), torch.bfloat16),
+    (("float16", "fp16"), torch.float16),
+):
+    DTYPES.register(*_names)(_dtype)
 #: Files of which a saved Hugging Face tokenizer has at least one.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
 
@@ -43,11 +46,8 @@ class ModelLoadError(SiirlUserError):
 
 def resolve_dtype(name: str, backend: DeviceBackend) -> torch.dtype:
     """``auto`` -> the backend's preference (fp32 on the CPU, bf16 on accelerators)."""
-    if name == "auto":
-        return backend.default_dtype
-    if name not in DTYPES:
-        raise ConfigError(f"model.dtype={name!r} is not one of auto, {', '.join(sorted(DTYPES))}")
-    return DTYPES[name]
+    DTYPES.check_config("model.dtype", name)
+    return backend.default_dtype if name == "auto" else DTYPES.get(name)
 
 
 def resolve_attn_implementation(name: str, backend: DeviceBackend) -> str:

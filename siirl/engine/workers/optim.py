@@ -15,12 +15,16 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from siirl.algorithms.registry import Registry
 from siirl.errors import ConfigError
+from siirl.registry import Registry
 
 #: ``fn(step_after_warmup, decay_steps, min_lr_ratio) -> lr factor``
 ScheduleFn = Callable[[int, int, float], float]
-LR_SCHEDULES: Registry[ScheduleFn] = Registry("lr_scheduler_type", open=True)
+LR_SCHEDULES: Registry[ScheduleFn] = Registry(
+    "lr_scheduler_type",
+    open=True,
+    config_keys=("actor_rollout_ref.actor.optim.lr_scheduler_type", "critic.optim.lr_scheduler_type"),
+)
 
 
 @LR_SCHEDULES.register("constant")

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from siirl.algorithms.registry import Registry
 from siirl.device.kernels import VARLEN_ATTENTION_NAMES
 from siirl.engine.workers.varlen_attention import VARLEN_SDPA
 from siirl.errors import ConfigError
 from siirl.params.model import REMOVE_PADDING_LAYOUTS
+from siirl.registry import Registry
 
 #: Attention kernels that take packed sequences natively (sequence boundaries from ``cu_seq_lens_q``).
 VARLEN_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3", VARLEN_SDPA, *VARLEN_ATTENTION_NAMES})

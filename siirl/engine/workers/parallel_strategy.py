@@ -24,16 +24,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from siirl.algorithms.registry import Registry
 from siirl.engine.workers.distributed import DataParallelGroup
 from siirl.engine.workers.fsdp import full_named_parameters, shard_model, to_local_float
-from siirl.errors import ConfigError
+from siirl.registry import Registry
 
 logger = logging.getLogger(__name__)
 
 #: Largest model ``strategy=auto`` replicates: 100M fp32 parameters + grads + Adam moments are 1.6 GB.
 REPLICATE_MAX_PARAMS = 100_000_000
-STRATEGY_CHOICES = ("auto", "fsdp", "fsdp2", "replicate")
 
 
 class ParallelStrategy(ABC):
@@ -63,7 +61,12 @@ class ParallelStrategy(ABC):
         return full_named_parameters(model)
 
 
-STRATEGIES: Registry[type[ParallelStrategy]] = Registry("actor strategy", open=True)
+STRATEGIES: Registry[type[ParallelStrategy]] = Registry(
+    "parallel strategy",
+    open=True,
+    config_keys=("actor_rollout_ref.actor.strategy", "critic.strategy"),
+    also_allowed=("auto",),
+)
 
 
 @STRATEGIES.register("fsdp", "fsdp2")
@@ -112,8 +115,7 @@ def count_parameters(model: nn.Module) -> int:
 
 def choose_strategy(requested: str, num_params: int, dp_size: int, cpu_offload: bool) -> str:
     """The registered strategy name for ``strategy=<requested>`` (``auto`` decides by size)."""
-    if requested not in STRATEGY_CHOICES:
-        raise ConfigError(f"strategy={requested!r} is not one of {', '.join(STRATEGY_CHOICES)}")
+    STRATEGIES.check_config("strategy", requested)
     if requested != "auto":
         return "fsdp" if requested == "fsdp2" else requested
     if cpu_offload:

@@ -1,7 +1,7 @@
 """The built-in algorithm graphs (grpo, ppo, dapo, embodied) and the config-driven choice between them.
 
 Every built-in graph is a single chain: all nodes run colocated on every worker, as in siiRL. The chain is
-derived from what the configured estimator declares it needs (``siirl.algorithms.needs``): values add the
+derived from what the configured estimator declares it needs (``siirl.algorithms.estimator_needs``): values add the
 critic nodes, reward baselines add the greedy-baseline node; then the node contracts order it, so a step
 always runs after the step writing what it reads (KL in the reward puts the log-prob passes first).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from siirl.algorithms.needs import estimator_needs
+from siirl.algorithms import estimator_needs
 from siirl.errors import ConfigError
 from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract, declared_contract
@@ -26,6 +26,7 @@ from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.dag.workflow_yaml import load_workflow_yaml
 from siirl.execution.roles import uses_critic
 from siirl.params.enums import WorkflowType
+from siirl.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -63,19 +64,8 @@ STEPS: dict[str, _Step] = {
 _HEAD = ["rollout_actor", "function_reward"]
 
 PipelineBuilder = Callable[..., TaskGraph]
-PIPELINES: dict[str, PipelineBuilder] = {}
-
-
-def register_pipeline(name: str) -> Callable[[PipelineBuilder], PipelineBuilder]:
-    """Decorator adding a built-in graph builder (``fn(cfg=None) -> TaskGraph``) under ``name``."""
-
-    def wrap(fn: PipelineBuilder) -> PipelineBuilder:
-        if name in PIPELINES:
-            raise ValueError(f"pipeline {name!r} is already registered")
-        PIPELINES[name] = fn
-        return fn
-
-    return wrap
+#: Built-in graph builders (``fn(cfg=None) -> TaskGraph``) by family name.
+PIPELINES: Registry[PipelineBuilder] = Registry("built-in pipeline")
 
 
 def chain_pipeline(pipeline_id: str, description: str, node_ids: list[str]) -> Pipeline:
@@ -149,26 +139,26 @@ def derived_pipeline(pipeline_id: str, description: str, head: list[str], cfg: A
     return chain_pipeline(pipeline_id, description, order_by_contracts(steps, cfg)).build()
 
 
-@register_pipeline("grpo")
+@PIPELINES.register("grpo")
 def grpo_pipeline(cfg: Any = None) -> TaskGraph:
     """Group-relative advantages need no critic: reward -> advantage, then log-probs and the update."""
     return derived_pipeline("grpo", "GRPO-family training step (critic-free)", _HEAD, cfg)
 
 
-@register_pipeline("ppo")
+@PIPELINES.register("ppo")
 def ppo_pipeline(cfg: Any = None) -> TaskGraph:
     """GAE needs the critic's values before advantages, and the critic trains on the returns."""
     cfg = cfg if cfg is not None else {"algorithm": {"adv_estimator": "gae"}}
     return derived_pipeline("ppo", "PPO training step with a critic (GAE)", _HEAD, cfg)
 
 
-@register_pipeline("dapo")
+@PIPELINES.register("dapo")
 def dapo_pipeline(cfg: Any = None) -> TaskGraph:
     """GRPO with dynamic sampling: zero-variance groups are dropped right after scoring."""
     return derived_pipeline("dapo", "DAPO training step (GRPO + dynamic sampling)", [*_HEAD, "dynamic_sampling"], cfg)
 
 
-@register_pipeline("embodied")
+@PIPELINES.register("embodied")
 def embodied_pipeline(cfg: Any = None) -> TaskGraph:
     """SRPO-style embodied training: groups that all succeed or all fail are dropped before scoring."""
     head = ["rollout_actor", "embodied_sampling", "function_reward"]
@@ -221,4 +211,4 @@ def select_pipeline(cfg: Any) -> TaskGraph:
         return _run_custom_pipeline_fn(custom_fn, cfg)
     if workflow_path:
         return load_workflow_yaml(workflow_path)
-    return PIPELINES[builtin_pipeline_name(cfg)](cfg)
+    return PIPELINES.get(builtin_pipeline_name(cfg))(cfg)

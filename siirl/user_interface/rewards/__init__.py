@@ -6,16 +6,15 @@ boxed-answer MATH datasets. ``default_compute_score`` dispatches through that re
 
 from siirl.user_interface.rewards import arithmetic, gsm8k, math_boxed
 from siirl.user_interface.rewards.registry import (
-    SCORE_REGISTRY,
+    SCORES,
     ScoreFn,
     ScoreResult,
     default_compute_score,
     get_score_fn,
-    register_score,
 )
 
 __all__ = [
-    "SCORE_REGISTRY",
+    "SCORES",
     "ScoreFn",
     "ScoreResult",
     "arithmetic",
@@ -23,5 +22,4 @@ __all__ = [
     "get_score_fn",
     "gsm8k",
     "math_boxed",
-    "register_score",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from siirl.user_interface.rewards.registry import register_score
+from siirl.user_interface.rewards.registry import SCORES
 
 _INTEGER = re.compile(r"[+-]?\d+")
 
@@ -15,7 +15,7 @@ def parse_integer(text: str) -> int | None:
     return int(text) if _INTEGER.fullmatch(text) else None
 
 
-@register_score("siirl/arith_add", "siirl/arith_add3")
+@SCORES.register("siirl/arith_add", "siirl/arith_add3")
 def compute_score(solution_str: str, ground_truth: str, extra_info: dict | None = None) -> float:
     """1.0 when the whole response is the integer answer, else 0.0 (no partial credit: "46 apples" fails)."""
     expected = parse_integer(str(ground_truth))

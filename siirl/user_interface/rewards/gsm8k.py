@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from siirl.user_interface.rewards.registry import register_score
+from siirl.user_interface.rewards.registry import SCORES
 
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+"
 _STRICT = re.compile(r"####\s*\$?\s*(" + _NUMBER + r")")
@@ -44,7 +44,7 @@ def extract_solution(solution_str: str, method: str = "strict") -> str | None:
     return normalize_number(matches[-1]) if matches else None
 
 
-@register_score("openai/gsm8k", "gsm8k")
+@SCORES.register("openai/gsm8k", "gsm8k")
 def compute_score(
     solution_str: str,
     ground_truth: str,

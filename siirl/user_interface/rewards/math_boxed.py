@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from siirl.user_interface.rewards.registry import register_score
+from siirl.user_interface.rewards.registry import SCORES
 
 _BOX = re.compile(r"\\(boxed|fbox)(?![a-zA-Z])")
 _SIZE_COMMANDS = re.compile(r"\\left(?![a-zA-Z])|\\right(?![a-zA-Z])")
@@ -46,7 +46,7 @@ def normalize_answer(answer: str) -> str:
     return answer.rstrip(".")
 
 
-@register_score(
+@SCORES.register(
     "lighteval/MATH",
     "DigitalLearningGmbH/MATH-lighteval",
     "HuggingFaceH4/MATH-500",

@@ -2,7 +2,7 @@
 
 A score function has the signature ``fn(solution_str, ground_truth, extra_info=None) -> float | dict``;
 a dict must carry the reward under ``"score"`` and may add more per-sample values (e.g. ``"acc"``).
-Adding a dataset is one decorated function: ``@register_score("my/dataset")``.
+Adding a dataset is one decorated function: ``@SCORES.register("my/dataset")``.
 """
 
 from __future__ import annotations
@@ -10,37 +10,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from siirl.errors import ConfigError
+from siirl.registry import Registry
+
 ScoreResult = float | dict[str, Any]
 ScoreFn = Callable[..., ScoreResult]
 
-SCORE_REGISTRY: dict[str, ScoreFn] = {}
-
-
-def register_score(*data_sources: str) -> Callable[[ScoreFn], ScoreFn]:
-    """Decorator registering ``fn`` as the score function of each given data_source."""
-    if not data_sources:
-        raise ValueError("register_score needs at least one data_source name")
-
-    def decorate(fn: ScoreFn) -> ScoreFn:
-        for name in data_sources:
-            if name in SCORE_REGISTRY and SCORE_REGISTRY[name] is not fn:
-                raise ValueError(f"data_source {name!r} already has a score function registered")
-            SCORE_REGISTRY[name] = fn
-        return fn
-
-    return decorate
+SCORES: Registry[ScoreFn] = Registry("data_source")
 
 
 def get_score_fn(data_source: str) -> ScoreFn:
     """The score function for ``data_source``; unknown names list the known ones."""
     try:
-        return SCORE_REGISTRY[data_source]
-    except KeyError:
-        known = ", ".join(sorted(SCORE_REGISTRY))
-        raise ValueError(
-            f"no score function for data_source {data_source!r}; known: {known} "
-            "(or set custom_reward_function.path)"
-        ) from None
+        return SCORES.get(data_source)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (or set custom_reward_function.path)") from None
 
 
 def default_compute_score(

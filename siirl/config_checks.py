@@ -1,0 +1,113 @@
+"""The run config every caller gets: ``load_config`` = ``siirl.params`` composition + the checks above it.
+
+``siirl.params`` knows no engine, device, environment or algorithm, so what needs them lives here, one
+layer up: every key a registry governs (``Registry(config_keys=...)``) must name one of its entries, and the
+``auto`` choices that depend on those packages (``loss_mode``, ``old_log_prob_source``) are resolved once,
+so the plan, the node contracts and every worker see the same values. Every mistake is one ``ConfigError``
+line, raised before Ray starts.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from omegaconf import DictConfig, OmegaConf
+
+from siirl.algorithms import estimator_needs
+from siirl.device import backend_class, get_backend
+from siirl.engine.reward.registry import load_builtins as load_reward_managers
+from siirl.engine.rollout import ROLLOUT_ENGINES
+from siirl.engine.workers.model_loading import resolve_dtype
+from siirl.environment.outputs import env_mode
+from siirl.errors import ConfigError
+from siirl.params import compose_config
+from siirl.params.old_log_prob import OLD_LOG_PROB_KEY
+from siirl.registry import governed_keys
+
+#: Modules whose import registers the other families that govern config keys.
+REGISTRY_MODULES = (
+    "siirl.data_coordinator.prompt_encoding",
+    "siirl.dag_worker.metrics",
+    "siirl.engine.workers.optim",
+    "siirl.engine.workers.parallel_strategy",
+    "siirl.environment",  # the built-in environments (``siirl.environment.outputs`` does not register them)
+)
+LOSS_MODE_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
+
+
+def check_registry_values(cfg: DictConfig) -> None:
+    """Every registry-governed key names an entry (or an allowed value such as ``auto``)."""
+    for module in REGISTRY_MODULES:
+        importlib.import_module(module)
+    load_reward_managers()
+    for key, registry in sorted(governed_keys().items()):
+        registry.check_config(key, OmegaConf.select(cfg, key))
+
+
+def resolve_loss_mode(cfg: DictConfig) -> str:
+    """``auto`` follows the estimator (cpgd -> cpgd, gspo -> gspo, else vanilla); an explicit mode that
+    contradicts an estimator with a loss of its own is refused."""
+    estimator = cfg.algorithm.adv_estimator
+    wanted = estimator_needs(estimator).loss_mode
+    mode = str(OmegaConf.select(cfg, LOSS_MODE_KEY))
+    if mode == "auto":
+        return wanted
+    if wanted != "vanilla" and mode != wanted:
+        raise ConfigError(
+            f"bad config: algorithm.adv_estimator={estimator} trains with loss_mode={wanted}, but "
+            f"{LOSS_MODE_KEY}={mode}; drop the override (auto) or pick a matching pair"
+        )
+    return mode
+
+
+def check_remax_baseline(cfg: DictConfig) -> None:
+    """An estimator scoring a greedy baseline response needs greedy validation sampling."""
+    val = cfg.actor_rollout_ref.rollout.val_kwargs
+    greedy = (not val.do_sample or val.temperature == 0) and val.n == 1
+    if estimator_needs(cfg.algorithm.adv_estimator).reward_baselines and not greedy:
+        raise ConfigError(
+            f"bad config: algorithm.adv_estimator={cfg.algorithm.adv_estimator} scores a greedy baseline "
+            "response per prompt with rollout.val_kwargs; keep val_kwargs.do_sample=false and n=1"
+        )
+
+
+def resolve_old_log_prob_source(cfg: DictConfig) -> str:
+    """``auto`` -> ``rollout`` where the engine records exact log-probs (see ``siirl.params.old_log_prob``)."""
+    requested = OmegaConf.select(cfg, OLD_LOG_PROB_KEY)
+    if requested == "recompute":
+        return requested
+    device = str(cfg.trainer.device)
+    backend = get_backend() if device == "auto" else backend_class(device)
+    dtype = resolve_dtype(str(cfg.actor_rollout_ref.model.dtype), backend)
+    engine = str(cfg.actor_rollout_ref.rollout.name)
+    quality = ROLLOUT_ENGINES.get(engine).sampled_log_probs(dtype)
+    mode = env_mode(cfg)
+    if requested == "rollout" and (quality == "unsupported" or mode is not None):
+        where = f"the '{engine}' rollout engine" if mode is None else "environment-driven rollouts"
+        raise ConfigError(
+            f"bad config: {OLD_LOG_PROB_KEY}=rollout needs log-probs recorded while sampling, which {where} "
+            "cannot provide; use recompute (or auto)"
+        )
+    if requested == "auto":
+        return "rollout" if quality == "exact" and mode is None else "recompute"
+    return requested
+
+
+def check_config(cfg: DictConfig) -> None:
+    """The checks and resolutions that need the packages above ``siirl.params``, in place."""
+    check_registry_values(cfg)
+    check_remax_baseline(cfg)
+    OmegaConf.update(cfg, LOSS_MODE_KEY, resolve_loss_mode(cfg))
+    OmegaConf.update(cfg, OLD_LOG_PROB_KEY, resolve_old_log_prob_source(cfg))
+
+
+def load_config(
+    overrides: list[str] | None = None, config_path: str | None = None, config_name: str | None = None
+) -> DictConfig:
+    """The run's config, checked and resolved, read-only: ``siirl.params.compose_config`` (Hydra defaults,
+    the user's ``--config-path/--config-name`` YAML, the overrides, schema and value tables), then
+    ``check_config``."""
+    cfg = compose_config(overrides, config_path=config_path, config_name=config_name)
+    check_config(cfg)
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
