@@ -8,14 +8,15 @@ FSDP collectives use.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
-
-from omegaconf import OmegaConf
 
 from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.env_session import single_sample_config
 from siirl.execution.dag.task_graph import TaskGraph
+from siirl.params.model import ModelConfig
+from siirl.params.root import SiirlConfig
 
 AGENT_KEY = "agent"
 
@@ -46,18 +47,16 @@ def agent_names(graph: TaskGraph) -> list[str]:
     return list(dict.fromkeys(name for name in names if name))
 
 
-def _model_config(cfg: Any, graph: TaskGraph, name: str) -> Any:
+def _model_config(cfg: SiirlConfig, graph: TaskGraph, name: str) -> ModelConfig:
     """The agent's model section: the run's, with the agent's own ``model_path`` when it has one."""
     paths = [n.config.get("model_path") for n in graph if n.config.get(AGENT_KEY) == name]
     path = next((p for p in paths if p), "")
     if not path:
         return cfg.actor_rollout_ref.model
-    model = OmegaConf.create(OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True))
-    model.path, model.tokenizer_path = path, ""
-    return model
+    return dataclasses.replace(cfg.actor_rollout_ref.model, path=path, tokenizer_path="")
 
 
-def build_agents(cfg: Any, graph: TaskGraph, groups: dict, backend: Any, tokenizer: Any, local_rank: int) -> dict:
+def build_agents(cfg: SiirlConfig, graph: TaskGraph, groups: dict, backend: Any, tokenizer: Any, local_rank: int) -> dict:
     """One actor and rollout engine per agent. Agents share the run's tokenizer (their prompts and
     answers are rendered and decoded with it), so an own ``model_path`` must use a compatible one."""
     from siirl.engine.rollout import make_rollout_engine

@@ -10,8 +10,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig
-
 from siirl.algorithms import make_kl_controller
 from siirl.dag_worker.handoff import Handoffs
 from siirl.dag_worker.layouts import moves_samples
@@ -20,13 +18,14 @@ from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.device import DeviceBackend
 from siirl.execution.dag import NodeRole, NodeType
 from siirl.execution.scheduler.plan import ExecutionPlan
+from siirl.params.root import SiirlConfig
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class WorkerContext:
-    cfg: DictConfig
+    cfg: SiirlConfig
     plan: ExecutionPlan
     rank: int
     backend: DeviceBackend
@@ -101,12 +100,12 @@ def _roles(graph) -> set[NodeRole]:
     }
 
 
-def uses_reference(cfg: DictConfig) -> bool:
+def uses_reference(cfg: SiirlConfig) -> bool:
     return bool(cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward)
 
 
 def build_context(
-    cfg: DictConfig, plan: ExecutionPlan, rank: int, backend: DeviceBackend, local_device: int
+    cfg: SiirlConfig, plan: ExecutionPlan, rank: int, backend: DeviceBackend, local_device: int
 ) -> WorkerContext:
     from siirl.dag_worker.env_setup import env_reward_manager, inner_rollout_config, wrap_rollout
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader

@@ -6,12 +6,10 @@ Kept free of torch and engine imports: the planner reads it (node contracts) bef
 
 from __future__ import annotations
 
-from typing import Any
-
 from siirl.errors import SiirlUserError
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract
 from siirl.execution.dag.contract_check import register_model_role
+from siirl.params.root import SiirlConfig
 
 #: Keys the multi-turn (conversation) rollout adds to the usual rollout output.
 MULTI_TURN_KEYS = ("env_turn_rewards", "env_turn_index", "task_success", "env_progress", "env_error", "num_turns")
@@ -28,29 +26,29 @@ REWARD_READS = {
 }
 
 
-def env_mode(cfg: Any) -> str | None:
+def env_mode(cfg: SiirlConfig) -> str | None:
     """``steps`` for ``algorithm.workflow_type=EMBODIED``, ``turns`` for multi-turn rollouts, else None."""
-    if str(cfg_get(cfg, "algorithm.workflow_type", "DEFAULT")).upper() == "EMBODIED":
+    if str(cfg.algorithm.workflow_type).upper() == "EMBODIED":
         return "steps"
-    if bool(cfg_get(cfg, "actor_rollout_ref.rollout.multi_turn.enable", False)):
+    if cfg.actor_rollout_ref.rollout.multi_turn.enable:
         return "turns"
     return None
 
 
-def environment_outputs(cfg: Any) -> NodeContract:
+def environment_outputs(cfg: SiirlConfig) -> NodeContract:
     """The rollout node's extra writes (and its need of an environment) in environment-driven runs."""
     mode = env_mode(cfg)
     return NodeContract(writes=ROLLOUT_KEYS[mode], roles=("environment",)) if mode else NodeContract()
 
 
-def environment_reward_inputs(cfg: Any) -> NodeContract:
+def environment_reward_inputs(cfg: SiirlConfig) -> NodeContract:
     """What the reward node reads when the environment scores the rollout."""
     mode = env_mode(cfg)
     return NodeContract(reads=REWARD_READS[mode]) if mode else NodeContract()
 
 
 @register_model_role("environment")
-def environment_available(cfg: Any) -> str | None:
+def environment_available(cfg: SiirlConfig) -> str | None:
     """None when the run drives an environment that resolves, else why not."""
     if env_mode(cfg) is None:
         return (
@@ -60,7 +58,7 @@ def environment_available(cfg: Any) -> str | None:
     from siirl.environment.registry import resolve_env_factory
 
     try:
-        resolve_env_factory(str(cfg_get(cfg, "env.name", "")))
+        resolve_env_factory(cfg.env.name)
     except SiirlUserError as exc:
         return str(exc)
     return None

@@ -2,6 +2,6 @@
 
 from siirl.params.enums import AdvantageEstimator, WorkflowType
 from siirl.params.loader import config_dir, load_config
-from siirl.params.root import SiirlConfig
+from siirl.params.root import SiirlConfig, or_defaults
 
-__all__ = ["AdvantageEstimator", "SiirlConfig", "WorkflowType", "config_dir", "load_config"]
+__all__ = ["AdvantageEstimator", "SiirlConfig", "WorkflowType", "config_dir", "load_config", "or_defaults"]

@@ -123,9 +123,13 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
 
 def load_config(
     overrides: list[str] | None = None, config_path: str | None = None, config_name: str | None = None
-) -> DictConfig:
+) -> SiirlConfig:
     """Compose ``configs/siirl.yaml`` (with the user's ``config_path/config_name`` YAML on top, as Hydra's
-    ``--config-path/--config-name`` do) and the command-line overrides; check it; return it read-only."""
+    ``--config-path/--config-name`` do) and the command-line overrides; check it; return the typed tree.
+
+    Checks and defaults run on the composed ``DictConfig``; the result is converted ONCE into the
+    ``SiirlConfig`` dataclasses, so every consumer reads typed attributes and the object pickles as is
+    (it travels to the Ray workers)."""
     register_schema()
     overrides = [_listify_override(o) for o in overrides or []]
     try:
@@ -143,5 +147,4 @@ def load_config(
         raise ConfigError(f"bad config: {message}") from None
     validate_config(cfg)
     fill_embedded_defaults(cfg)
-    OmegaConf.set_readonly(cfg, True)
-    return cfg
+    return OmegaConf.to_object(cfg)

@@ -1,5 +1,7 @@
 """The whole config tree, registered with Hydra's ConfigStore as the schema the YAML is checked against."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
@@ -24,6 +26,11 @@ class SiirlConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     dag: DagConfig = field(default_factory=DagConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
+
+
+def or_defaults(cfg: SiirlConfig | None) -> SiirlConfig:
+    """``cfg``, or the schema's defaults for ``None``: planning helpers take ``None`` as "all defaults"."""
+    return cfg if cfg is not None else SiirlConfig()
 
 
 def register_schema() -> None:

@@ -6,14 +6,13 @@ import math
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from siirl.engine.workers.optim import build_lr_scheduler, restore_lr_scheduler
 from siirl.params.model import OptimConfig
 
 
 def _lrs(steps: int, **optim) -> list[float]:
-    cfg = OmegaConf.structured(OptimConfig(lr=1.0, **optim))
+    cfg = OptimConfig(lr=1.0, **optim)
     opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=cfg.lr)
     sched = build_lr_scheduler(opt, cfg)
     out = []
@@ -39,9 +38,7 @@ def test_cosine_with_warmup_ratio_reaches_min():
 
 
 def test_restore_puts_lr_back():
-    cfg = OmegaConf.structured(
-        OptimConfig(lr=1.0, lr_scheduler_type="cosine", total_training_steps=10, lr_warmup_steps=2)
-    )
+    cfg = OptimConfig(lr=1.0, lr_scheduler_type="cosine", total_training_steps=10, lr_warmup_steps=2)
     opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     sched = build_lr_scheduler(opt, cfg)
     restore_lr_scheduler(sched, 6)

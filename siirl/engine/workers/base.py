@@ -22,7 +22,6 @@ from tensordict import TensorDict
 from torch import nn
 
 from siirl.algorithms import logprobs_from_logits
-from siirl.algorithms.registry import config_value
 from siirl.device import DeviceBackend, get_backend
 from siirl.engine.workers.distributed import DataParallelGroup
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
@@ -150,7 +149,7 @@ class FSDPWorker:
         layer_types = set(getattr(model.config, "layer_types", None) or ["full_attention"])
         self.layout, attn = choose_layout(
             bool(model_cfg.use_remove_padding),
-            str(config_value(model_cfg, "remove_padding_layout", "auto")),
+            str(model_cfg.remove_padding_layout),
             str(model.config._attn_implementation),
             full_causal=layer_types == {"full_attention"},
         )

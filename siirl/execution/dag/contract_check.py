@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from siirl.errors import ConfigError
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract
 from siirl.execution.dag.task_graph import TaskGraph
+from siirl.params.root import SiirlConfig
 
 logger = logging.getLogger(__name__)
 
@@ -46,19 +46,16 @@ def register_model_role(name: str) -> Callable[[RoleCheck], RoleCheck]:
     return wrap
 
 
-def uses_reference(cfg: Any) -> bool:
+def uses_reference(cfg: SiirlConfig) -> bool:
     """A reference policy is loaded only when a KL term needs it (in the loss or in the reward)."""
-    return bool(cfg_get(cfg, "actor_rollout_ref.actor.use_kl_loss", False)) or bool(
-        cfg_get(cfg, "algorithm.use_kl_in_reward", False)
-    )
+    return cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward
 
 
-def uses_critic(cfg: Any) -> bool:
+def uses_critic(cfg: SiirlConfig) -> bool:
     """A critic is loaded when enabled or when the advantage estimator needs values."""
     from siirl.algorithms.needs import estimator_needs
 
-    estimator = cfg_get(cfg, "algorithm.adv_estimator", "grpo")
-    return bool(cfg_get(cfg, "critic.enable", False)) or estimator_needs(estimator).values
+    return cfg.critic.enable or estimator_needs(cfg.algorithm.adv_estimator).values
 
 
 @register_model_role("actor")
@@ -89,12 +86,12 @@ def _environment(cfg: Any) -> str | None:
     return "no environment is configured for this run"
 
 
-def dataloader_keys(cfg: Any) -> tuple[str, ...]:
-    raw = ("raw_prompt",) if cfg_get(cfg, "data.return_raw_chat", False) else ()
+def dataloader_keys(cfg: SiirlConfig) -> tuple[str, ...]:
+    raw = ("raw_prompt",) if cfg.data.return_raw_chat else ()
     return (*DATALOADER_KEYS, *raw)
 
 
-def _check_roles(node_id: str, contract: NodeContract, cfg: Any) -> None:
+def _check_roles(node_id: str, contract: NodeContract, cfg: SiirlConfig) -> None:
     for role in contract.roles:
         check = MODEL_ROLES.get(role)
         if check is None:
@@ -106,7 +103,7 @@ def _check_roles(node_id: str, contract: NodeContract, cfg: Any) -> None:
             raise ContractError(f"node {node_id!r} needs the {role} model, but {reason}")
 
 
-def check_contracts(graph: TaskGraph, cfg: Any) -> dict[str, NodeContract | None]:
+def check_contracts(graph: TaskGraph, cfg: SiirlConfig) -> dict[str, NodeContract | None]:
     """Raise ``ContractError`` (one line naming node and key) on the first broken read or missing role.
 
     Returns each node's effective contract (None for undeclared nodes), e.g. for display.
