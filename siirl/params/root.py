@@ -1,7 +1,5 @@
 """The whole config tree, registered with Hydra's ConfigStore as the schema the YAML is checked against."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
