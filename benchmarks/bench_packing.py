@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from omegaconf import OmegaConf
 from tensordict import TensorDict
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -84,18 +83,14 @@ def build_batch(rows: int, min_len: int, max_len: int, vocab: int, seed: int) ->
 def make_actor(model_dir: Path, batch: TensorDict, args: argparse.Namespace, **model_kw: Any) -> ActorWorker:
     """Padded runs use fixed micro-batches of ``--micro`` rows; padding-free ones the same token budget."""
     width = batch["input_ids"].shape[1]
-    actor_cfg = OmegaConf.structured(
-        ActorConfig(
-            ppo_mini_batch_size=batch.batch_size[0],
-            use_dynamic_bsz=model_kw.get("use_remove_padding", True),
-            ppo_micro_batch_size_per_gpu=args.micro,
-            ppo_max_token_len_per_gpu=args.micro * width,
-            optim=OptimConfig(lr=1e-4),
-        )
+    actor_cfg = ActorConfig(
+        ppo_mini_batch_size=batch.batch_size[0],
+        use_dynamic_bsz=model_kw.get("use_remove_padding", True),
+        ppo_micro_batch_size_per_gpu=args.micro,
+        ppo_max_token_len_per_gpu=args.micro * width,
+        optim=OptimConfig(lr=1e-4),
     )
-    return ActorWorker(
-        OmegaConf.structured(ModelConfig(path=str(model_dir), **model_kw)), actor_cfg, args.device
-    )
+    return ActorWorker(ModelConfig(path=str(model_dir), **model_kw), actor_cfg, args.device)
 
 
 def timed_update(actor: ActorWorker, batch: TensorDict) -> tuple[float, float, float]:

@@ -25,6 +25,7 @@ import os
 import statistics
 import sys
 import time
+from operator import attrgetter
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything is local; never reach for the hub
@@ -32,7 +33,6 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 
 import torch
 from datasets import Dataset
-from omegaconf import OmegaConf
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
@@ -116,8 +116,8 @@ def trl_arguments(cfg, steps: int, out: Path) -> GRPOConfig:
             f"actor.loss_agg_mode={actor.loss_agg_mode} has no TRL loss_type; one of {sorted(LOSS_TYPES)}"
         )
     for key, value in FIXED_SETTINGS.items():
-        if OmegaConf.select(cfg, key) != value:
-            raise ConfigError(f"the TRL run needs {key}={value}, got {OmegaConf.select(cfg, key)}")
+        if attrgetter(key)(cfg) != value:
+            raise ConfigError(f"the TRL run needs {key}={value}, got {attrgetter(key)(cfg)}")
     if optim.lr_warmup_steps > 0:
         raise ConfigError("the TRL run mirrors a constant learning rate without warm-up only")
     return GRPOConfig(

@@ -10,8 +10,7 @@ line, raised before Ray starts.
 from __future__ import annotations
 
 import importlib
-
-from omegaconf import DictConfig, OmegaConf
+from operator import attrgetter
 
 from siirl.algorithms import estimator_needs
 from siirl.device import backend_class, get_backend
@@ -22,6 +21,7 @@ from siirl.environment.outputs import env_mode
 from siirl.errors import ConfigError
 from siirl.params import compose_config
 from siirl.params.old_log_prob import OLD_LOG_PROB_KEY
+from siirl.params.root import SiirlConfig
 from siirl.registry import governed_keys
 
 #: Modules whose import registers the other families that govern config keys.
@@ -35,21 +35,21 @@ REGISTRY_MODULES = (
 LOSS_MODE_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
 
 
-def check_registry_values(cfg: DictConfig) -> None:
+def check_registry_values(cfg: SiirlConfig) -> None:
     """Every registry-governed key names an entry (or an allowed value such as ``auto``)."""
     for module in REGISTRY_MODULES:
         importlib.import_module(module)
     load_reward_managers()
     for key, registry in sorted(governed_keys().items()):
-        registry.check_config(key, OmegaConf.select(cfg, key))
+        registry.check_config(key, attrgetter(key)(cfg))
 
 
-def resolve_loss_mode(cfg: DictConfig) -> str:
+def resolve_loss_mode(cfg: SiirlConfig) -> str:
     """``auto`` follows the estimator (cpgd -> cpgd, gspo -> gspo, else vanilla); an explicit mode that
     contradicts an estimator with a loss of its own is refused."""
     estimator = cfg.algorithm.adv_estimator
     wanted = estimator_needs(estimator).loss_mode
-    mode = str(OmegaConf.select(cfg, LOSS_MODE_KEY))
+    mode = str(cfg.actor_rollout_ref.actor.policy_loss.loss_mode)
     if mode == "auto":
         return wanted
     if wanted != "vanilla" and mode != wanted:
@@ -60,7 +60,7 @@ def resolve_loss_mode(cfg: DictConfig) -> str:
     return mode
 
 
-def check_remax_baseline(cfg: DictConfig) -> None:
+def check_remax_baseline(cfg: SiirlConfig) -> None:
     """An estimator scoring a greedy baseline response needs greedy validation sampling."""
     val = cfg.actor_rollout_ref.rollout.val_kwargs
     greedy = (not val.do_sample or val.temperature == 0) and val.n == 1
@@ -71,9 +71,9 @@ def check_remax_baseline(cfg: DictConfig) -> None:
         )
 
 
-def resolve_old_log_prob_source(cfg: DictConfig) -> str:
+def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
     """``auto`` -> ``rollout`` where the engine records exact log-probs (see ``siirl.params.old_log_prob``)."""
-    requested = OmegaConf.select(cfg, OLD_LOG_PROB_KEY)
+    requested = cfg.actor_rollout_ref.actor.old_log_prob_source
     if requested == "recompute":
         return requested
     device = str(cfg.trainer.device)
@@ -93,21 +93,20 @@ def resolve_old_log_prob_source(cfg: DictConfig) -> str:
     return requested
 
 
-def check_config(cfg: DictConfig) -> None:
+def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_registry_values(cfg)
     check_remax_baseline(cfg)
-    OmegaConf.update(cfg, LOSS_MODE_KEY, resolve_loss_mode(cfg))
-    OmegaConf.update(cfg, OLD_LOG_PROB_KEY, resolve_old_log_prob_source(cfg))
+    cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
+    cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)
 
 
 def load_config(
     overrides: list[str] | None = None, config_path: str | None = None, config_name: str | None = None
-) -> DictConfig:
-    """The run's config, checked and resolved, read-only: ``siirl.params.compose_config`` (Hydra defaults,
-    the user's ``--config-path/--config-name`` YAML, the overrides, schema and value tables), then
-    ``check_config``."""
+) -> SiirlConfig:
+    """The run's config as the typed dataclass tree, checked and resolved: ``siirl.params.compose_config``
+    (Hydra defaults, the user's ``--config-path/--config-name`` YAML, the overrides, schema and value
+    tables), then ``check_config``."""
     cfg = compose_config(overrides, config_path=config_path, config_name=config_name)
     check_config(cfg)
-    OmegaConf.set_readonly(cfg, True)
     return cfg

@@ -13,7 +13,6 @@ import sys
 import time
 
 import ray
-from omegaconf import DictConfig, OmegaConf
 from ray.exceptions import RayError
 from ray.util.placement_group import placement_group, remove_placement_group
 
@@ -24,6 +23,7 @@ from siirl.device import DeviceBackend
 from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.execution.scheduler.ray_request import PLACEMENT_STRATEGY, placement_bundles, worker_actor_options
+from siirl.params import SiirlConfig
 from siirl.worker_errors import WorkerFailed, explain, pick_failure
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ PLACEMENT_TIMEOUT_S = 120
 FAILURE_GRACE_S = 3.0
 
 
-def _init_ray(cfg: DictConfig) -> bool:
+def _init_ray(cfg: SiirlConfig) -> bool:
     """Start or join Ray; True when this call started it (and so must shut it down)."""
     address = cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS") or None
     # Workers import user modules (custom pipelines, reward files) relative to where the job started.
@@ -73,15 +73,14 @@ def _reserve(plan: ExecutionPlan, backend: DeviceBackend):
     return group
 
 
-def _launch_workers(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan, group) -> list:
+def _launch_workers(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan, group) -> list:
     """Ask Ray for the DAG worker actors without waiting: their processes start (and import torch)
     while the driver brings up the data buffers."""
     from siirl.dag_worker.worker import DAGWorker
 
-    cfg_dict = OmegaConf.to_container(cfg, resolve=True)
     remote_cls = ray.remote(DAGWorker)
     return [
-        remote_cls.options(**worker_actor_options(backend, group, rank)).remote(cfg_dict, plan, rank, backend.name)
+        remote_cls.options(**worker_actor_options(backend, group, rank)).remote(cfg, plan, rank, backend.name)
         for rank in range(plan.world_size)
     ]
 
@@ -119,7 +118,7 @@ def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None) -> dict:
     return summaries[0]
 
 
-def run_job(cfg: DictConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int:
+def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int:
     """Run the planned job to the end; 0 on success, 1 when a worker fails for an internal reason.
 
     User errors (``SiirlUserError``, also those raised inside a worker) propagate to the launcher (exit 2).

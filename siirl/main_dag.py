@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg, backend, graph, plan = prepare(overrides, args.config_path, args.config_name)
         if args.print_config:
-            print(OmegaConf.to_yaml(cfg))
+            print(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # the typed tree, dumped as YAML
             return 0
         from siirl.execution.scheduler.plan_view import render_plan, show_plan
 

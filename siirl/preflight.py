@@ -7,15 +7,16 @@ be written, a checkpoint that is missing or corrupt) is looked up here from the 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Collection
+from operator import attrgetter
 from pathlib import Path
-
-from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError, SiirlUserError
 from siirl.execution.scheduler.plan import ExecutionPlan
+from siirl.params import SiirlConfig
 
 logger = logging.getLogger(__name__)
 
@@ -36,12 +37,12 @@ def _valid_attention(name: str, known: Collection[str]) -> bool:
 ATTENTION_KEYS = ("actor_rollout_ref.model.attn_implementation", "critic.model.attn_implementation")
 
 
-def check_attention_names(cfg: DictConfig) -> None:
+def check_attention_names(cfg: SiirlConfig) -> None:
     """Each ``attn_implementation`` is one transformers (or siiRL's varlen kernel) registers; the other
     registry-named keys were checked by ``siirl.config_checks.load_config``."""
     known = _attention_names()
     for key in ATTENTION_KEYS:
-        value = str(OmegaConf.select(cfg, key))
+        value = str(attrgetter(key)(cfg))
         if not _valid_attention(value, known):
             raise ConfigError(f"bad config: {key}={value!r} is unknown; known: {', '.join(known)}")
 
@@ -72,7 +73,7 @@ def check_output_dir(raw: str) -> None:
         raise SiirlUserError(f"trainer.output_dir={raw}: cannot write in {existing} ({exc.strerror})") from None
 
 
-def check_inputs(cfg: DictConfig) -> None:
+def check_inputs(cfg: SiirlConfig) -> None:
     """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function, output dir."""
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.reward import load_custom_reward_fn
@@ -83,8 +84,7 @@ def check_inputs(cfg: DictConfig) -> None:
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
-    for key in ("data.train_files", "data.val_files"):
-        files = list(OmegaConf.select(cfg, key) or [])
+    for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
         if files and ParquetRows(files, [cfg.data.prompt_key]).num_rows == 0:
             raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
     if cfg.custom_reward_function.path:
@@ -104,7 +104,7 @@ def _data_dp_size(plan: ExecutionPlan) -> int:
     return coord.dp_size if coord is not None else plan.world_size
 
 
-def check_batch_sizes(cfg: DictConfig, plan: ExecutionPlan) -> None:
+def check_batch_sizes(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     """Batch sizes split evenly over the plan's data-parallel ranks (the rules the workers enforce)."""
     rollout_dp = _data_dp_size(plan)
     if cfg.data.train_batch_size % rollout_dp:
@@ -118,9 +118,12 @@ def check_batch_sizes(cfg: DictConfig, plan: ExecutionPlan) -> None:
             f"data-parallel size {rollout_dp}"
         )
     n = cfg.actor_rollout_ref.rollout.n
-    for role, key in (("actor", "actor_rollout_ref.actor.ppo_mini_batch_size"), ("critic", "critic.ppo_mini_batch_size")):
+    minis = (
+        ("actor", "actor_rollout_ref.actor.ppo_mini_batch_size", cfg.actor_rollout_ref.actor.ppo_mini_batch_size),
+        ("critic", "critic.ppo_mini_batch_size", cfg.critic.ppo_mini_batch_size),
+    )
+    for role, key, mini in minis:
         dp = _dp_size(plan, role)
-        mini = OmegaConf.select(cfg, key)
         if dp and mini * n < dp:
             raise ConfigError(
                 f"bad config: {key}={mini} x actor_rollout_ref.rollout.n={n} is smaller than the {role} "
@@ -128,7 +131,7 @@ def check_batch_sizes(cfg: DictConfig, plan: ExecutionPlan) -> None:
             )
 
 
-def check_data_shape(cfg: DictConfig, plan: ExecutionPlan) -> None:
+def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     """Build the loaders rank 0 will build: row types, over-long prompts, rows left after filtering."""
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
     from siirl.engine.workers.model_loading import load_tokenizer
@@ -142,12 +145,12 @@ def check_data_shape(cfg: DictConfig, plan: ExecutionPlan) -> None:
         next(iter(build_val_dataloader(cfg.data, tokenizer, 0, dp)))
 
 
-def check_plan(cfg: DictConfig, plan: ExecutionPlan) -> None:
+def check_plan(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     check_batch_sizes(cfg, plan)
     check_data_shape(cfg, plan)
 
 
-def pin_resume_checkpoint(cfg: DictConfig) -> DictConfig:
+def pin_resume_checkpoint(cfg: SiirlConfig) -> SiirlConfig:
     """Resolve ``trainer.resume_mode`` to the verified checkpoint every worker will load.
 
     ``auto`` falls back to the newest intact checkpoint (warning about each refused one); an explicit path
@@ -162,6 +165,4 @@ def pin_resume_checkpoint(cfg: DictConfig) -> DictConfig:
     path = manager.resolve(mode, verify="all")
     if path is None:
         return cfg
-    pinned = OmegaConf.merge(cfg, {"trainer": {"resume_mode": str(path)}})
-    OmegaConf.set_readonly(pinned, True)
-    return pinned
+    return dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, resume_mode=str(path)))

@@ -9,6 +9,7 @@ from tensordict import TensorDictBase
 
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import node_contract
+from siirl.params import SiirlConfig
 
 
 @dataclass
@@ -24,7 +25,7 @@ class LengthPenaltyConfig:
 )
 def length_penalty(
     batch: TensorDictBase,
-    config: Any = None,
+    config: SiirlConfig | None = None,
     *,
     node_config: LengthPenaltyConfig | None = None,
     **kwargs: Any,
@@ -33,7 +34,8 @@ def length_penalty(
 
     Placing the penalty where the outcome reward sits keeps ``token_level_scores`` summing to the
     sequence score, so every advantage estimator sees the penalised reward unchanged in form.
-    ``config`` is the run's global config; the node's own section arrives typed as ``node_config``.
+    ``config`` is the run's typed root config (``SiirlConfig``); the node's own section arrives typed as
+    ``node_config``.
     """
     coef = (node_config or LengthPenaltyConfig()).coef
     mask = batch["response_mask"].to(batch["token_level_scores"].dtype)
@@ -62,7 +64,7 @@ class ResponseStats:
         self.calls = 0
 
     @node_contract(reads=("response_mask",))
-    def log(self, batch: TensorDictBase, config: Any = None, **kwargs: Any) -> NodeOutput:
+    def log(self, batch: TensorDictBase, config: SiirlConfig | None = None, **kwargs: Any) -> NodeOutput:
         self.calls += 1
         lengths = batch["response_mask"].sum(dim=-1).float()
         return NodeOutput(batch, metrics={"response_stats/calls": self.calls, "response_stats/max": lengths.max().item()})

@@ -44,7 +44,6 @@ from siirl.algorithms.policy_loss import (
     get_policy_loss,
     register_policy_loss,
 )
-from siirl.algorithms.registry import config_value
 from siirl.algorithms.value import compute_value_loss
 
 __all__ = [
@@ -68,7 +67,6 @@ __all__ = [
     "compute_advantage",
     "compute_policy_loss",
     "compute_value_loss",
-    "config_value",
     "declare_estimator_needs",
     "entropy_from_logits",
     "estimator_needs",

@@ -2,19 +2,19 @@
 
 An estimator is a function ``fn(inputs: AdvantageInputs) -> (advantages, returns)`` registered under
 an ``AdvantageEstimator`` value with ``@ADV_ESTIMATORS.register(name, needs=EstimatorNeeds(...))``; both outputs have the shape
-``(batch, response_len)`` and are 0 on masked tokens. Estimators read their options from
-``inputs.option(key, default)``; the options in use are
+``(batch, response_len)`` and are 0 on masked tokens. Estimators read their options from the
+``algorithm`` section, ``inputs.config`` (an ``AlgorithmConfig``; its defaults when none is given):
 
-==========================  ==========  =========================================================
-key                         default     used by
-==========================  ==========  =========================================================
-``gamma``                   1.0         gae, reinforce_plus_plus (discount)
-``lam``                     1.0         gae (GAE lambda)
-``norm_adv_by_std_in_grpo`` True        grpo, gspo (False: Dr.GRPO, centre only)
-``epsilon``                 1e-6        grpo, gspo, cpgd (added to the group std)
-``weight_factor_in_cpgd``   STD_weight  cpgd (STD_weight | clip_filter_like_weight | naive/none)
-``cpgd_max_weight``         3.0         cpgd with clip_filter_like_weight (cap of the weight)
-==========================  ==========  =========================================================
+==========================  =========================================================
+field                       used by
+==========================  =========================================================
+``gamma``                   gae, reinforce_plus_plus (discount)
+``lam``                     gae (GAE lambda)
+``norm_adv_by_std_in_grpo`` grpo, gspo (False: Dr.GRPO, centre only)
+``epsilon``                 grpo, gspo, cpgd (added to the group std)
+``weight_factor_in_cpgd``   cpgd (STD_weight | clip_filter_like_weight | naive/none)
+``cpgd_max_weight``         cpgd with clip_filter_like_weight (cap of the weight)
+==========================  =========================================================
 """
 
 from __future__ import annotations
@@ -22,12 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 import torch
 
 from siirl.algorithms.needs import NEEDS_ATTR, EstimatorNeeds
-from siirl.algorithms.registry import config_value
+from siirl.params.algorithm import AlgorithmConfig
 from siirl.registry import Registry
 
 AdvantageFn = Callable[["AdvantageInputs"], tuple[torch.Tensor, torch.Tensor]]
@@ -58,10 +57,7 @@ class AdvantageInputs:
     index: Sequence[object] | None
     values: torch.Tensor | None
     reward_baselines: torch.Tensor | None
-    config: Any
-
-    def option(self, key: str, default: Any) -> Any:
-        return config_value(self.config, key, default)
+    config: AlgorithmConfig
 
     def outcome_scores(self) -> torch.Tensor:
         """One scalar per response: the sum of its rewards over valid tokens."""
@@ -87,7 +83,7 @@ def compute_advantage(
     index: Sequence[object] | None = None,
     values: torch.Tensor | None = None,
     reward_baselines: torch.Tensor | None = None,
-    config: Any = None,
+    config: AlgorithmConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the estimator registered as ``name``; returns ``(advantages, returns)``, no gradient.
 
@@ -117,7 +113,7 @@ def compute_advantage(
         index=index,
         values=values,
         reward_baselines=reward_baselines,
-        config=config,
+        config=config if config is not None else AlgorithmConfig(),
     )
     with torch.no_grad():
         return fn(inputs)

@@ -23,8 +23,8 @@ import torch
 
 from siirl.algorithms.aggregation import agg_loss
 from siirl.algorithms.masked import masked_mean
-from siirl.algorithms.registry import config_value
 from siirl.errors import ConfigError
+from siirl.params.algorithm import KLControlConfig
 from siirl.registry import Registry
 
 KLFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -112,28 +112,24 @@ class AdaptiveKLController:
         self.value *= 1 + error * n_steps / self.horizon
 
 
-KL_CONTROLLERS: Registry[Callable[[Any], KLController]] = Registry(
+KL_CONTROLLERS: Registry[Callable[[KLControlConfig], KLController]] = Registry(
     "KL controller type", open=True, config_keys=("algorithm.kl_ctrl.type",)
 )
 
 
 @KL_CONTROLLERS.register("fixed")
-def _fixed(cfg: Any) -> KLController:
-    return FixedKLController(config_value(cfg, "kl_coef", 0.001))
+def _fixed(cfg: KLControlConfig) -> KLController:
+    return FixedKLController(cfg.kl_coef)
 
 
 @KL_CONTROLLERS.register("adaptive")
-def _adaptive(cfg: Any) -> KLController:
-    return AdaptiveKLController(
-        init_kl_coef=config_value(cfg, "kl_coef", 0.001),
-        target_kl=config_value(cfg, "target_kl", 0.1),
-        horizon=config_value(cfg, "horizon", 10000),
-    )
+def _adaptive(cfg: KLControlConfig) -> KLController:
+    return AdaptiveKLController(init_kl_coef=cfg.kl_coef, target_kl=cfg.target_kl, horizon=cfg.horizon)
 
 
-def make_kl_controller(cfg: Any) -> KLController:
-    """Controller from a config with ``type`` (fixed | adaptive), ``kl_coef``, ``target_kl``, ``horizon``."""
-    return KL_CONTROLLERS.get(config_value(cfg, "type", "fixed"))(cfg)
+def make_kl_controller(cfg: KLControlConfig) -> KLController:
+    """The controller ``algorithm.kl_ctrl.type`` names (fixed | adaptive), built from that section."""
+    return KL_CONTROLLERS.get(cfg.type)(cfg)
 
 
 def apply_kl_penalty(

@@ -43,8 +43,8 @@ def grpo_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]
     """
     scores = inputs.outcome_scores()
     stats = group_stats(scores, inputs.require_index())
-    if inputs.option("norm_adv_by_std_in_grpo", True):
-        adv = _std_scaled(scores, stats, float(inputs.option("epsilon", 1e-6)))
+    if inputs.config.norm_adv_by_std_in_grpo:
+        adv = _std_scaled(scores, stats, inputs.config.epsilon)
     else:
         adv = _centred(scores, stats)
     out = _per_token(adv, inputs.response_mask)
@@ -61,7 +61,7 @@ CPGD_WEIGHTS: Registry[CpgdWeightFn] = Registry(
 @CPGD_WEIGHTS.register("STD_weight")
 def _cpgd_std_weight(scores: torch.Tensor, stats: GroupStats, inputs: AdvantageInputs) -> torch.Tensor:
     """Weight 1 / group std: the GRPO-style normalisation."""
-    return _std_scaled(scores, stats, float(inputs.option("epsilon", 1e-6)))
+    return _std_scaled(scores, stats, inputs.config.epsilon)
 
 
 @CPGD_WEIGHTS.register("clip_filter_like_weight")
@@ -77,7 +77,7 @@ def _cpgd_clip_filter_like_weight(
     centred = _centred(scores, stats)
     informative = torch.where(stats.singleton, scores != 0, stats.std > 0)
     n_informative = informative.sum().clamp(min=1).to(scores.dtype)
-    weight = (scores.shape[0] / n_informative).clamp(max=float(inputs.option("cpgd_max_weight", 3.0)))
+    weight = (scores.shape[0] / n_informative).clamp(max=inputs.config.cpgd_max_weight)
     return centred * weight
 
 
@@ -90,7 +90,7 @@ def _cpgd_no_weight(scores: torch.Tensor, stats: GroupStats, inputs: AdvantageIn
 @ADV_ESTIMATORS.register(AdvantageEstimator.CPGD, needs=EstimatorNeeds(loss_mode="cpgd"))
 def cpgd_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """CPGD (arXiv 2505.12504): group-centred scores times the weight factor ``weight_factor_in_cpgd``."""
-    weight_fn = CPGD_WEIGHTS.get(inputs.option("weight_factor_in_cpgd", "STD_weight"))
+    weight_fn = CPGD_WEIGHTS.get(inputs.config.weight_factor_in_cpgd)
     scores = inputs.outcome_scores()
     out = _per_token(
         weight_fn(scores, group_stats(scores, inputs.require_index()), inputs), inputs.response_mask

@@ -5,14 +5,14 @@ A loss is ``fn(inputs: PolicyLossInputs) -> (loss, metrics)`` where ``metrics`` 
 ``(batch, response_len)`` loss matrix with ``inputs.aggregate`` so that the aggregation mode and the
 data-parallel counts (see ``siirl.algorithms.aggregation``) apply the same way to every loss.
 
-Config keys (mapping or attribute object):
+Options come from the actor section, ``inputs.config`` (an ``ActorConfig``; its defaults when none is given):
 
-- ``clip_ratio`` (0.2), ``clip_ratio_low`` / ``clip_ratio_high`` (default: ``clip_ratio``): PPO-style
-  ranges of ``vanilla`` and ``cpgd``; a larger ``clip_ratio_high`` is DAPO's clip-higher.
-- ``clip_ratio_c`` (3.0, must be > 1): dual-clip bound of ``vanilla`` for negative advantages.
-- ``gspo_clip_ratio_low`` (3e-4) / ``gspo_clip_ratio_high`` (4e-4): GSPO's sequence-ratio range.
-- ``policy_drift_coeff`` (0.0) and ``policy_drift_clip`` (2.0): CPGD's drift regulariser.
-- ``loss_agg_horizon`` (mask width): the constant of ``seq-mean-token-sum-norm``.
+- ``clip_ratio_low`` / ``clip_ratio_high``: PPO-style ranges of ``vanilla`` and ``cpgd``; a larger
+  ``clip_ratio_high`` is DAPO's clip-higher.
+- ``clip_ratio_c`` (must be > 1): dual-clip bound of ``vanilla`` for negative advantages.
+- ``gspo_clip_ratio_low`` / ``gspo_clip_ratio_high``: GSPO's sequence-ratio range.
+- ``policy_drift_coeff`` and ``policy_drift_clip``: CPGD's drift regulariser.
+- ``loss_agg_horizon`` (0: the mask width): the constant of ``seq-mean-token-sum-norm``.
 
 Every loss reports ``clipfrac_low`` / ``clipfrac_high`` (share of valid tokens whose objective is clipped
 below / above) and ``ppo_kl`` (mean of ``old_log_prob - log_prob`` over valid tokens).
@@ -25,14 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
-from typing import Any
 
 import torch
 
 from siirl.algorithms.aggregation import agg_loss
 from siirl.algorithms.masked import masked_mean
-from siirl.algorithms.registry import config_value
 from siirl.errors import ConfigError
+from siirl.params.model import ActorConfig
 from siirl.registry import Registry
 
 Metrics = dict[str, torch.Tensor]
@@ -61,11 +60,8 @@ class PolicyLossInputs:
     log_prob: torch.Tensor
     advantages: torch.Tensor
     response_mask: torch.Tensor  # in log_prob's dtype
-    config: Any
+    config: ActorConfig
     aggregate: Callable[[torch.Tensor], torch.Tensor]
-
-    def option(self, key: str, default: Any) -> Any:
-        return config_value(self.config, key, default)
 
     def share(self, flags: torch.Tensor) -> torch.Tensor:
         """Fraction of valid tokens where ``flags`` holds."""
@@ -75,25 +71,23 @@ class PolicyLossInputs:
         return masked_mean(-log_ratio, self.response_mask).detach()
 
 
-def _clip_range(
-    inputs: PolicyLossInputs, low_key: str, high_key: str, default_low: float, default_high: float
-) -> tuple[float, float]:
-    low, high = float(inputs.option(low_key, default_low)), float(inputs.option(high_key, default_high))
+def _clip_range(low: float, high: float, low_key: str, high_key: str) -> tuple[float, float]:
+    """``(low, high)`` checked; the keys name the options in the error."""
     if not 0 <= low < 1 or high < 0:
         raise ConfigError(f"{low_key} must be in [0, 1) and {high_key} >= 0, got {low} and {high}")
-    return low, high
+    return float(low), float(high)
 
 
 def _ppo_clip_range(inputs: PolicyLossInputs) -> tuple[float, float]:
-    base = float(inputs.option("clip_ratio", 0.2))
-    return _clip_range(inputs, "clip_ratio_low", "clip_ratio_high", base, base)
+    cfg = inputs.config
+    return _clip_range(cfg.clip_ratio_low, cfg.clip_ratio_high, "clip_ratio_low", "clip_ratio_high")
 
 
 @register_policy_loss("vanilla")
 def vanilla_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     """PPO clipped surrogate (arXiv 1707.06347) with asymmetric range and dual clip (arXiv 1912.09729)."""
     low, high = _ppo_clip_range(inputs)
-    clip_c = float(inputs.option("clip_ratio_c", 3.0))
+    clip_c = float(inputs.config.clip_ratio_c)
     if clip_c <= 1.0:
         raise ConfigError(f"clip_ratio_c must be > 1 (dual-clip bound on the ratio), got {clip_c}")
     adv = inputs.advantages
@@ -118,7 +112,10 @@ def gspo_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     while each token's gradient flows through its own log-prob (the paper's GSPO-token form); with
     ``seq-mean-token-mean`` aggregation this is exactly the sequence-level GSPO gradient.
     """
-    low, high = _clip_range(inputs, "gspo_clip_ratio_low", "gspo_clip_ratio_high", 3e-4, 4e-4)
+    cfg = inputs.config
+    low, high = _clip_range(
+        cfg.gspo_clip_ratio_low, cfg.gspo_clip_ratio_high, "gspo_clip_ratio_low", "gspo_clip_ratio_high"
+    )
     adv, log_prob = inputs.advantages, inputs.log_prob
     log_ratio = log_prob - inputs.old_log_prob
     seq_log_ratio = masked_mean(log_ratio, inputs.response_mask, dim=-1).detach().unsqueeze(-1)
@@ -151,9 +148,9 @@ def cpgd_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     drift_log_ratio = log_ratio.detach().clamp(-20.0, 20.0)  # keeps exp() finite on garbage tokens
     ratio = torch.exp(drift_log_ratio)
     drift = ratio - 1 - drift_log_ratio
-    coeff = float(inputs.option("policy_drift_coeff", 0.0))
+    coeff = float(inputs.config.policy_drift_coeff)
     if coeff != 0.0:
-        grad_weight = (ratio - 1).clamp(max=float(inputs.option("policy_drift_clip", 2.0)))
+        grad_weight = (ratio - 1).clamp(max=float(inputs.config.policy_drift_clip))
         loss_mat = loss_mat + coeff * (drift + grad_weight * (log_prob - log_prob.detach()))
     metrics = {
         "clipfrac_low": inputs.share((adv < 0) & (log_ratio < lower)),
@@ -172,13 +169,14 @@ def compute_policy_loss(
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     loss_agg_mode: str,
-    config: Any = None,
+    config: ActorConfig | None = None,
     global_token_count: int | None = None,
     global_seq_count: int | None = None,
     dp_size: int = 1,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Loss of ``loss_mode`` (differentiable w.r.t. ``log_prob``) and its metrics as floats."""
     fn = get_policy_loss(loss_mode)
+    config = config if config is not None else ActorConfig()
     shapes = {t.shape for t in (old_log_prob, log_prob, advantages, response_mask)}
     if len(shapes) != 1 or log_prob.dim() != 2:
         raise ValueError(
@@ -193,7 +191,7 @@ def compute_policy_loss(
         global_token_count=global_token_count,
         global_seq_count=global_seq_count,
         dp_size=dp_size,
-        horizon=config_value(config, "loss_agg_horizon", None) or None,  # 0 in the config: the mask width
+        horizon=config.loss_agg_horizon or None,  # 0 in the config: the mask width
     )
     inputs = PolicyLossInputs(old_log_prob, log_prob, advantages, mask, config, aggregate)
     loss, metric_tensors = fn(inputs)

@@ -23,7 +23,7 @@ def gae_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """
     rewards, mask = inputs.token_level_rewards, inputs.response_mask
     values = inputs.require("values")
-    gamma, lam = float(inputs.option("gamma", 1.0)), float(inputs.option("lam", 1.0))
+    gamma, lam = inputs.config.gamma, inputs.config.lam
     next_value = torch.zeros_like(rewards[:, 0])
     running = torch.zeros_like(rewards[:, 0])
     advantages = torch.zeros_like(rewards)
@@ -51,7 +51,7 @@ def _discounted_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float)
 def reinforce_plus_plus_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]:
     """REINFORCE++ (arXiv 2501.03262): discounted returns, whitened over the batch's valid tokens."""
     returns = _discounted_returns(
-        inputs.token_level_rewards, inputs.response_mask, float(inputs.option("gamma", 1.0))
+        inputs.token_level_rewards, inputs.response_mask, inputs.config.gamma
     )
     return masked_whiten(returns, inputs.response_mask), returns
 

@@ -22,34 +22,34 @@ from tensordict import TensorDict
 from siirl import algorithms
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.environment.outputs import environment_outputs, environment_reward_inputs
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import AGENTS_FIELD, ROLLOUT_WRITES, NodeContract, node_contract
 from siirl.execution.roles import uses_reference
+from siirl.params.root import SiirlConfig
 
 #: What a model forward over prompt + response reads.
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
 
 
-def _advantage_inputs(cfg: Any) -> NodeContract:
+def _advantage_inputs(cfg: SiirlConfig) -> NodeContract:
     """KL-in-reward needs both log-probs; the estimator adds what it declared (values, baselines, uids)."""
-    kl = ("old_log_probs", "ref_log_prob") if cfg_get(cfg, "algorithm.use_kl_in_reward", False) else ()
-    needs = algorithms.estimator_needs(cfg_get(cfg, "algorithm.adv_estimator", "grpo"))
+    kl = ("old_log_probs", "ref_log_prob") if cfg.algorithm.use_kl_in_reward else ()
+    needs = algorithms.estimator_needs(cfg.algorithm.adv_estimator)
     return NodeContract(reads=(*kl, *needs.batch_keys()))
 
 
-def _reference_output(cfg: Any) -> NodeContract:
+def _reference_output(cfg: SiirlConfig) -> NodeContract:
     return NodeContract(writes=("ref_log_prob",), roles=("reference",)) if uses_reference(cfg) else NodeContract()
 
 
-def _reward_inputs(cfg: Any) -> NodeContract:
+def _reward_inputs(cfg: SiirlConfig) -> NodeContract:
     """Environment rewards read the environment's outputs; a reward model's scores come from its node."""
-    scored = NodeContract(reads=("rm_scores",)) if cfg_get(cfg, "reward_model.enable", False) else NodeContract()
+    scored = NodeContract(reads=("rm_scores",)) if cfg.reward_model.enable else NodeContract()
     return environment_reward_inputs(cfg).merged(scored)
 
 
-def _kl_loss_input(cfg: Any) -> NodeContract:
-    use_kl_loss = cfg_get(cfg, "actor_rollout_ref.actor.use_kl_loss", False)
+def _kl_loss_input(cfg: SiirlConfig) -> NodeContract:
+    use_kl_loss = cfg.actor_rollout_ref.actor.use_kl_loss
     return NodeContract(reads=("ref_log_prob",)) if use_kl_loss else NodeContract()
 
 

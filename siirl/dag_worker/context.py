@@ -11,8 +11,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig
-
 from siirl.dag_worker.handoff import Handoffs
 from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.policy import Policy
@@ -22,6 +20,7 @@ from siirl.device import DeviceBackend
 from siirl.execution.dag import TaskGraph
 from siirl.execution.roles import ROLES
 from siirl.execution.scheduler.plan import ExecutionPlan
+from siirl.params.root import SiirlConfig
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +34,7 @@ def policy_key(agent: str = "") -> str:
 
 @dataclass
 class WorkerContext:
-    cfg: DictConfig
+    cfg: SiirlConfig
     plan: ExecutionPlan
     rank: int
     backend: DeviceBackend
@@ -110,7 +109,7 @@ class WorkerContext:
 
 
 def build_context(
-    cfg: DictConfig, plan: ExecutionPlan, rank: int, backend: DeviceBackend, local_device: int
+    cfg: SiirlConfig, plan: ExecutionPlan, rank: int, backend: DeviceBackend, local_device: int
 ) -> WorkerContext:
     from siirl.dag_worker.env_setup import env_reward_manager
     from siirl.dag_worker.models import build_models

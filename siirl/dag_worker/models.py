@@ -10,12 +10,12 @@ for under this slot (a policy builds its rollout engine only when some node samp
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
-
-from omegaconf import OmegaConf
 
 from siirl.execution.dag import NodeType, TaskGraph
 from siirl.execution.roles import NODE_ROLE_SPECS, ROLES, RoleSpec, model_key
+from siirl.params.root import SiirlConfig
 from siirl.registry import import_ref
 
 logger = logging.getLogger(__name__)
@@ -61,15 +61,13 @@ def _group(ctx: Any, spec: RoleSpec, agent: str) -> Any:
     return ctx.groups.get(f"{agent}/{name}" if agent else name)
 
 
-def agent_model_config(cfg: Any, graph: TaskGraph, agent: str) -> Any:
+def agent_model_config(cfg: SiirlConfig, graph: TaskGraph, agent: str) -> Any:
     """The policy's model section: the run's, with an agent's own ``model_path`` when it has one."""
     paths = [n.config.get("model_path") for n in graph if agent and n.config.get(AGENT_KEY) == agent]
     path = next((p for p in paths if p), "")
     if not path:
         return cfg.actor_rollout_ref.model
-    model = OmegaConf.create(OmegaConf.to_container(cfg.actor_rollout_ref.model, resolve=True))
-    model.path, model.tokenizer_path = path, ""
-    return model
+    return replace(cfg.actor_rollout_ref.model, path=path, tokenizer_path="")
 
 
 def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:

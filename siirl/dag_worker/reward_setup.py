@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from siirl.params.root import SiirlConfig
 
 #: Manager name -> the constructor options it takes from the config (others take none).
-MANAGER_OPTIONS: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
+MANAGER_OPTIONS: dict[str, Callable[[SiirlConfig], dict[str, Any]]] = {
     "parallel": lambda cfg: {"num_workers": cfg.reward_model.num_workers, "timeout_s": cfg.reward_model.timeout_s},
     "dapo": lambda cfg: {
         "timeout_s": cfg.reward_model.timeout_s,
@@ -20,10 +20,10 @@ MANAGER_OPTIONS: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
 }
 
 
-def make_reward_manager_from_config(cfg: DictConfig, tokenizer: Any) -> Any:
+def make_reward_manager_from_config(cfg: SiirlConfig, tokenizer: Any) -> Any:
     from siirl.engine.reward import custom_reward_fn_from_config, make_reward_manager
 
     name = cfg.reward_model.reward_manager
     options = MANAGER_OPTIONS.get(name, lambda c: {"timeout_s": c.reward_model.timeout_s})(cfg)
-    custom = custom_reward_fn_from_config(OmegaConf.to_container(cfg.custom_reward_function))
+    custom = custom_reward_fn_from_config(cfg.custom_reward_function)
     return make_reward_manager(name, tokenizer, compute_score=custom, **options)

@@ -7,17 +7,16 @@ import os
 import socket
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
-from omegaconf import DictConfig, OmegaConf
 
 from siirl.dag_worker.builtin_nodes import BuiltinNodeMethods
 from siirl.device import get_backend
 from siirl.device.pinning import pin_process
 from siirl.errors import SiirlUserError
 from siirl.execution.scheduler.plan import ExecutionPlan
+from siirl.params import SiirlConfig
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +46,7 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def worker_threads(cfg: DictConfig, plan: ExecutionPlan, rank: int) -> int:
+def worker_threads(cfg: SiirlConfig, plan: ExecutionPlan, rank: int) -> int:
     """``trainer.cpu_threads_per_worker``, or the node's cores split evenly among its DAG workers."""
     if int(cfg.trainer.cpu_threads_per_worker) > 0:
         return int(cfg.trainer.cpu_threads_per_worker)
@@ -62,9 +61,8 @@ class DAGWorker(BuiltinNodeMethods):
     The built-in node functions are reachable as its static methods (``DAGWorker.generate`` ...).
     """
 
-    def __init__(self, cfg: dict[str, Any], plan: ExecutionPlan, rank: int, device_name: str) -> None:
-        self.cfg = OmegaConf.create(cfg)
-        OmegaConf.set_readonly(self.cfg, True)
+    def __init__(self, cfg: SiirlConfig, plan: ExecutionPlan, rank: int, device_name: str) -> None:
+        self.cfg = cfg
         logging.basicConfig(level=os.environ.get("SIIRL_LOG_LEVEL", str(self.cfg.trainer.log_level)),
                             format=f"%(asctime)s %(levelname)s [rank {rank}] %(name)s: %(message)s",
                             datefmt="%H:%M:%S")

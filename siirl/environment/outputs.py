@@ -6,10 +6,8 @@ Kept free of torch and engine imports: the planner reads it (node contracts) bef
 
 from __future__ import annotations
 
-from typing import Any
-
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract
+from siirl.params.root import SiirlConfig
 
 #: Keys the multi-turn (conversation) rollout adds to the usual rollout output.
 MULTI_TURN_KEYS = ("env_turn_rewards", "env_turn_index", "task_success", "env_progress", "env_error", "num_turns")
@@ -26,22 +24,22 @@ REWARD_READS = {
 }
 
 
-def env_mode(cfg: Any) -> str | None:
+def env_mode(cfg: SiirlConfig) -> str | None:
     """``steps`` for ``algorithm.workflow_type=EMBODIED``, ``turns`` for multi-turn rollouts, else None."""
-    if str(cfg_get(cfg, "algorithm.workflow_type", "DEFAULT")).upper() == "EMBODIED":
+    if str(cfg.algorithm.workflow_type).upper() == "EMBODIED":
         return "steps"
-    if bool(cfg_get(cfg, "actor_rollout_ref.rollout.multi_turn.enable", False)):
+    if cfg.actor_rollout_ref.rollout.multi_turn.enable:
         return "turns"
     return None
 
 
-def environment_outputs(cfg: Any) -> NodeContract:
+def environment_outputs(cfg: SiirlConfig) -> NodeContract:
     """The rollout node's extra writes (and its need of an environment) in environment-driven runs."""
     mode = env_mode(cfg)
     return NodeContract(writes=ROLLOUT_KEYS[mode], roles=("environment",)) if mode else NodeContract()
 
 
-def environment_reward_inputs(cfg: Any) -> NodeContract:
+def environment_reward_inputs(cfg: SiirlConfig) -> NodeContract:
     """What the reward node reads when the environment scores the rollout."""
     mode = env_mode(cfg)
     return NodeContract(reads=REWARD_READS[mode]) if mode else NodeContract()

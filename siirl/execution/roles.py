@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.node_types import NodeRole
+from siirl.params.root import SiirlConfig
 from siirl.registry import Registry
 
 #: ``available(cfg)``: None when the run configures this model, else the reason it does not.
-Availability = Callable[[Any], "str | None"]
+Availability = Callable[[SiirlConfig], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -46,40 +45,37 @@ def model_key(spec: RoleSpec, agent: str = "") -> str:
     return f"{agent}/{spec.key}" if agent else spec.key
 
 
-def uses_reference(cfg: Any) -> bool:
+def uses_reference(cfg: SiirlConfig) -> bool:
     """A reference policy is loaded only when a KL term needs it (in the loss or in the reward)."""
-    return bool(cfg_get(cfg, "actor_rollout_ref.actor.use_kl_loss", False)) or bool(
-        cfg_get(cfg, "algorithm.use_kl_in_reward", False)
-    )
+    return bool(cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward)
 
 
-def uses_critic(cfg: Any) -> bool:
+def uses_critic(cfg: SiirlConfig) -> bool:
     """A critic is loaded when enabled or when the advantage estimator needs values."""
     from siirl.algorithms import estimator_needs
 
-    estimator = cfg_get(cfg, "algorithm.adv_estimator", "grpo")
-    return bool(cfg_get(cfg, "critic.enable", False)) or estimator_needs(estimator).values
+    return bool(cfg.critic.enable) or estimator_needs(cfg.algorithm.adv_estimator).values
 
 
-def _always(cfg: Any) -> str | None:
+def _always(cfg: SiirlConfig) -> str | None:
     return None
 
 
-def _reference(cfg: Any) -> str | None:
+def _reference(cfg: SiirlConfig) -> str | None:
     if uses_reference(cfg):
         return None
     return "no KL term is configured (actor_rollout_ref.actor.use_kl_loss / algorithm.use_kl_in_reward)"
 
 
-def _critic(cfg: Any) -> str | None:
+def _critic(cfg: SiirlConfig) -> str | None:
     return None if uses_critic(cfg) else "critic.enable=false and the advantage estimator needs no values"
 
 
-def _reward_model(cfg: Any) -> str | None:
-    return None if cfg_get(cfg, "reward_model.enable", False) else "reward_model.enable=false (rule rewards need no model)"
+def _reward_model(cfg: SiirlConfig) -> str | None:
+    return None if cfg.reward_model.enable else "reward_model.enable=false (rule rewards need no model)"
 
 
-def _environment(cfg: Any) -> str | None:
+def _environment(cfg: SiirlConfig) -> str | None:
     """None when the run drives an environment that resolves, else why not."""
     from siirl.environment.outputs import env_mode
     from siirl.environment.registry import resolve_env_factory
@@ -91,7 +87,7 @@ def _environment(cfg: Any) -> str | None:
             "algorithm.workflow_type=EMBODIED)"
         )
     try:
-        resolve_env_factory(str(cfg_get(cfg, "env.name", "")))
+        resolve_env_factory(cfg.env.name)
     except SiirlUserError as exc:
         return str(exc)
     return None

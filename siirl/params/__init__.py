@@ -6,6 +6,6 @@ The lowest config layer: it imports no engine, device, environment or algorithm.
 
 from siirl.params.enums import AdvantageEstimator, WorkflowType
 from siirl.params.loader import compose_config, config_dir
-from siirl.params.root import SiirlConfig
+from siirl.params.root import SiirlConfig, or_defaults
 
-__all__ = ["AdvantageEstimator", "SiirlConfig", "WorkflowType", "compose_config", "config_dir"]
+__all__ = ["AdvantageEstimator", "SiirlConfig", "WorkflowType", "compose_config", "config_dir", "or_defaults"]

@@ -1,6 +1,7 @@
 """``algorithm.*``, ``reward_model.*`` and ``custom_reward_function.*``."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from siirl.params.environment import EmbodiedConfig
 
@@ -37,8 +38,12 @@ class AlgorithmConfig:
     kl_penalty: str = "kl"
     kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
+    #: Added to the group std before dividing by it (grpo with norm_adv_by_std_in_grpo, cpgd STD_weight).
+    epsilon: float = 1e-6
     #: CPGD advantage weight factor: STD_weight | clip_filter_like_weight | naive
     weight_factor_in_cpgd: str = "STD_weight"
+    #: Cap of the clip_filter_like_weight factor (batch size over informative responses).
+    cpgd_max_weight: float = 3.0
     embodied: EmbodiedConfig = field(default_factory=EmbodiedConfig)
 
 
@@ -67,3 +72,5 @@ class CustomRewardFunctionConfig:
     #: Path of a .py file with the score function; empty = built-in scorers by data_source.
     path: str = ""
     name: str = "compute_score"
+    #: Keyword arguments bound to every call of the score function (as in verl).
+    reward_kwargs: dict[str, Any] = field(default_factory=dict)

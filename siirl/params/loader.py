@@ -127,10 +127,13 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
 
 def compose_config(
     overrides: list[str] | None = None, config_path: str | None = None, config_name: str | None = None
-) -> DictConfig:
+) -> SiirlConfig:
     """Compose ``configs/siirl.yaml`` (with the user's ``config_path/config_name`` YAML on top, as Hydra's
-    ``--config-path/--config-name`` do) and the command-line overrides; check the schema and value tables;
-    fill the embedded defaults. The result is still writable: ``siirl.config_checks`` resolves it further."""
+    ``--config-path/--config-name`` do) and the command-line overrides; check it; return the typed tree.
+
+    Checks and defaults run on the composed ``DictConfig``; the result is converted ONCE into the
+    ``SiirlConfig`` dataclasses, so every consumer reads typed attributes and the object pickles as is
+    (it travels to the Ray workers)."""
     register_schema()
     overrides = [_listify_override(o) for o in overrides or []]
     try:
@@ -148,4 +151,4 @@ def compose_config(
         raise ConfigError(f"bad config: {message}") from None
     validate_config(cfg)
     fill_embedded_defaults(cfg)
-    return cfg
+    return OmegaConf.to_object(cfg)

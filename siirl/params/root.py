@@ -26,5 +26,10 @@ class SiirlConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
 
 
+def or_defaults(cfg: SiirlConfig | None) -> SiirlConfig:
+    """``cfg``, or the schema's defaults for ``None``: planning helpers take ``None`` as "all defaults"."""
+    return cfg if cfg is not None else SiirlConfig()
+
+
 def register_schema() -> None:
     ConfigStore.instance().store(name=SCHEMA_NAME, node=SiirlConfig)

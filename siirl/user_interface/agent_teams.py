@@ -12,10 +12,10 @@ final-answer score, MARFT's shared-reward setting).
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
 from siirl.execution.dag.task_graph import TaskGraph
+from siirl.params.root import SiirlConfig
 from siirl.user_interface.rewards.arithmetic import parse_integer
 
 _QUESTION = re.compile(r"(\d+)\+(\d+)\+(\d+)=")
@@ -59,10 +59,10 @@ AGENTS = [
 ]
 
 
-def two_agent_adders(cfg: Any = None) -> TaskGraph:
+def two_agent_adders(cfg: SiirlConfig | None = None) -> TaskGraph:
     """Each agent trains with the run's algorithm (estimator, KL terms, critic) on its own rows."""
     return multi_agent_pipeline(AGENTS, reward_mode="per_agent", pipeline_id="two_agent_adders", cfg=cfg)
 
 
-def two_agent_adders_shared(cfg: Any = None) -> TaskGraph:
+def two_agent_adders_shared(cfg: SiirlConfig | None = None) -> TaskGraph:
     return multi_agent_pipeline(AGENTS, reward_mode="shared", pipeline_id="two_agent_adders_shared", cfg=cfg)

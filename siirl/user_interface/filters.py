@@ -16,9 +16,9 @@ from tensordict import TensorDictBase
 from siirl.algorithms import DynamicSamplingAccumulator, filter_zero_variance_groups
 from siirl.data_coordinator.tensordict_ops import row_values, select_rows
 from siirl.errors import ConfigError
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract, node_contract
 from siirl.execution.dag.node import NEED_MORE_DATA, NodeOutput
+from siirl.params.root import SiirlConfig, or_defaults
 
 #: ``algorithm.filter_groups.metric`` -> the token-level tensor summed over the response.
 SEQUENCE_METRICS: dict[str, str] = {
@@ -50,18 +50,19 @@ def _keep_varied_groups(
     return NodeOutput(batch=select_rows(batch, kept), metrics=metrics, info=info)
 
 
-def _dynamic_sampling_reads(cfg: Any) -> NodeContract:
-    metric = cfg_get(cfg, "algorithm.filter_groups.metric", "seq_reward")
+def _dynamic_sampling_reads(cfg: SiirlConfig) -> NodeContract:
+    metric = cfg.algorithm.filter_groups.metric
     return NodeContract(reads=(SEQUENCE_METRICS[metric],) if metric in SEQUENCE_METRICS else ())
 
 
 @node_contract(reads=("uid", "response_mask"), when=_dynamic_sampling_reads)
-def dynamic_sampling(batch: TensorDictBase, config: Any = None, **kwargs: Any) -> NodeOutput:
+def dynamic_sampling(batch: TensorDictBase, config: SiirlConfig | None = None, **kwargs: Any) -> NodeOutput:
     """DAPO: drop uid groups whose sequence score (``algorithm.filter_groups.metric``) has zero variance.
 
-    A group of a single response has no variance to measure and is kept, as in verl.
+    A group of a single response has no variance to measure and is kept, as in verl. ``config=None``:
+    the defaults.
     """
-    metric = cfg_get(config, "algorithm.filter_groups.metric", "seq_reward")
+    metric = or_defaults(config).algorithm.filter_groups.metric
     if metric not in SEQUENCE_METRICS:
         raise ConfigError(
             f"algorithm.filter_groups.metric={metric!r} is not one of {', '.join(SEQUENCE_METRICS)}"
@@ -78,7 +79,7 @@ def _accumulate(output: NodeOutput, ctx: Any, name: str = "dynamic_sampling") ->
     if accumulator is None:
         accumulator = DynamicSamplingAccumulator(
             target_groups=ctx.train_loader.batch_size_per_rank,
-            max_num_gen_batches=int(cfg_get(ctx.cfg, "algorithm.filter_groups.max_num_gen_batches", 0)),
+            max_num_gen_batches=ctx.cfg.algorithm.filter_groups.max_num_gen_batches,
         )
         ctx.extras[name] = accumulator
     if not accumulator.add(output.batch):
@@ -115,7 +116,7 @@ def _group_success_rates(uids: list[Any], trajs: list[Any], success: list[float]
 
 
 @node_contract(reads=("uid", "task_success"))
-def embodied_sampling(batch: TensorDictBase, config: Any = None, **kwargs: Any) -> NodeOutput:
+def embodied_sampling(batch: TensorDictBase, config: SiirlConfig | None = None, **kwargs: Any) -> NodeOutput:
     """Embodied filtering before scoring (``algorithm.embodied.sampling``).
 
     Drops trajectories whose environment timed out or crashed (``env_error``), then task groups (uid)
@@ -123,12 +124,12 @@ def embodied_sampling(batch: TensorDictBase, config: Any = None, **kwargs: Any) 
     failed: with binary rewards those carry no signal; with SRPO-style progress rewards (the default)
     their failures are still ranked, so they are kept by default. On a worker (``ctx``) the kept groups
     accumulate over generation batches until the worker's share of the train batch is full.
+    ``config=None``: the defaults.
     """
     success = _success(batch)
-    prefix = "algorithm.embodied.sampling"
-    drop_failed = bool(cfg_get(config, f"{prefix}.drop_all_failed", False))
-    drop_succeeded = bool(cfg_get(config, f"{prefix}.drop_all_succeeded", True))
-    drop_errors = bool(cfg_get(config, f"{prefix}.drop_env_errors", True))
+    sampling = or_defaults(config).algorithm.embodied.sampling
+    drop_failed, drop_succeeded = sampling.drop_all_failed, sampling.drop_all_succeeded
+    drop_errors = sampling.drop_env_errors
     uids, trajs = row_values(batch, "uid"), _trajectory_ids(batch)
     errors = row_values(batch, "env_error") if "env_error" in batch else [0.0] * len(success)
     rates = _group_success_rates(uids, trajs, success)

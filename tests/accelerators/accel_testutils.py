@@ -6,7 +6,6 @@ import socket
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 from tensordict import TensorDict
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
@@ -45,12 +44,12 @@ def save_tiny_model(path: Path) -> Path:
 
 
 def model_cfg(path: Path, **overrides):
-    return OmegaConf.structured(ModelConfig(path=str(path), **overrides))
+    return ModelConfig(path=str(path), **overrides)
 
 
 def rollout_cfg(name: str, **overrides):
     val = overrides.pop("val_kwargs", {})
-    return OmegaConf.structured(RolloutConfig(name=name, val_kwargs=ValSamplingConfig(**val), **overrides))
+    return RolloutConfig(name=name, val_kwargs=ValSamplingConfig(**val), **overrides)
 
 
 def prompt_batch(seed: int = 0, rows: int = 3, width: int = 5) -> TensorDict:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-from omegaconf import OmegaConf
 
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
@@ -22,7 +21,7 @@ GREEDY = {"n": 2, "do_sample": False}
 
 
 def _multi_turn(inner, tokenizer, cfg):
-    env = OmegaConf.structured(EnvConfig(num_workers=0, kwargs={"steps": 3}))
+    env = EnvConfig(num_workers=0, kwargs={"steps": 3})
     return MultiTurnRollout(EnvSession(inner, tokenizer, cfg, env), max_turns=3, max_response_length=R,
                             max_observation_length=12)
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from siirl.algorithms import compute_advantage
+from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.enums import AdvantageEstimator
 
 from .algo_testutils import row_mask
@@ -30,9 +31,10 @@ def _spread(per_row: list[float]) -> torch.Tensor:
     return torch.tensor(per_row, dtype=torch.float64).unsqueeze(-1) * MASK
 
 
-def _run(name: str, **config: object) -> tuple[torch.Tensor, torch.Tensor]:
+def _run(name: str, **options: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """``name`` on the hand-made batch, with ``options`` set in the algorithm section."""
     return compute_advantage(
-        name, token_level_rewards=REWARDS, response_mask=MASK, index=INDEX, config=config
+        name, token_level_rewards=REWARDS, response_mask=MASK, index=INDEX, config=AlgorithmConfig(**options)
     )
 
 
@@ -73,7 +75,7 @@ def test_cpgd_clip_filter_like_weight_is_capped() -> None:
         token_level_rewards=rewards,
         response_mask=MASK,
         index=INDEX,
-        config={"weight_factor_in_cpgd": "clip_filter_like_weight", "cpgd_max_weight": 2.5},
+        config=AlgorithmConfig(weight_factor_in_cpgd="clip_filter_like_weight", cpgd_max_weight=2.5),
     )
     torch.testing.assert_close(adv, _spread([0.0, 0.0, 0.0, 0.0, 0.0, 2.5]))
 

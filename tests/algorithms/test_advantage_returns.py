@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from siirl.algorithms import compute_advantage
+from siirl.params.algorithm import AlgorithmConfig
 
 from .algo_testutils import row_mask
 
@@ -48,7 +49,7 @@ def test_gae_tiny_by_hand() -> None:
         token_level_rewards=rewards,
         response_mask=mask,
         values=values,
-        config={"gamma": 0.5, "lam": 0.5},
+        config=AlgorithmConfig(gamma=0.5, lam=0.5),
     )
     torch.testing.assert_close(ret, torch.tensor([[0.35, 1.0]], dtype=torch.float64))
     torch.testing.assert_close(adv, _whiten_loop(torch.tensor([[0.15, 0.6]], dtype=torch.float64), mask))
@@ -66,7 +67,7 @@ def test_gae_matches_python_loop(gamma: float, lam: float) -> None:
         token_level_rewards=rewards,
         response_mask=mask,
         values=values,
-        config={"gamma": gamma, "lam": lam},
+        config=AlgorithmConfig(gamma=gamma, lam=lam),
     )
     raw, expected_ret = _gae_loop(rewards, values, mask, gamma, lam)
     torch.testing.assert_close(ret, expected_ret)
@@ -77,7 +78,7 @@ def test_reinforce_plus_plus_by_hand() -> None:
     rewards = torch.tensor([[0.0, 0.0, 1.0], [0.0, 2.0, 9.0]], dtype=torch.float64)  # 9 is masked
     mask = row_mask([3, 2], 3)
     adv, ret = compute_advantage(
-        "reinforce_plus_plus", token_level_rewards=rewards, response_mask=mask, config={"gamma": 0.5}
+        "reinforce_plus_plus", token_level_rewards=rewards, response_mask=mask, config=AlgorithmConfig(gamma=0.5)
     )
     expected_ret = torch.tensor([[0.25, 0.5, 1.0], [1.0, 2.0, 0.0]], dtype=torch.float64)
     torch.testing.assert_close(ret, expected_ret)

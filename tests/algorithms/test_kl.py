@@ -13,6 +13,7 @@ from siirl.algorithms import (
     kl_penalty,
     make_kl_controller,
 )
+from siirl.params.algorithm import KLControlConfig
 
 LOGP = torch.tensor([[-1.0, -2.0]], dtype=torch.float64)
 REF = torch.tensor([[-1.5, -1.0]], dtype=torch.float64)  # d = logp - ref = [0.5, -1.0]
@@ -86,15 +87,15 @@ def test_adaptive_controller_update_rule() -> None:
 
 
 def test_make_kl_controller() -> None:
-    fixed = make_kl_controller({"type": "fixed", "kl_coef": 0.2})
+    fixed = make_kl_controller(KLControlConfig(type="fixed", kl_coef=0.2))
     assert isinstance(fixed, FixedKLController) and fixed.value == 0.2
-    adaptive = make_kl_controller({"type": "adaptive", "kl_coef": 0.3, "target_kl": 6.0, "horizon": 1000})
+    adaptive = make_kl_controller(KLControlConfig(type="adaptive", kl_coef=0.3, target_kl=6.0, horizon=1000))
     assert isinstance(adaptive, AdaptiveKLController)
     assert (adaptive.value, adaptive.target, adaptive.horizon) == (0.3, 6.0, 1000.0)
     with pytest.raises(ValueError, match="adaptive, fixed"):
-        make_kl_controller({"type": "pid"})
+        make_kl_controller(KLControlConfig(type="pid"))
     with pytest.raises(ValueError, match="horizon > 0"):
-        make_kl_controller({"type": "adaptive", "horizon": 0, "target_kl": 1.0})
+        make_kl_controller(KLControlConfig(type="adaptive", horizon=0, target_kl=1.0))
 
 
 def test_bad_kl_inputs() -> None:

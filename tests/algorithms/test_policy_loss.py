@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from siirl.algorithms import compute_policy_loss
+from siirl.params.model import ActorConfig
 
-CONFIG = {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0}
+CONFIG = ActorConfig(clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0)
 
 
 def _loss(mode: str, log_prob, advantages, mask, old=None, agg="token-mean", config=None, **kw):
@@ -41,7 +42,7 @@ def test_vanilla_by_hand() -> None:
 
 def test_vanilla_symmetric_clip_ratio_default() -> None:
     log_prob = torch.tensor([[math.log(1.5)]], dtype=torch.float64)
-    loss, _ = _loss("vanilla", log_prob, torch.ones(1, 1, dtype=torch.float64), torch.ones(1, 1), config={})
+    loss, _ = _loss("vanilla", log_prob, torch.ones(1, 1, dtype=torch.float64), torch.ones(1, 1), config=ActorConfig())
     assert loss.item() == pytest.approx(-1.2)  # clip_ratio defaults to 0.2 on both sides
 
 
@@ -60,7 +61,7 @@ def test_gspo_by_hand_and_sequence_level_gradient() -> None:
     log_prob = torch.tensor([[0.3, -0.1, 0.1], [0.2, 0.0, 5.0]], dtype=torch.float64, requires_grad=True)
     adv = torch.tensor([[1.0] * 3, [-1.0] * 3], dtype=torch.float64)
     mask = torch.tensor([[1, 1, 1], [1, 1, 0]], dtype=torch.float64)
-    config = {"gspo_clip_ratio_low": 0.1, "gspo_clip_ratio_high": 0.1}
+    config = ActorConfig(gspo_clip_ratio_low=0.1, gspo_clip_ratio_high=0.1)
     loss, metrics = _loss("gspo", log_prob, adv, mask, agg="seq-mean-token-mean", config=config)
     # both sequences have mean log-ratio 0.1 -> s = e^0.1 = 1.105; row 0 (A > 0) is clipped to 1.1
     s = math.exp(0.1)
@@ -77,7 +78,7 @@ def test_gspo_by_hand_and_sequence_level_gradient() -> None:
 def test_gspo_default_clip_range_is_tiny() -> None:
     log_prob = torch.full((1, 2), 0.01, dtype=torch.float64)  # s = e^0.01 > 1 + 4e-4
     loss, metrics = _loss(
-        "gspo", log_prob, torch.ones(1, 2, dtype=torch.float64), torch.ones(1, 2), config={}
+        "gspo", log_prob, torch.ones(1, 2, dtype=torch.float64), torch.ones(1, 2), config=ActorConfig()
     )
     assert loss.item() == pytest.approx(-(1 + 4e-4))
     assert metrics["clipfrac_high"] == 1.0
@@ -87,7 +88,7 @@ def test_cpgd_by_hand_without_drift() -> None:
     log_ratio = torch.tensor([[0.5, -0.5, -0.5, 0.1, 7.0]], dtype=torch.float64)
     adv = torch.tensor([[1.0, 1.0, -1.0, -2.0, 5.0]], dtype=torch.float64)
     mask = torch.tensor([[1, 1, 1, 1, 0]], dtype=torch.float64)
-    config = {"clip_ratio": 0.2}
+    config = ActorConfig(clip_ratio_low=0.2, clip_ratio_high=0.2)
     loss, metrics = _loss("cpgd", log_ratio, adv, mask, config=config)
     # -A * clipped log ratio: -log 1.2 (clipped above), 0.5, log 0.8 (clipped below), 0.2
     assert loss.item() == pytest.approx((-math.log(1.2) + 0.5 + math.log(0.8) + 0.2) / 4)
@@ -102,7 +103,7 @@ def test_cpgd_policy_drift_value_and_capped_gradient() -> None:
     log_prob = (log_ratio + 0.3).requires_grad_()
     old = torch.full_like(log_ratio, 0.3)
     adv = torch.tensor([[1.0, 1.0, -1.0, -2.0]], dtype=torch.float64)
-    config = {"clip_ratio": 0.2, "policy_drift_coeff": 0.1, "policy_drift_clip": 0.5}
+    config = ActorConfig(policy_drift_coeff=0.1, policy_drift_clip=0.5)
     loss, _ = _loss("cpgd", log_prob, adv, torch.ones(1, 4), old=old, config=config)
     drift = [math.exp(x) - 1 - x for x in (0.5, -0.5, -0.5, 0.1)]
     pg = (-math.log(1.2) + 0.5 + math.log(0.8) + 0.2) / 4
@@ -123,11 +124,11 @@ def test_masked_tokens_do_not_contribute(mode: str, agg: str) -> None:
     log_prob = 0.1 * torch.randn(3, 4, generator=gen, dtype=torch.float64)
     adv = torch.randn(3, 1, generator=gen, dtype=torch.float64).expand(3, 4).clone()
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]], dtype=torch.float64)
-    base, _ = _loss(mode, log_prob, adv, mask, agg=agg, config={"policy_drift_coeff": 0.1})
+    base, _ = _loss(mode, log_prob, adv, mask, agg=agg, config=ActorConfig(policy_drift_coeff=0.1))
     poisoned_lp, poisoned_adv = log_prob.clone(), adv.clone()
     poisoned_lp[mask == 0] = 30.0
     poisoned_adv[mask == 0] = -1e6
-    other, _ = _loss(mode, poisoned_lp, poisoned_adv, mask, agg=agg, config={"policy_drift_coeff": 0.1})
+    other, _ = _loss(mode, poisoned_lp, poisoned_adv, mask, agg=agg, config=ActorConfig(policy_drift_coeff=0.1))
     assert other.item() == pytest.approx(base.item(), rel=1e-10)
 
 
@@ -140,12 +141,7 @@ def test_gradcheck(mode: str, agg: str) -> None:
     adv = torch.randn(3, 1, generator=gen, dtype=torch.float64).expand(3, 5).contiguous()
     mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.float64)
     log_prob = (old + 0.3 * torch.randn(3, 5, generator=gen, dtype=torch.float64)).requires_grad_()
-    config = {
-        "clip_ratio": 0.2,
-        "policy_drift_coeff": 0.05,
-        "gspo_clip_ratio_low": 0.5,
-        "gspo_clip_ratio_high": 0.5,
-    }
+    config = ActorConfig(policy_drift_coeff=0.05, gspo_clip_ratio_low=0.5, gspo_clip_ratio_high=0.5)
 
     def fn(lp: torch.Tensor) -> torch.Tensor:
         return _loss(mode, lp, adv, mask, old=old, agg=agg, config=config)[0]
@@ -166,9 +162,9 @@ def test_bad_inputs() -> None:
     with pytest.raises(ValueError, match="vanilla"):
         _loss("ppo", one, one, one)
     with pytest.raises(ValueError, match="clip_ratio_c"):
-        _loss("vanilla", one, one, one, config={"clip_ratio_c": 1.0})
+        _loss("vanilla", one, one, one, config=ActorConfig(clip_ratio_c=1.0))
     with pytest.raises(ValueError, match="clip_ratio_low"):
-        _loss("cpgd", one, one, one, config={"clip_ratio_low": 1.0})
+        _loss("cpgd", one, one, one, config=ActorConfig(clip_ratio_low=1.0))
     with pytest.raises(ValueError, match="one shape"):
         _loss("vanilla", one, torch.zeros(1, 3), one)
     with pytest.raises(ValueError, match="token-mean"):

@@ -9,7 +9,6 @@ from siirl.algorithms import (
     agg_loss,
     compute_advantage,
     compute_policy_loss,
-    config_value,
     get_adv_estimator,
     get_policy_loss,
     kl_penalty,
@@ -73,13 +72,3 @@ def test_registry_rejects_conflicting_names() -> None:
     assert "vanilla" in POLICY_LOSSES
 
 
-def test_config_value_reads_mappings_and_objects() -> None:
-    class Obj:
-        gamma = 0.9
-        lam = None
-
-    assert config_value({"gamma": 0.5}, "gamma", 1.0) == 0.5
-    assert config_value({"gamma": None}, "gamma", 1.0) == 1.0
-    assert config_value(Obj(), "gamma", 1.0) == 0.9
-    assert config_value(Obj(), "lam", 1.0) == 1.0
-    assert config_value(None, "lam", 0.7) == 0.7

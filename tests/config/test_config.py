@@ -1,10 +1,12 @@
 """Config composition: defaults, overrides, device group, and one-line errors for bad keys/values."""
 
+import pickle
+
 import pytest
-from omegaconf.errors import ReadonlyConfigError
 
 from siirl.config_checks import load_config
 from siirl.errors import ConfigError
+from siirl.params import SiirlConfig
 
 
 def test_defaults_compose():
@@ -49,7 +51,9 @@ def test_bad_config_is_one_line_naming_the_key(override, expected):
     assert "\n" not in message
 
 
-def test_config_is_read_only():
-    cfg = load_config([])
-    with pytest.raises(ReadonlyConfigError):
-        cfg.trainer.nnodes = 4
+def test_config_is_the_typed_tree_and_pickles():
+    cfg = load_config(["algorithm.adv_estimator=gae", "+env.kwargs.steps=3"])
+    assert isinstance(cfg, SiirlConfig)
+    assert cfg.env.kwargs == {"steps": 3} and type(cfg.env.kwargs) is dict  # no OmegaConf containers
+    assert type(cfg.data.train_files) is list
+    assert pickle.loads(pickle.dumps(cfg)) == cfg

@@ -29,8 +29,8 @@ def two_nodes() -> TaskGraph:
 
 
 def from_config(cfg) -> TaskGraph:
-    """Reads the config it is given, so tests can see that select_pipeline passed it."""
-    return Pipeline(cfg["dag"]["graph_name"]).add_node("only", func="dag_helpers:passthrough").build()
+    """Reads the (typed) config it is given, so tests can see that select_pipeline passed it."""
+    return Pipeline(cfg.trainer.experiment_name).add_node("only", func="dag_helpers:passthrough").build()
 
 
 def returns_cyclic_graph() -> TaskGraph:

@@ -1,7 +1,7 @@
 """Built-in graphs (documented order, types, roles, functions) and the config-driven choice."""
 
 import pytest
-from omegaconf import OmegaConf
+from config_testutils import typed_config
 
 from siirl.errors import ConfigError
 from siirl.execution.dag import DAGValidationError, NodeRole, NodeType, TaskGraph, dump_workflow_yaml
@@ -14,7 +14,11 @@ from siirl.execution.dag.builtin_pipelines import (
     ppo_pipeline,
     select_pipeline,
 )
+from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.enums import AdvantageEstimator, WorkflowType
+from siirl.params.model import CriticConfig
+from siirl.params.root import SiirlConfig
+from siirl.params.trainer import DagConfig
 
 GRPO_TAIL = ["calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
 EXPECTED_ORDERS = {
@@ -76,11 +80,12 @@ def test_builtin_pipeline_has_documented_order_and_nodes(name):
 
 
 def _cfg(estimator="grpo", workflow="DEFAULT", critic=False, **dag):
-    return {
-        "algorithm": {"adv_estimator": estimator, "workflow_type": workflow},
-        "critic": {"enable": critic},
-        "dag": dag,
-    }
+    """Built with the dataclasses directly, so enum members can stand in for their values."""
+    return SiirlConfig(
+        algorithm=AlgorithmConfig(adv_estimator=estimator, workflow_type=workflow),
+        critic=CriticConfig(enable=critic),
+        dag=DagConfig(**dag),
+    )
 
 
 @pytest.mark.parametrize(
@@ -97,8 +102,9 @@ def _cfg(estimator="grpo", workflow="DEFAULT", critic=False, **dag):
         (_cfg("grpo", "dapo"), "dapo"),
         (_cfg("grpo", "EMBODIED"), "embodied"),
         (_cfg(AdvantageEstimator.GAE, WorkflowType.DEFAULT), "ppo"),
-        ({"algorithm": {"adv_estimator": "grpo", "filter_groups": {"enable": True}}}, "dapo"),
-        ({}, "grpo"),
+        (typed_config({"algorithm": {"filter_groups": {"enable": True}}}), "dapo"),
+        (SiirlConfig(), "grpo"),
+        (None, "grpo"),
     ],
 )
 def test_select_builtin_from_config(cfg, expected):
@@ -112,7 +118,7 @@ def _order(cfg):
 
 def test_kl_in_reward_moves_the_log_prob_passes_before_the_advantage():
     cfg = _cfg("grpo")
-    cfg["algorithm"]["use_kl_in_reward"] = True
+    cfg.algorithm.use_kl_in_reward = True
     assert _order(cfg) == [
         "rollout_actor", "function_reward", "actor_old_log_prob", "reference_log_prob",
         "calculate_advantages", "actor_train",
@@ -137,10 +143,10 @@ def test_estimator_from_user_code_is_accepted_and_its_needs_shape_the_graph():
     assert builtin_pipeline_name(_cfg("dag_helpers:plain_estimator")) == "grpo"
 
 
-def test_select_from_structured_omegaconf_config():
-    from siirl.params.root import SiirlConfig
+def test_select_from_the_loaded_config():
+    from siirl.config_checks import load_config
 
-    cfg = OmegaConf.structured(SiirlConfig)
+    cfg = load_config()
     assert select_pipeline(cfg).graph_id == "grpo"
     cfg.algorithm.adv_estimator = "gae"
     assert select_pipeline(cfg).graph_id == "ppo"
@@ -181,7 +187,7 @@ def test_custom_pipeline_fn_replaces_builtin_example():
 
 def test_custom_pipeline_fn_receives_config_when_it_takes_one():
     cfg = _cfg(custom_pipeline_fn="dag_helpers:from_config")
-    cfg["dag"]["graph_name"] = "named_by_config"
+    cfg.trainer.experiment_name = "named_by_config"
     assert select_pipeline(cfg).graph_id == "named_by_config"
 
 

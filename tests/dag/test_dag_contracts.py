@@ -1,6 +1,7 @@
 """Plan-time node contracts: every read produced upstream or by the dataloader, every model role present."""
 
 import pytest
+from config_testutils import typed_config
 
 from siirl.execution.dag import NodeRole, NodeType, Pipeline
 from siirl.execution.dag.builtin_pipelines import PIPELINES, select_pipeline
@@ -11,7 +12,10 @@ NODES = "siirl.dag_worker.builtin_nodes"
 
 
 def _cfg(**algorithm):
-    return {"algorithm": {"adv_estimator": "grpo", **algorithm}, "actor_rollout_ref": {"actor": {}}}
+    return typed_config({"algorithm": algorithm})
+
+
+KL_LOSS = {"actor_rollout_ref": {"actor": {"use_kl_loss": True}}}
 
 
 def _refused(graph, cfg, *needles):
@@ -29,7 +33,7 @@ def _refused(graph, cfg, *needles):
         _cfg(adv_estimator="remax"),
         _cfg(adv_estimator="gae"),
         _cfg(workflow_type="DAPO"),
-        {**_cfg(), "actor_rollout_ref": {"actor": {"use_kl_loss": True}}},
+        typed_config(KL_LOSS),
     ],
 )
 def test_every_builtin_graph_satisfies_its_contracts(cfg):
@@ -47,17 +51,18 @@ def test_remax_without_its_baseline_node_is_refused():
 
 
 def test_embodied_without_an_environment_is_refused_in_one_line():
-    cfg = _cfg(workflow_type="EMBODIED")  # no env section: no environment to supply task_success
+    embodied = {"algorithm": {"workflow_type": "EMBODIED"}}
+    cfg = typed_config({**embodied, "env": {"name": ""}})  # no environment to supply task_success
     _refused(select_pipeline(cfg), cfg, "node 'rollout_actor'", "needs the environment model")
-    check_contracts(select_pipeline(cfg), {**cfg, "env": {"name": "arith_chain"}})
+    cfg = typed_config({**embodied, "env": {"name": "arith_chain"}})
+    check_contracts(select_pipeline(cfg), cfg)
 
 
 def test_kl_loss_reads_the_reference_log_probs():
     graph = PIPELINES.get("grpo")()
     del graph.nodes["reference_log_prob"]
     graph.nodes["actor_train"].dependencies = ["actor_old_log_prob"]
-    cfg = {**_cfg(), "actor_rollout_ref": {"actor": {"use_kl_loss": True}}}
-    _refused(graph, cfg, "node 'actor_train'", "'ref_log_prob'")
+    _refused(graph, typed_config(KL_LOSS), "node 'actor_train'", "'ref_log_prob'")
 
 
 def _custom(*extra):
@@ -98,7 +103,7 @@ def test_reads_below_an_undeclared_node_are_not_judged():
 def test_missing_model_role_is_refused():
     graph = _custom(("value", "contract_nodes:needs_critic", ["rollout"], {}))
     _refused(graph, _cfg(), "node 'value' needs the critic model", "critic.enable=false")
-    check_contracts(graph, {**_cfg(), "critic": {"enable": True}})
+    check_contracts(graph, typed_config({"critic": {"enable": True}}))
     graph = _custom(("ref", f"{NODES}:compute_ref_log_prob", ["rollout"], {"roles": ["reward_model"]}))
     _refused(graph, _cfg(), "node 'ref' needs the reward_model model")
 

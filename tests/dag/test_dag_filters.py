@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from config_testutils import typed_config
 from tensordict import TensorDict
 
 from siirl.errors import ConfigError
@@ -43,10 +44,11 @@ def test_dynamic_sampling_drops_zero_variance_groups(uid_storage):
 def test_dynamic_sampling_uses_the_configured_metric():
     batch = _batch(["a", "a", "b", "b"], [1.0, 1.0, 0.0, 1.0])
     batch["token_level_rewards"] = torch.tensor([[0.0, 1.0, 0], [0.0, 0.5, 0], [0.0, 0.2, 0], [0.0, 0.2, 0]])
-    cfg = {"algorithm": {"filter_groups": {"metric": "seq_final_reward"}}}
+    cfg = typed_config({"algorithm": {"filter_groups": {"metric": "seq_final_reward"}}})
     assert dynamic_sampling(batch, cfg).batch["row"].tolist() == [0, 1]
+    cfg.algorithm.filter_groups.metric = "acc"
     with pytest.raises(ConfigError, match="algorithm.filter_groups.metric='acc' is not one of seq_reward"):
-        dynamic_sampling(batch, {"algorithm": {"filter_groups": {"metric": "acc"}}})
+        dynamic_sampling(batch, cfg)
 
 
 def test_dynamic_sampling_can_drop_everything():
@@ -68,7 +70,7 @@ def test_filters_name_missing_fields():
 def test_embodied_sampling_drops_always_and_never_solved_tasks():
     batch = _batch(["t1", "t1", "t2", "t2", "t3", "t3", "t4"], [0.0] * 7)
     batch["task_success"] = torch.tensor([True, True, False, True, False, False, True])
-    binary = {"algorithm": {"embodied": {"sampling": {"drop_all_failed": True}}}}
+    binary = typed_config({"algorithm": {"embodied": {"sampling": {"drop_all_failed": True}}}})
     out = embodied_sampling(batch, config=binary)
     assert out.batch["row"].tolist() == [2, 3]
     assert out.metrics["embodied_sampling/success_rate"] == pytest.approx(4 / 7)

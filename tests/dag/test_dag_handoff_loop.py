@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from omegaconf import OmegaConf
+from config_testutils import typed_config
 from tensordict import TensorDict
 
 from siirl.dag_worker.handoff import Handoffs
@@ -69,7 +69,7 @@ class Loader:
 
 
 def _loops(tmp_path, plan, coordinator):
-    cfg = OmegaConf.create({
+    cfg = typed_config({
         "trainer": {"output_dir": str(tmp_path), "max_ckpt_to_keep": 1, "logger": []},
         "data": {"train_batch_size": 2}, "actor_rollout_ref": {"rollout": {"n": 1}},
     })

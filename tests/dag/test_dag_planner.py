@@ -1,6 +1,7 @@
 """Planner: rank layout, per-role dp/tp meshes, branch placement and their errors, against hand-written plans."""
 
 import pytest
+from config_testutils import typed_config
 
 from siirl.errors import ConfigError
 from siirl.execution.dag import NodeRole, NodeType, Pipeline
@@ -124,14 +125,14 @@ def test_plan_is_deterministic():
 
 
 def test_plan_from_config_reads_trainer_and_rollout_tp():
-    cfg = {
+    cfg = typed_config({
         "trainer": {"nnodes": 2, "n_devices_per_node": 2, "n_gpus_per_node": 4},
         "actor_rollout_ref": {"rollout": {"tensor_model_parallel_size": 2}},
-    }
+    })
     plan = plan_from_config(grpo_pipeline(), cfg)
     assert (plan.nnodes, plan.devices_per_node) == (2, 4)
     assert plan.groups["rollout"].tp_size == 2 and plan.groups["actor"].tp_size == 1
-    cfg["trainer"]["n_gpus_per_node"] = 0
+    cfg.trainer.n_gpus_per_node = 0
     assert plan_from_config(grpo_pipeline(), cfg).devices_per_node == 2
 
 

@@ -104,11 +104,9 @@ def test_bad_agent_placements_are_one_line(agents, ranks, mode, message):
 
 
 def test_plan_from_config_reads_agent_placement():
-    from omegaconf import OmegaConf
-
     from siirl.params.root import SiirlConfig
 
-    cfg = OmegaConf.structured(SiirlConfig())
+    cfg = SiirlConfig()
     cfg.trainer.n_devices_per_node = 2
     assert [w.placement for w in plan_from_config(agent_teams.two_agent_adders(), cfg).workers] == [
         "adder", "finisher"
@@ -165,12 +163,10 @@ def test_team_reward_modes(mode):
 
 
 def test_an_agent_may_bring_its_own_base_model():
-    from omegaconf import OmegaConf
-
     from siirl.dag_worker.models import agent_model_config
     from siirl.params.root import SiirlConfig
 
-    cfg = OmegaConf.structured(SiirlConfig())
+    cfg = SiirlConfig()
     cfg.actor_rollout_ref.model.path = "/models/base"
     graph = multi_agent_pipeline([AgentSpec("a", "m:f"), AgentSpec("b", "m:f", model_path="/models/other")])
     assert agent_model_config(cfg, graph, "a").path == "/models/base"
@@ -179,13 +175,11 @@ def test_an_agent_may_bring_its_own_base_model():
 
 
 def test_contracts_of_agent_and_environment_graphs():
-    from omegaconf import OmegaConf
-
     from siirl.execution.dag.builtin_pipelines import embodied_pipeline, grpo_pipeline
     from siirl.execution.dag.contract_check import ContractError, check_contracts
     from siirl.params.root import SiirlConfig
 
-    cfg = OmegaConf.structured(SiirlConfig())
+    cfg = SiirlConfig()
     contracts = check_contracts(agent_teams.two_agent_adders(), cfg)
     assert "adder_output" in contracts["adder_rollout"].writes and "agents/finisher/advantages" in contracts["finisher_actor_train"].reads
     with pytest.raises(ContractError, match="task_success"):  # no environment: nothing writes task_success

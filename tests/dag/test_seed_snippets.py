@@ -50,7 +50,7 @@ def test_custom_pipeline_and_node_function_run(my_module):
     assert graph.nodes["rollout_actor"].executable.__name__ == "generate"
     out = graph.nodes["my_custom_node"].executable("batch", config=None)
     assert isinstance(out, NodeOutput) and out.batch == "batch" and out.metrics == {"metric_name": 1.0}
-    plan_from_config(graph, {})  # contracts hold: generate reads only dataloader keys
+    plan_from_config(graph, None)  # default config; contracts hold: generate reads only dataloader keys
 
 
 def test_custom_pipeline_from_the_command_line(my_module, capsys, tmp_path):
@@ -98,10 +98,10 @@ def test_workflow_yaml_snippet_loads_and_plans(tmp_path):
     graph = load_workflow_yaml(SEEDS / "workflow_grpo.yaml")
     assert graph.get_execution_order() == ["rollout_actor", "function_reward"]
     assert graph.nodes["function_reward"].executable.__name__ == "compute_reward"
-    plan_from_config(graph, {})
+    plan_from_config(graph, None)
     full = load_workflow_yaml(SEEDS / "workflow_grpo_full.yaml")
     assert full.graph_id == "grpo_training_pipeline"
-    plan_from_config(full, {})
+    plan_from_config(full, None)
 
 
 @pytest.mark.parametrize("line", [ln for ln in snippet("commands.txt").splitlines() if ln and ln[0] != "#"])

@@ -2,10 +2,9 @@
 
 from types import SimpleNamespace
 
-from omegaconf import OmegaConf
-
 from siirl.dag_worker.progress import ProgressBar, ProgressBoard, ProgressReporter
 from siirl.dag_worker.worker import available_cores, worker_threads
+from siirl.params import SiirlConfig
 
 
 def test_board_keeps_the_last_validation_score_between_validations():
@@ -33,10 +32,10 @@ def _plan(nodes: list[int]):
 
 
 def test_threads_split_the_cores_of_a_node_among_its_workers():
-    cfg = OmegaConf.create({"trainer": {"cpu_threads_per_worker": 0}})
+    cfg = SiirlConfig()
     cores = available_cores()
     assert worker_threads(cfg, _plan([0, 0]), 1) == max(1, cores // 2)
     assert worker_threads(cfg, _plan([0, 1]), 1) == cores  # alone on its node
     assert worker_threads(cfg, _plan([0] * (4 * cores)), 0) == 1
-    cfg = OmegaConf.create({"trainer": {"cpu_threads_per_worker": 3}})
+    cfg.trainer.cpu_threads_per_worker = 3
     assert worker_threads(cfg, _plan([0, 0]), 0) == 3

@@ -24,15 +24,13 @@ def test_full_size_model_is_qwen25_05b_shaped(bench):
 
 
 def test_smoke_model_loads_through_siirl_and_overrides_plan(bench, tmp_path, fake_cuda):
-    from omegaconf import OmegaConf
-
     from siirl.device import get_backend
     from siirl.engine.workers.model_loading import load_causal_lm, load_tokenizer
     from siirl.main_dag import prepare
     from siirl.params.model import ModelConfig
 
     model_dir = bench.build_and_save(tmp_path / "model", smoke=True)
-    cfg = OmegaConf.structured(ModelConfig(path=str(model_dir), dtype="float32"))
+    cfg = ModelConfig(path=str(model_dir), dtype="float32")
     model, tokenizer = load_causal_lm(cfg, get_backend("cpu"), torch.float32), load_tokenizer(cfg)
     batch = bench.prompt_batch(tokenizer, torch.device("cpu"))
     assert batch["input_ids"].shape[0] == bench.PROMPTS * bench.SAMPLES

@@ -10,7 +10,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from omegaconf import OmegaConf
 from tensordict import TensorDict
 from tokenizers import Tokenizer
 from tokenizers.models import WordLevel
@@ -54,17 +53,17 @@ def save_tiny_model(path: Path, *, with_tokenizer: bool = True, seed: int = 0, h
 
 
 def model_config(path: Path, **overrides: Any) -> Any:
-    return OmegaConf.structured(ModelConfig(path=str(path), **overrides))
+    return ModelConfig(path=str(path), **overrides)
 
 
 def actor_config(**overrides: Any) -> Any:
     optim = OptimConfig(lr=overrides.pop("lr", 1e-2))
-    return OmegaConf.structured(ActorConfig(optim=optim, **overrides))
+    return ActorConfig(optim=optim, **overrides)
 
 
 def critic_config(path: Path, **overrides: Any) -> Any:
     optim = OptimConfig(lr=overrides.pop("lr", 1e-2))
-    return OmegaConf.structured(CriticConfig(model=ModelConfig(path=str(path)), optim=optim, **overrides))
+    return CriticConfig(model=ModelConfig(path=str(path)), optim=optim, **overrides)
 
 
 def make_batch(

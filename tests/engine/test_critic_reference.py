@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 from engine_testutils import critic_config, make_batch, model_config
-from omegaconf import OmegaConf
 
 from siirl.engine.workers import CriticWorker, ReferenceWorker
 from siirl.params.model import RefConfig
@@ -32,7 +31,7 @@ def test_critic_update_reduces_value_loss(tiny_model_dir, single_process_group):
 def test_reference_is_frozen_and_deterministic(tiny_model_dir, single_process_group):
     ref = ReferenceWorker(
         model_config(tiny_model_dir, use_remove_padding=False),
-        OmegaConf.structured(RefConfig(log_prob_use_dynamic_bsz=False, log_prob_micro_batch_size_per_gpu=3)),
+        RefConfig(log_prob_use_dynamic_bsz=False, log_prob_micro_batch_size_per_gpu=3),
         "cpu",
     )
     batch = make_batch(7, seed=22)

@@ -7,7 +7,6 @@ import shutil
 import pytest
 import torch
 from engine_testutils import actor_config, model_config
-from omegaconf import OmegaConf
 
 from siirl.device import get_backend
 from siirl.engine.rollout import make_rollout_engine
@@ -55,7 +54,7 @@ def test_model_dir_without_tokenizer(tiny_model_dir, tmp_path):
         make_rollout_engine(
             "hf",
             model_cfg=model_config(bare),
-            rollout_cfg=OmegaConf.structured(RolloutConfig()),
+            rollout_cfg=RolloutConfig(),
             backend="cpu",
             max_response_length=4,
         )
@@ -68,14 +67,14 @@ def test_bad_settings():
         resolve_dtype("fp8", get_backend("cpu"))
     optim = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
     with pytest.raises(ConfigError, match="total_training_steps"):
-        build_lr_scheduler(optim, OmegaConf.structured(OptimConfig(lr_scheduler_type="cosine")))
+        build_lr_scheduler(optim, OptimConfig(lr_scheduler_type="cosine"))
     with pytest.raises(ConfigError, match="lr_scheduler_type 'linearish'"):
-        build_lr_scheduler(optim, OmegaConf.structured(OptimConfig(lr_scheduler_type="linearish")))
+        build_lr_scheduler(optim, OptimConfig(lr_scheduler_type="linearish"))
     with pytest.raises(ConfigError, match="max_response_length"):
         make_rollout_engine(
             "hf",
             model_cfg=None,
-            rollout_cfg=OmegaConf.structured(RolloutConfig()),
+            rollout_cfg=RolloutConfig(),
             backend="cpu",
             max_response_length=0,
         )

@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.distributed as dist
 from engine_testutils import actor_config, make_batch, model_config, spawn
-from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
@@ -41,7 +40,7 @@ def _rank_main(rank: int, world: int, model_dir: str, out_dir: str, strategy: st
     share = ROWS // world
     batch = make_batch(ROWS, seed=11)[rank * share : (rank + 1) * share]
     mcfg = model_config(Path(model_dir))
-    ref_cfg = OmegaConf.structured(RefConfig(log_prob_max_token_len_per_gpu=30))
+    ref_cfg = RefConfig(log_prob_max_token_len_per_gpu=30)
     ref = ReferenceWorker(mcfg, ref_cfg, "cpu", strategy=strategy)
     actor = ActorWorker(mcfg, actor_config(strategy=strategy, **ACTOR), "cpu")
     assert actor.strategy.name == ref.strategy.name == {"fsdp2": "fsdp"}.get(strategy, strategy)
@@ -63,7 +62,7 @@ def _rank_main(rank: int, world: int, model_dir: str, out_dir: str, strategy: st
     engine = make_rollout_engine(
         "hf",
         model_cfg=mcfg,
-        rollout_cfg=OmegaConf.structured(RolloutConfig()),
+        rollout_cfg=RolloutConfig(),
         backend="cpu",
         max_response_length=4,
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 from tensordict import TensorDict
 
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
@@ -24,9 +23,9 @@ R = 6
 
 @pytest.fixture(scope="module")
 def parts():
-    model = OmegaConf.structured(ModelConfig(path=default_model_path()))
+    model = ModelConfig(path=default_model_path())
     tokenizer = load_tokenizer(model)
-    rollout = OmegaConf.structured(RolloutConfig(n=2, val_kwargs=ValSamplingConfig(n=2, do_sample=False)))
+    rollout = RolloutConfig(n=2, val_kwargs=ValSamplingConfig(n=2, do_sample=False))
     inner = make_rollout_engine("hf", model_cfg=model, rollout_cfg=single_sample_config(rollout), backend="cpu",
                                 max_response_length=R, tokenizer=tokenizer)
     return tokenizer, rollout, inner
@@ -39,7 +38,7 @@ def prompts(tokenizer, problems=("12+30=", "5+7=", "40+9=")) -> TensorDict:
 
 def session(parts, **env) -> EnvSession:
     tokenizer, rollout, inner = parts
-    cfg = OmegaConf.structured(EnvConfig(**{"num_workers": 0, "kwargs": {"steps": 3}, **env}))
+    cfg = EnvConfig(**{"num_workers": 0, "kwargs": {"steps": 3}, **env})
     return EnvSession(inner, tokenizer, rollout, cfg)
 
 

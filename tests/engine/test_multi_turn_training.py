@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 from engine_testutils import actor_config, model_config
-from omegaconf import OmegaConf
 from test_multi_turn_rollout import prompts
 
 from siirl.engine.rollout import make_rollout_engine
@@ -21,10 +20,10 @@ def multi_turn_batch():
     path = default_model_path()
     model = model_config(path)
     tokenizer = load_tokenizer(model)
-    rollout = OmegaConf.structured(RolloutConfig(n=2))
+    rollout = RolloutConfig(n=2)
     inner = make_rollout_engine("hf", model_cfg=model, rollout_cfg=single_sample_config(rollout), backend="cpu",
                                 max_response_length=5, tokenizer=tokenizer)
-    env = OmegaConf.structured(EnvConfig(num_workers=0, kwargs={"steps": 3}))
+    env = EnvConfig(num_workers=0, kwargs={"steps": 3})
     engine = MultiTurnRollout(EnvSession(inner, tokenizer, rollout, env), max_turns=3, max_response_length=5,
                               max_observation_length=12)
     return engine.generate(prompts(tokenizer)), path

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from engine_testutils import EOS, PAD, make_batch, model_config
-from omegaconf import OmegaConf
 from tensordict import TensorDict
 
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
@@ -19,7 +18,7 @@ PROMPT, RESPONSE = 6, 10
 
 
 def _engine(model_dir, **rollout) -> HFRolloutEngine:
-    cfg = OmegaConf.structured(RolloutConfig(**rollout))
+    cfg = RolloutConfig(**rollout)
     engine = make_rollout_engine(
         "hf", model_cfg=model_config(model_dir), rollout_cfg=cfg, backend="cpu", max_response_length=RESPONSE
     )

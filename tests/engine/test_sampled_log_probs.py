@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from engine_testutils import model_config
-from omegaconf import OmegaConf
 from tensordict import TensorDict
 from test_rollout_hf import RESPONSE, _prompts
 
@@ -19,14 +18,14 @@ from siirl.params.model import ActorConfig, RolloutConfig
 @pytest.mark.parametrize("sampling", [{"temperature": 1.0}, {"temperature": 0.7, "top_k": 3, "top_p": 0.9}])
 def test_recorded_log_probs_match_the_actor(tiny_model_dir, single_process_group, sampling):
     """Top-k / top-p cut what is sampled, never the distribution recorded: log-softmax(logits / T)."""
-    rollout_cfg = OmegaConf.structured(RolloutConfig(n=4, **sampling))
+    rollout_cfg = RolloutConfig(n=4, **sampling)
     engine = make_rollout_engine(
         "hf", model_cfg=model_config(tiny_model_dir), rollout_cfg=rollout_cfg, backend="cpu",
         max_response_length=RESPONSE,
     )
     engine.records_log_probs = True
     actor = ActorWorker(
-        model_config(tiny_model_dir), OmegaConf.structured(ActorConfig()), "cpu", rollout_n=4,
+        model_config(tiny_model_dir), ActorConfig(), "cpu", rollout_n=4,
         temperature=sampling["temperature"], log_prob_cfg=rollout_cfg,
     )
     engine.sync_weights(actor.named_parameters_for_sync())
@@ -41,7 +40,7 @@ def test_recorded_log_probs_match_the_actor(tiny_model_dir, single_process_group
 
 
 def test_engine_records_nothing_unless_asked_or_when_greedy(tiny_model_dir):
-    cfg = OmegaConf.structured(RolloutConfig(n=2))
+    cfg = RolloutConfig(n=2)
     engine = make_rollout_engine(
         "hf", model_cfg=model_config(tiny_model_dir), rollout_cfg=cfg, backend="cpu", max_response_length=RESPONSE
     )
@@ -68,7 +67,7 @@ KEY = "actor_rollout_ref.actor.old_log_prob_source"
 )
 def test_auto_resolves_to_exact_sources_only(overrides, resolved):
     cfg = load_config(["device=cpu", *overrides])
-    assert OmegaConf.select(cfg, KEY) == resolved
+    assert cfg.actor_rollout_ref.actor.old_log_prob_source == resolved
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from config_testutils import typed_config
 from tensordict import TensorDict
 
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
@@ -57,7 +58,7 @@ def test_embodied_sampling_counts_trajectories_and_drops_env_errors():
     out = embodied_sampling(_step_rows())
     assert out.batch["row"].tolist() == [0, 1, 2, 3, 4, 5, 6, 7]  # errored trajectory e dropped
     assert out.metrics["embodied_sampling/env_errors"] == 2.0
-    binary = {"algorithm": {"embodied": {"sampling": {"drop_all_failed": True}}}}
+    binary = typed_config({"algorithm": {"embodied": {"sampling": {"drop_all_failed": True}}}})
     assert embodied_sampling(_step_rows(), config=binary).batch["row"].tolist() == [0, 1, 2, 3]
     solved = _step_rows()
     solved["task_success"] = torch.tensor([1.0, 1, 1, 1, 0, 0, 0, 0, 0, 0])

@@ -6,6 +6,7 @@ import pytest
 
 from siirl.engine.reward import custom_reward_fn_from_config, load_custom_reward_fn, make_reward_manager
 from siirl.errors import ConfigError
+from siirl.params.algorithm import CustomRewardFunctionConfig
 from tests.reward.helpers import TOKENIZER, make_batch
 
 USER_FILE = """
@@ -33,10 +34,9 @@ def test_load_and_use(user_file):
 
 
 def test_from_config(user_file):
-    assert custom_reward_fn_from_config(None) is None
-    assert custom_reward_fn_from_config({"path": "", "name": "x"}) is None
+    assert custom_reward_fn_from_config(CustomRewardFunctionConfig(path="", name="x")) is None
     fn = custom_reward_fn_from_config(
-        {"path": str(user_file), "name": "my_score", "reward_kwargs": {"scale": 3}}
+        CustomRewardFunctionConfig(path=str(user_file), name="my_score", reward_kwargs={"scale": 3})
     )
     assert fn("ds", "1", "1") == 3.0
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from siirl.errors import ConfigError
+from siirl.params.algorithm import CustomRewardFunctionConfig
 
 
 def _load_function(path: str, name: str) -> Callable[..., Any]:
@@ -79,13 +80,8 @@ def load_custom_reward_fn(
     return FileRewardFunction(path, name, kwargs)
 
 
-def custom_reward_fn_from_config(config: Mapping[str, Any] | None) -> FileRewardFunction | None:
-    """The function a ``custom_reward_function`` config section names, or None when ``path`` is unset.
-
-    Keys: ``path``, ``name`` (default ``compute_score``), ``reward_kwargs`` (optional mapping).
-    """
-    if not config or not config.get("path"):
+def custom_reward_fn_from_config(config: CustomRewardFunctionConfig) -> FileRewardFunction | None:
+    """The function the ``custom_reward_function`` section names, or None when its ``path`` is unset."""
+    if not config.path:
         return None
-    return load_custom_reward_fn(
-        config["path"], config.get("name") or "compute_score", config.get("reward_kwargs")
-    )
+    return load_custom_reward_fn(config.path, config.name or "compute_score", config.reward_kwargs)

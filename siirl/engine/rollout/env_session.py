@@ -6,12 +6,12 @@ The inner engine (hf / vllm / sglang) is built with ``n = 1``: the wrapper expan
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from tensordict import TensorDict
 
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
@@ -19,17 +19,16 @@ from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.batch_ops import prompt_position_ids
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.environment import VectorEnv
+from siirl.params.environment import EnvConfig
+from siirl.params.model import RolloutConfig
 
 #: Dataset fields handed to ``Env.reset`` as the task, when the batch has them.
 TASK_FIELDS = ("ground_truth", "index", "data_source", "task_id", "trial_id")
 
 
-def single_sample_config(rollout_cfg: Any) -> DictConfig:
+def single_sample_config(rollout_cfg: RolloutConfig) -> RolloutConfig:
     """A copy of the rollout section with ``n = 1`` for training and validation."""
-    cfg = OmegaConf.create(OmegaConf.to_container(rollout_cfg, resolve=True))
-    cfg.n = 1
-    cfg.val_kwargs.n = 1
-    return cfg
+    return dataclasses.replace(rollout_cfg, n=1, val_kwargs=dataclasses.replace(rollout_cfg.val_kwargs, n=1))
 
 
 def group_seed(uid: Any) -> int:
@@ -40,7 +39,9 @@ def group_seed(uid: Any) -> int:
 class EnvSession:
     """Owns the inner engine and a vector env that grows to the largest batch seen."""
 
-    def __init__(self, inner: RolloutEngine, tokenizer: Any, rollout_cfg: Any, env_cfg: Any) -> None:
+    def __init__(
+        self, inner: RolloutEngine, tokenizer: Any, rollout_cfg: RolloutConfig, env_cfg: EnvConfig
+    ) -> None:
         self.inner, self.tokenizer = inner, tokenizer
         self.env_cfg = env_cfg
         self.train_n = SamplingParams.from_config(rollout_cfg).n
@@ -52,10 +53,8 @@ class EnvSession:
         if self._venv is None or self._venv.num_envs < rows:
             if self._venv is not None:
                 self._venv.close()
-            kwargs = OmegaConf.to_container(self.env_cfg.kwargs, resolve=True) if isinstance(
-                self.env_cfg.kwargs, DictConfig) else dict(self.env_cfg.kwargs)
             self._venv = VectorEnv(
-                str(self.env_cfg.name), rows, kwargs,
+                str(self.env_cfg.name), rows, dict(self.env_cfg.kwargs),
                 num_workers=int(self.env_cfg.num_workers), timeout_s=float(self.env_cfg.timeout_s),
             )
         return self._venv

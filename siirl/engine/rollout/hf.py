@@ -29,6 +29,7 @@ from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.workers.model_loading import load_causal_lm, load_tokenizer, resolve_dtype
 from siirl.errors import ConfigError
+from siirl.params.model import ModelConfig, RolloutConfig
 
 logger = logging.getLogger(__name__)
 
@@ -86,13 +87,13 @@ def _eos_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> list
 
 @ROLLOUT_ENGINES.register("hf")
 class HFRolloutEngine(RolloutEngine):
-    """``model_cfg`` / ``rollout_cfg``: ``ModelConfig`` / ``RolloutConfig`` nodes; responses are at most
+    """``model_cfg`` / ``rollout_cfg``: ``ModelConfig`` / ``RolloutConfig`` sections; responses are at most
     ``max_response_length`` tokens (``data.max_response_length``)."""
 
     def __init__(
         self,
-        model_cfg: Any,
-        rollout_cfg: Any,
+        model_cfg: ModelConfig,
+        rollout_cfg: RolloutConfig,
         backend: DeviceBackend | str,
         *,
         max_response_length: int,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from siirl.errors import ConfigError
+from siirl.params.model import RolloutConfig, ValSamplingConfig
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class SamplingParams:
         return not self.do_sample or self.temperature == 0.0
 
     @classmethod
-    def from_config(cls, cfg: Any) -> SamplingParams:
+    def from_config(cls, cfg: RolloutConfig | ValSamplingConfig) -> SamplingParams:
         """From a ``RolloutConfig`` (training) or its ``val_kwargs`` (validation) node."""
         return cls(
             n=int(cfg.n),

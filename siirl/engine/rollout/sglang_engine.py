@@ -38,6 +38,7 @@ from siirl.engine.rollout.vllm_batch import (
 from siirl.engine.rollout.weight_sync import NamedTensors, StagedMemory
 from siirl.engine.workers.model_loading import load_tokenizer, resolve_dtype
 from siirl.errors import ConfigError
+from siirl.params.model import ModelConfig, RolloutConfig
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +53,8 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
 
     def __init__(
         self,
-        model_cfg: Any,
-        rollout_cfg: Any,
+        model_cfg: ModelConfig,
+        rollout_cfg: RolloutConfig,
         backend: DeviceBackend | str,
         *,
         max_response_length: int,

@@ -14,7 +14,6 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -24,6 +23,7 @@ from siirl.device import DeviceBackend
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts
 from siirl.engine.workers.model_loading import model_dir
 from siirl.errors import ConfigError, SiirlUserError
+from siirl.params.model import ModelConfig
 
 PROMPT_KEYS = ("input_ids", "attention_mask")
 
@@ -118,7 +118,7 @@ def responses_to_batch(
     return expanded
 
 
-def engine_model_paths(model_cfg: Any) -> tuple[str, str]:
+def engine_model_paths(model_cfg: ModelConfig) -> tuple[str, str]:
     """(model dir, tokenizer dir) as the engines load them."""
     path = str(model_dir(model_cfg))
     return path, str(model_cfg.tokenizer_path or "") or path

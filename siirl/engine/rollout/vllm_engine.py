@@ -42,6 +42,7 @@ from siirl.engine.rollout.vllm_batch import (
 from siirl.engine.rollout.weight_sync import NamedTensors, StagedMemory
 from siirl.engine.workers.model_loading import load_tokenizer, resolve_dtype
 from siirl.errors import ConfigError
+from siirl.params.model import ModelConfig, RolloutConfig
 
 logger = logging.getLogger(__name__)
 
@@ -68,8 +69,8 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
 
     def __init__(
         self,
-        model_cfg: Any,
-        rollout_cfg: Any,
+        model_cfg: ModelConfig,
+        rollout_cfg: RolloutConfig,
         backend: DeviceBackend | str,
         *,
         max_response_length: int,
@@ -105,7 +106,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             self.sleep_enabled,
         )
 
-    def _engine_args(self, model_cfg: Any, model_path: str, tokenizer_path: str) -> dict[str, Any]:
+    def _engine_args(self, model_cfg: ModelConfig, model_path: str, tokenizer_path: str) -> dict[str, Any]:
         args: dict[str, Any] = {
             "model": model_path,
             "tokenizer": tokenizer_path,

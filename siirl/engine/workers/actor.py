@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -24,6 +23,7 @@ from siirl.engine.workers.fsdp import full_named_parameters
 from siirl.engine.workers.model_loading import load_causal_lm
 from siirl.engine.workers.optim import build_lr_scheduler, build_optimizer
 from siirl.engine.workers.padding_free import HeadReduce
+from siirl.params.model import ActorConfig, ModelConfig, RefConfig, RolloutConfig
 
 LogProbsFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -54,24 +54,24 @@ def log_prob_reduce(
 class ActorWorker(CheckpointMixin, FSDPWorker):
     """FSDP2 policy with AdamW and a warmup + constant/cosine LR schedule.
 
-    ``actor_cfg`` is an ``ActorConfig`` node; ``log_prob_cfg`` (a ``RolloutConfig`` node, or anything with
-    ``log_prob_use_dynamic_bsz`` / ``log_prob_micro_batch_size_per_gpu`` / ``log_prob_max_token_len_per_gpu``)
-    sizes the micro-batches of ``compute_log_prob`` (default: the training sizes). ``rollout_n`` converts
+    ``actor_cfg`` is the ``ActorConfig`` section; ``log_prob_cfg`` (the ``RolloutConfig`` or ``RefConfig``
+    section: their ``log_prob_use_dynamic_bsz`` / ``log_prob_micro_batch_size_per_gpu`` /
+    ``log_prob_max_token_len_per_gpu``) sizes the micro-batches of ``compute_log_prob`` (default: the training sizes). ``rollout_n`` converts
     ``ppo_mini_batch_size`` from prompts to responses; ``temperature`` is the sampling temperature, so that
     log-probs are those of the distribution the responses were drawn from.
     """
 
     def __init__(
         self,
-        model_cfg: Any,
-        actor_cfg: Any,
+        model_cfg: ModelConfig,
+        actor_cfg: ActorConfig,
         backend: DeviceBackend | str,
         *,
         process_group: dist.ProcessGroup | None = None,
         local_rank: int = 0,
         rollout_n: int = 1,
         temperature: float = 1.0,
-        log_prob_cfg: Any = None,
+        log_prob_cfg: RolloutConfig | RefConfig | None = None,
         init_seed: int = 0,
     ) -> None:
         super().__init__(

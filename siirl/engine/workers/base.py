@@ -22,7 +22,6 @@ from tensordict import TensorDict
 from torch import nn
 
 from siirl.algorithms import logprobs_from_logits
-from siirl.algorithms.registry import config_value
 from siirl.device import DeviceBackend, get_backend
 from siirl.engine.workers.distributed import DataParallelGroup
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
@@ -36,6 +35,7 @@ from siirl.engine.workers.padding_free import (
 from siirl.engine.workers.parallel_strategy import build_strategy, count_parameters
 from siirl.engine.workers.stage_timer import StageTimer
 from siirl.errors import ConfigError
+from siirl.params.model import ActorConfig, CriticConfig, ModelConfig, RefConfig, RolloutConfig
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class MicroLoss:
     averaged: dict[str, torch.Tensor | float]
 
 
-def train_batching(config: Any) -> Batching:
+def train_batching(config: ActorConfig | CriticConfig) -> Batching:
     """Micro-batching of an update from ``use_dynamic_bsz`` / ``ppo_micro_batch_size_per_gpu`` /
     ``ppo_max_token_len_per_gpu`` (ActorConfig, CriticConfig)."""
     return Batching(
@@ -80,7 +80,7 @@ def train_batching(config: Any) -> Batching:
     )
 
 
-def log_prob_batching(config: Any) -> Batching:
+def log_prob_batching(config: RolloutConfig | RefConfig) -> Batching:
     """Micro-batching of a forward pass from the ``log_prob_*`` keys (RolloutConfig, RefConfig)."""
     return Batching(
         use_dynamic_bsz=bool(config.log_prob_use_dynamic_bsz),
@@ -121,7 +121,7 @@ class FSDPWorker:
 
     def __init__(
         self,
-        model_cfg: Any,
+        model_cfg: ModelConfig,
         backend: DeviceBackend | str,
         loader: ModelLoader,
         *,
@@ -150,7 +150,7 @@ class FSDPWorker:
         layer_types = set(getattr(model.config, "layer_types", None) or ["full_attention"])
         self.layout, attn = choose_layout(
             bool(model_cfg.use_remove_padding),
-            str(config_value(model_cfg, "remove_padding_layout", "auto")),
+            str(model_cfg.remove_padding_layout),
             str(model.config._attn_implementation),
             full_causal=layer_types == {"full_attention"},
         )

@@ -8,8 +8,6 @@ every architecture with a token-classification class works without a custom modu
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.distributed as dist
 from tensordict import TensorDict
@@ -20,6 +18,7 @@ from siirl.engine.workers.base import FORWARD_KEYS, FSDPWorker, LossScale, Micro
 from siirl.engine.workers.checkpoint import CheckpointMixin
 from siirl.engine.workers.model_loading import load_value_model
 from siirl.engine.workers.optim import build_lr_scheduler, build_optimizer
+from siirl.params.model import CriticConfig
 
 UPDATE_KEYS = (*FORWARD_KEYS, "response_mask", "values", "returns")
 
@@ -29,11 +28,11 @@ def _value_reduce(head: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 class CriticWorker(CheckpointMixin, FSDPWorker):
-    """FSDP2 value model trained with the clipped value loss; ``critic_cfg`` is a ``CriticConfig`` node."""
+    """FSDP2 value model trained with the clipped value loss; ``critic_cfg`` is the ``CriticConfig`` section."""
 
     def __init__(
         self,
-        critic_cfg: Any,
+        critic_cfg: CriticConfig,
         backend: DeviceBackend | str,
         *,
         process_group: dist.ProcessGroup | None = None,

@@ -22,6 +22,7 @@ from transformers import (
 
 from siirl.device import DeviceBackend
 from siirl.errors import SiirlUserError
+from siirl.params.model import ModelConfig
 from siirl.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def resolve_attn_implementation(name: str, backend: DeviceBackend) -> str:
     return backend.attn_implementation() if name == "auto" else name
 
 
-def model_dir(model_cfg: Any) -> Path:
+def model_dir(model_cfg: ModelConfig) -> Path:
     """The checked model directory of ``model_cfg.path`` (the config layer fills an empty path with the
     embedded model before engines are built, so an empty one here is an error)."""
     raw = str(model_cfg.path or "")
@@ -70,7 +71,7 @@ def model_dir(model_cfg: Any) -> Path:
     return path
 
 
-def load_tokenizer(model_cfg: Any) -> PreTrainedTokenizerBase:
+def load_tokenizer(model_cfg: ModelConfig) -> PreTrainedTokenizerBase:
     """Tokenizer from ``tokenizer_path`` (default: the model dir); pad falls back to eos."""
     path = str(model_cfg.tokenizer_path or "") or str(model_dir(model_cfg))
     if not Path(path).expanduser().is_dir():
@@ -93,7 +94,7 @@ def load_tokenizer(model_cfg: Any) -> PreTrainedTokenizerBase:
 
 
 def _load(
-    auto_cls: Any, model_cfg: Any, dtype: torch.dtype, backend: DeviceBackend, generation: bool = False, **extra: Any
+    auto_cls: Any, model_cfg: ModelConfig, dtype: torch.dtype, backend: DeviceBackend, generation: bool = False, **extra: Any
 ) -> Any:
     path = model_dir(model_cfg)
     trust = bool(model_cfg.trust_remote_code)
@@ -111,7 +112,7 @@ def _load(
 
 
 def load_causal_lm(
-    model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype, generation: bool = False
+    model_cfg: ModelConfig, backend: DeviceBackend, dtype: torch.dtype, generation: bool = False
 ) -> PreTrainedModel:
     """The causal LM at ``model_cfg.path`` on the host, parameters in ``dtype``, ``use_cache`` off.
 
@@ -123,7 +124,7 @@ def load_causal_lm(
     return model
 
 
-def load_value_model(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
+def load_value_model(model_cfg: ModelConfig, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
     """The LM body with a one-output token-classification head (randomly initialised), no dropout.
 
     Dropout would make the values the critic is trained on differ from the values it reports.

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
 from siirl.errors import ConfigError
+from siirl.params.model import OptimConfig
 from siirl.registry import Registry
 
 #: ``fn(step_after_warmup, decay_steps, min_lr_ratio) -> lr factor``
@@ -38,7 +38,7 @@ def _cosine(step: int, decay_steps: int, min_ratio: float) -> float:
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def build_optimizer(model: nn.Module, optim_cfg: Any) -> torch.optim.AdamW:
+def build_optimizer(model: nn.Module, optim_cfg: OptimConfig) -> torch.optim.AdamW:
     betas = tuple(float(b) for b in optim_cfg.betas)
     if len(betas) != 2:
         raise ConfigError(f"optim.betas needs two values, got {list(optim_cfg.betas)}")
@@ -51,7 +51,7 @@ def build_optimizer(model: nn.Module, optim_cfg: Any) -> torch.optim.AdamW:
     )
 
 
-def warmup_steps(optim_cfg: Any) -> int:
+def warmup_steps(optim_cfg: OptimConfig) -> int:
     """``lr_warmup_steps`` when >= 0, else ``lr_warmup_steps_ratio`` of the known total (0 if unknown)."""
     if int(optim_cfg.lr_warmup_steps) >= 0:
         return int(optim_cfg.lr_warmup_steps)
@@ -65,7 +65,7 @@ def _lr_factor(step: int, warmup: int, total: int, schedule: ScheduleFn, min_rat
     return schedule(step - warmup, total - warmup, min_ratio)
 
 
-def build_lr_scheduler(optimizer: torch.optim.Optimizer, optim_cfg: Any) -> LambdaLR:
+def build_lr_scheduler(optimizer: torch.optim.Optimizer, optim_cfg: OptimConfig) -> LambdaLR:
     kind = str(optim_cfg.lr_scheduler_type)
     schedule = LR_SCHEDULES.get(kind)
     total = int(optim_cfg.total_training_steps)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.distributed as dist
 from tensordict import TensorDict
@@ -12,21 +10,22 @@ from siirl.device import DeviceBackend
 from siirl.engine.workers.actor import log_prob_reduce
 from siirl.engine.workers.base import FSDPWorker, log_prob_batching
 from siirl.engine.workers.model_loading import load_causal_lm
+from siirl.params.model import ModelConfig, RefConfig
 
 
 class ReferenceWorker(FSDPWorker):
     """FSDP2-sharded (or replicated, following the actor's ``strategy``) copy of the initial policy in the
     compute dtype, without gradients or optimizer.
 
-    ``ref_cfg`` is a ``RefConfig`` node: its ``log_prob_*`` keys size the micro-batches and
+    ``ref_cfg`` is the ``RefConfig`` section: its ``log_prob_*`` keys size the micro-batches and
     ``param_offload`` keeps the shards in host memory between forwards (FSDP2 ``CPUOffloadPolicy``; on the
     CPU backend the parameters live there anyway).
     """
 
     def __init__(
         self,
-        model_cfg: Any,
-        ref_cfg: Any,
+        model_cfg: ModelConfig,
+        ref_cfg: RefConfig,
         backend: DeviceBackend | str,
         *,
         process_group: dist.ProcessGroup | None = None,

@@ -12,11 +12,9 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from siirl.algorithms import estimator_needs
 from siirl.errors import ConfigError
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract, declared_contract
 from siirl.execution.dag.node import resolve_callable, resolve_node_callable
 from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType
@@ -25,7 +23,9 @@ from siirl.execution.dag.role_defaults import FILTERS, NODES
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.dag.workflow_yaml import load_workflow_yaml
 from siirl.execution.roles import uses_critic
+from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.enums import WorkflowType
+from siirl.params.root import SiirlConfig, or_defaults
 from siirl.registry import Registry
 
 
@@ -84,12 +84,12 @@ def chain_pipeline(pipeline_id: str, description: str, node_ids: list[str]) -> P
     return pipeline
 
 
-def _contract(node_id: str, cfg: Any) -> NodeContract:
+def _contract(node_id: str, cfg: SiirlConfig) -> NodeContract:
     declared = declared_contract(resolve_node_callable(STEPS[node_id].func, f"node {node_id!r}"))
     return declared.resolve(cfg) if declared is not None else NodeContract()
 
 
-def order_by_contracts(node_ids: list[str], cfg: Any) -> list[str]:
+def order_by_contracts(node_ids: list[str], cfg: SiirlConfig) -> list[str]:
     """``node_ids`` in their preferred order, except that a step moves up to just before the first step
     reading one of its outputs (e.g. the log-prob passes before the advantage when KL is in the reward)."""
     ordered = list(node_ids)
@@ -107,10 +107,10 @@ def order_by_contracts(node_ids: list[str], cfg: Any) -> list[str]:
     return ordered
 
 
-def policy_steps(cfg: Any) -> list[str]:
+def policy_steps(cfg: SiirlConfig) -> list[str]:
     """The steps that train one policy once its samples are scored, derived from the estimator's needs and
     the critic setting, in contract order. Single-policy graphs and every agent of a team use them."""
-    needs = estimator_needs(cfg_get(cfg, "algorithm.adv_estimator", "grpo"))
+    needs = estimator_needs(_estimator_name(cfg))
     baseline = ["reward_baseline"] if needs.reward_baselines else []
     if uses_critic(cfg):
         critic = ["actor_old_log_prob", "reference_log_prob", "critic_value", "calculate_advantages", "critic_train"]
@@ -120,11 +120,11 @@ def policy_steps(cfg: Any) -> list[str]:
     return order_by_contracts(steps, cfg)
 
 
-def _scoring(head: list[str], cfg: Any) -> list[str]:
+def _scoring(head: list[str], cfg: SiirlConfig) -> list[str]:
     """With ``reward_model.enable`` the reward model scores the responses before the reward node."""
-    if not cfg_get(cfg, "reward_model.enable", False):
+    if not cfg.reward_model.enable:
         return head
-    if estimator_needs(cfg_get(cfg, "algorithm.adv_estimator", "grpo")).reward_baselines:
+    if estimator_needs(_estimator_name(cfg)).reward_baselines:
         raise ConfigError(
             "reward_model.enable=true with a greedy-baseline estimator (remax) is not supported: the baseline "
             "is scored by the rule reward; use grpo, rloo, gae, ..."
@@ -133,41 +133,50 @@ def _scoring(head: list[str], cfg: Any) -> list[str]:
     return [*head[:at], "reward_model", *head[at:]]
 
 
-def derived_pipeline(pipeline_id: str, description: str, head: list[str], cfg: Any) -> TaskGraph:
+def derived_pipeline(pipeline_id: str, description: str, head: list[str], cfg: SiirlConfig | None) -> TaskGraph:
     """The chain for ``cfg`` (``None``: the defaults), ordered so that every read comes after its writer."""
+    cfg = or_defaults(cfg)
     steps = [*_scoring(head, cfg), *policy_steps(cfg)]
     return chain_pipeline(pipeline_id, description, order_by_contracts(steps, cfg)).build()
 
 
 @PIPELINES.register("grpo")
-def grpo_pipeline(cfg: Any = None) -> TaskGraph:
+def grpo_pipeline(cfg: SiirlConfig | None = None) -> TaskGraph:
     """Group-relative advantages need no critic: reward -> advantage, then log-probs and the update."""
     return derived_pipeline("grpo", "GRPO-family training step (critic-free)", _HEAD, cfg)
 
 
 @PIPELINES.register("ppo")
-def ppo_pipeline(cfg: Any = None) -> TaskGraph:
+def ppo_pipeline(cfg: SiirlConfig | None = None) -> TaskGraph:
     """GAE needs the critic's values before advantages, and the critic trains on the returns."""
-    cfg = cfg if cfg is not None else {"algorithm": {"adv_estimator": "gae"}}
+    cfg = cfg if cfg is not None else SiirlConfig(algorithm=AlgorithmConfig(adv_estimator="gae"))
     return derived_pipeline("ppo", "PPO training step with a critic (GAE)", _HEAD, cfg)
 
 
 @PIPELINES.register("dapo")
-def dapo_pipeline(cfg: Any = None) -> TaskGraph:
+def dapo_pipeline(cfg: SiirlConfig | None = None) -> TaskGraph:
     """GRPO with dynamic sampling: zero-variance groups are dropped right after scoring."""
     return derived_pipeline("dapo", "DAPO training step (GRPO + dynamic sampling)", [*_HEAD, "dynamic_sampling"], cfg)
 
 
 @PIPELINES.register("embodied")
-def embodied_pipeline(cfg: Any = None) -> TaskGraph:
+def embodied_pipeline(cfg: SiirlConfig | None = None) -> TaskGraph:
     """SRPO-style embodied training: groups that all succeed or all fail are dropped before scoring."""
     head = ["rollout_actor", "embodied_sampling", "function_reward"]
     return derived_pipeline("embodied", "Embodied (SRPO-style) training step", head, cfg)
 
 
-def _workflow_from_cfg(cfg: Any) -> WorkflowType:
-    value = cfg_get(cfg, "algorithm.workflow_type", WorkflowType.DEFAULT)
-    text = str(value.value if isinstance(value, Enum) else value)
+def _text(value: str | Enum) -> str:
+    """A config value as written in YAML; configs built in Python may hold the enum member itself."""
+    return str(value.value if isinstance(value, Enum) else value)
+
+
+def _estimator_name(cfg: SiirlConfig) -> str:
+    return _text(cfg.algorithm.adv_estimator)
+
+
+def _workflow_from_cfg(cfg: SiirlConfig) -> WorkflowType:
+    text = _text(cfg.algorithm.workflow_type)
     for member in WorkflowType:
         if text.lower() == member.value.lower():
             return member
@@ -175,19 +184,19 @@ def _workflow_from_cfg(cfg: Any) -> WorkflowType:
     raise ConfigError(f"algorithm.workflow_type={text!r} is not one of {choices}")
 
 
-def builtin_pipeline_name(cfg: Any) -> str:
+def builtin_pipeline_name(cfg: SiirlConfig | None) -> str:
     """Which built-in family the config asks for; the estimator's needs shape the graph inside it."""
-    estimator = cfg_get(cfg, "algorithm.adv_estimator", "grpo")
-    estimator_needs(estimator.value if isinstance(estimator, Enum) else estimator)  # unknown -> one line
+    cfg = or_defaults(cfg)
+    estimator_needs(_estimator_name(cfg))  # unknown -> one line
     workflow = _workflow_from_cfg(cfg)
-    if workflow is WorkflowType.DEFAULT and bool(cfg_get(cfg, "algorithm.filter_groups.enable", False)):
+    if workflow is WorkflowType.DEFAULT and cfg.algorithm.filter_groups.enable:
         workflow = WorkflowType.DAPO
     if workflow is WorkflowType.DEFAULT:
         return "ppo" if uses_critic(cfg) else "grpo"
     return workflow.value.lower()
 
 
-def _run_custom_pipeline_fn(ref: str, cfg: Any) -> TaskGraph:
+def _run_custom_pipeline_fn(ref: str, cfg: SiirlConfig) -> TaskGraph:
     """Call the user's builder (with the config if it takes a parameter) and check what it returns."""
     builder = resolve_callable(ref, "dag.custom_pipeline_fn")
     takes_config = bool(inspect.signature(builder).parameters)
@@ -201,10 +210,10 @@ def _run_custom_pipeline_fn(ref: str, cfg: Any) -> TaskGraph:
     return graph
 
 
-def select_pipeline(cfg: Any) -> TaskGraph:
+def select_pipeline(cfg: SiirlConfig | None) -> TaskGraph:
     """The run's TaskGraph: ``dag.custom_pipeline_fn``, else ``dag.workflow_path``, else a built-in."""
-    custom_fn = cfg_get(cfg, "dag.custom_pipeline_fn", "")
-    workflow_path = cfg_get(cfg, "dag.workflow_path", "")
+    cfg = or_defaults(cfg)
+    custom_fn, workflow_path = cfg.dag.custom_pipeline_fn, cfg.dag.workflow_path
     if custom_fn and workflow_path:
         raise ConfigError("set only one of dag.custom_pipeline_fn and dag.workflow_path")
     if custom_fn:

@@ -12,10 +12,10 @@ import logging
 from typing import Any
 
 from siirl.errors import ConfigError
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract import NodeContract
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.roles import ROLES
+from siirl.params.root import SiirlConfig
 
 logger = logging.getLogger(__name__)
 
@@ -27,12 +27,12 @@ class ContractError(ConfigError):
 #: Keys every batch carries when it leaves the dataloader.
 DATALOADER_KEYS = ("input_ids", "attention_mask", "position_ids", "data_source", "ground_truth", "index")
 
-def dataloader_keys(cfg: Any) -> tuple[str, ...]:
-    raw = ("raw_prompt",) if cfg_get(cfg, "data.return_raw_chat", False) else ()
+def dataloader_keys(cfg: SiirlConfig) -> tuple[str, ...]:
+    raw = ("raw_prompt",) if cfg.data.return_raw_chat else ()
     return (*DATALOADER_KEYS, *raw)
 
 
-def _check_roles(node_id: str, contract: NodeContract, cfg: Any) -> None:
+def _check_roles(node_id: str, contract: NodeContract, cfg: SiirlConfig) -> None:
     for role in contract.roles:
         if role not in ROLES:
             raise ContractError(
@@ -43,7 +43,7 @@ def _check_roles(node_id: str, contract: NodeContract, cfg: Any) -> None:
             raise ContractError(f"node {node_id!r} needs the {role} model, but {reason}")
 
 
-def check_contracts(graph: TaskGraph, cfg: Any) -> dict[str, NodeContract | None]:
+def check_contracts(graph: TaskGraph, cfg: SiirlConfig) -> dict[str, NodeContract | None]:
     """Raise ``ContractError`` (one line naming node and key) on the first broken read or missing role.
 
     Returns each node's effective contract (None for undeclared nodes), e.g. for display.

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from siirl.errors import ConfigError
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.builtin_pipelines import STEPS, policy_steps
 from siirl.execution.dag.contract import ROLLOUT_WRITES, scoped_key
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.task_graph import TaskGraph
+from siirl.params.root import SiirlConfig, or_defaults
 
 AGENT_NODES = "siirl.dag_worker.agent_nodes"
 #: Node config key naming the agent a node belongs to.
@@ -75,8 +74,8 @@ def agent_names(graph: TaskGraph) -> list[str]:
     return list(dict.fromkeys(name for name in names if name))
 
 
-def _training_steps(cfg: Any) -> list[str]:
-    if cfg_get(cfg, "reward_model.enable", False):
+def _training_steps(cfg: SiirlConfig) -> list[str]:
+    if cfg.reward_model.enable:
         raise ConfigError(
             "reward_model.enable=true scores single-policy responses; a team is scored by its team reward "
             "(reward_mode=shared|per_agent)"
@@ -91,7 +90,7 @@ def _training_steps(cfg: Any) -> list[str]:
 
 
 def multi_agent_pipeline(
-    agents: Sequence[AgentSpec], reward_mode: str = "shared", pipeline_id: str = "marft", cfg: Any = None
+    agents: Sequence[AgentSpec], reward_mode: str = "shared", pipeline_id: str = "marft", cfg: SiirlConfig | None = None
 ) -> TaskGraph:
     """rollout(agent 0) -> ... -> rollout(agent K-1) -> reward, then per agent a branch of its own, the
     single-policy training chain for ``cfg`` (agents on separate workers update side by side)."""
@@ -122,7 +121,7 @@ def multi_agent_pipeline(
                       node_type=NodeType.COMPUTE, node_role=NodeRole.REWARD, config=team,
                       reads=tuple(f"{name}_output" for name in names),
                       writes=tuple(scoped_key(name, "token_level_scores") for name in names))
-    steps = _training_steps(cfg)
+    steps = _training_steps(or_defaults(cfg))
     for agent in agents:
         last = "team_reward"
         for step_id in steps:

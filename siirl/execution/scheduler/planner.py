@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from siirl.errors import ConfigError
-from siirl.execution.config_access import cfg_get
 from siirl.execution.dag.contract_check import check_contracts
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.task_graph import TaskGraph
@@ -32,6 +31,7 @@ from siirl.execution.scheduler.plan import (
     RoleGroups,
     WorkerPlan,
 )
+from siirl.params.root import SiirlConfig, or_defaults
 
 _MODEL_TYPES = (NodeType.MODEL_INFERENCE, NodeType.MODEL_TRAIN)
 _SPEC_KEYS = ("tp", "dp")
@@ -219,19 +219,19 @@ def make_plan(
     )
 
 
-def plan_from_config(graph: TaskGraph, cfg: Any) -> ExecutionPlan:
+def plan_from_config(graph: TaskGraph, cfg: SiirlConfig | None) -> ExecutionPlan:
     """``make_plan`` with the run config: ``trainer.nnodes``, ``trainer.n_gpus_per_node`` (when > 0) else
     ``trainer.n_devices_per_node``, the rollout's ``tensor_model_parallel_size`` and ``dag.agent_placement``.
 
     First the node contracts are checked against the config (``check_contracts``), so a graph that
-    would fail at step 1 for a missing key or model is refused here, in one line.
+    would fail at step 1 for a missing key or model is refused here, in one line. ``None``: the defaults.
     """
+    cfg = or_defaults(cfg)
     check_contracts(graph, cfg)
-    per_node = cfg_get(cfg, "trainer.n_gpus_per_node", 0) or cfg_get(cfg, "trainer.n_devices_per_node", 1)
-    rollout_tp = cfg_get(cfg, "actor_rollout_ref.rollout.tensor_model_parallel_size", 1)
+    per_node = cfg.trainer.n_gpus_per_node or cfg.trainer.n_devices_per_node
+    rollout_tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
     has_rollout = any(n.node_role is NodeRole.ROLLOUT and n.node_type in _MODEL_TYPES for n in graph)
     parallelism = {NodeRole.ROLLOUT.value: {"tp": rollout_tp}} if has_rollout else {}
     return make_plan(
-        graph, cfg_get(cfg, "trainer.nnodes", 1), per_node, parallelism,
-        agent_placement=cfg_get(cfg, "dag.agent_placement", "auto"),
+        graph, cfg.trainer.nnodes, per_node, parallelism, agent_placement=cfg.dag.agent_placement,
     )
