@@ -13,6 +13,7 @@ import importlib
 from operator import attrgetter
 
 from siirl.algorithms import estimator_needs
+from siirl.dag_worker.metrics import check_loggers
 from siirl.device import backend_class, get_backend
 from siirl.engine.reward.registry import load_builtins as load_reward_managers
 from siirl.engine.rollout import ROLLOUT_ENGINES
@@ -95,6 +96,7 @@ def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
 
 def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
+    check_loggers(list(cfg.trainer.logger))
     check_registry_values(cfg)
     check_remax_baseline(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)

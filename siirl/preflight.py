@@ -60,17 +60,17 @@ def check_model_weights(path: Path) -> None:
             raise SiirlUserError(f"model weights {weights} are corrupt or truncated ({reason})") from None
 
 
-def check_output_dir(raw: str) -> None:
-    """The first existing ancestor of ``trainer.output_dir`` is a directory we can create files in."""
+def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
+    """The first existing ancestor of the folder ``key`` names is a directory we can create files in."""
     path = Path(raw).expanduser().absolute()
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir():
-        raise SiirlUserError(f"trainer.output_dir={raw}: {existing} is not a directory")
+        raise SiirlUserError(f"{key}={raw}: {existing} is not a directory")
     try:
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as exc:
-        raise SiirlUserError(f"trainer.output_dir={raw}: cannot write in {existing} ({exc.strerror})") from None
+        raise SiirlUserError(f"{key}={raw}: cannot write in {existing} ({exc.strerror})") from None
 
 
 def check_inputs(cfg: SiirlConfig) -> None:
@@ -90,6 +90,8 @@ def check_inputs(cfg: SiirlConfig) -> None:
     if cfg.custom_reward_function.path:
         load_custom_reward_fn(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
     check_output_dir(str(cfg.trainer.output_dir))
+    if cfg.trainer.default_local_dir:
+        check_output_dir(cfg.trainer.default_local_dir, "trainer.default_local_dir")
 
 
 def _dp_size(plan: ExecutionPlan, role: str) -> int | None:
@@ -156,12 +158,12 @@ def pin_resume_checkpoint(cfg: SiirlConfig) -> SiirlConfig:
     ``auto`` falls back to the newest intact checkpoint (warning about each refused one); an explicit path
     must be intact. Pinning the choice here means all workers load the same step.
     """
-    from siirl.dag_worker.checkpoint import CheckpointManager
+    from siirl.dag_worker.checkpoint import CheckpointManager, checkpoint_root
 
     mode = str(cfg.trainer.resume_mode)
     if mode == "disable":
         return cfg
-    manager = CheckpointManager(Path(cfg.trainer.output_dir) / "checkpoints", rank=0)
+    manager = CheckpointManager(checkpoint_root(cfg.trainer), rank=0)
     path = manager.resolve(mode, verify="all")
     if path is None:
         return cfg

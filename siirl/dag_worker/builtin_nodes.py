@@ -228,9 +228,14 @@ def compute_value(batch: TensorDict, config: Any = None, *, ctx, node_config: An
 
 @per_policy(reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=_kl_loss_input)
 def train_actor(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
-    """PPO-style policy update; marks the rollout engine's weights stale."""
-    start = time.perf_counter()
+    """PPO-style policy update; marks the rollout engine's weights stale. During verl's critic warm-up
+    (``step <= trainer.critic_warmup``) the update is skipped, so the policy stays as it is while the
+    critic learns values for it; ``actor/critic_warmup=1`` marks those steps."""
     agent = _agent(node_config)
+    warmup = ctx.cfg.trainer.critic_warmup
+    if warmup > 0 and ctx.step <= warmup:
+        return NodeOutput(batch, metrics=_scoped({"actor/critic_warmup": 1.0}, agent), info={"skipped": "critic warm-up"})
+    start = time.perf_counter()
     policy = ctx.policy(agent)
     metrics = policy.actor.update_policy(_rows(batch, agent))
     policy.mark_stale()

@@ -1,6 +1,6 @@
 """Atomic, verified, resumable checkpoints: every rank writes into a temporary folder, rank 0 seals it.
 
-Layout under ``<output_dir>/checkpoints``::
+Layout under ``<output_dir>/checkpoints`` (or verl's ``trainer.default_local_dir`` when set)::
 
     global_step_12/            complete checkpoints only (renamed from .tmp_global_step_12)
         actor/  critic/         rank_<r>_of_<n>.safetensors: model + optimizer shards + LR-scheduler position
@@ -34,6 +34,11 @@ from siirl.errors import CheckpointError
 logger = logging.getLogger(__name__)
 
 LATEST = "latest_checkpointed_iteration.txt"
+
+
+def checkpoint_root(trainer: Any) -> Path:
+    """Where a run's checkpoints live: ``trainer.default_local_dir`` (verl's key) or ``<output_dir>/checkpoints``."""
+    return Path(trainer.default_local_dir or Path(trainer.output_dir) / "checkpoints")
 
 
 def _barrier() -> None:

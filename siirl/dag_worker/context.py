@@ -52,6 +52,8 @@ class WorkerContext:
     #: Batches this worker takes from / hands to other placement groups (siirl.dag_worker.handoff).
     handoffs: Any = None
     validating: bool = False
+    #: The training step being run (1-based; 0 before the first), for nodes that act by step.
+    step: int = 0
     extras: dict[str, Any] = field(default_factory=dict)
 
     def policy(self, agent: str = "") -> Policy:

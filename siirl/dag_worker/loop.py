@@ -13,6 +13,7 @@ inner phases come from the engine workers. Rank 0 posts the headline numbers to 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -22,9 +23,9 @@ import torch.distributed as dist
 
 from siirl.dag_worker import builtin_nodes
 from siirl.dag_worker.agent_nodes import validate_team
-from siirl.dag_worker.checkpoint import CheckpointManager, rng_state, set_rng_state
+from siirl.dag_worker.checkpoint import CheckpointManager, checkpoint_root, rng_state, set_rng_state
 from siirl.dag_worker.layouts import node_layout_key, role_layouts
-from siirl.dag_worker.metrics import MetricsLogger, reduce_metrics
+from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
 from siirl.dag_worker.progress import ProgressReporter
 from siirl.data_coordinator import needs_redistribution
@@ -44,8 +45,10 @@ class TrainingLoop:
         self.data_layout = self.layouts.get("rollout")
         self.step = 0
         self.run_dir = Path(self.cfg.trainer.output_dir)
-        self.ckpt = CheckpointManager(self.run_dir / "checkpoints", self.rank, self.cfg.trainer.max_ckpt_to_keep)
-        self.metrics_logger = MetricsLogger(self.run_dir, list(self.cfg.trainer.logger), enabled=self.rank == 0)
+        self.ckpt = CheckpointManager(checkpoint_root(self.cfg.trainer), self.rank, self.cfg.trainer.max_ckpt_to_keep)
+        trainer = self.cfg.trainer
+        run = RunInfo(trainer.project_name, trainer.experiment_name, dataclasses.asdict(self.cfg))
+        self.metrics_logger = MetricsLogger(self.run_dir, list(trainer.logger), enabled=self.rank == 0, run=run)
         self.progress = ProgressReporter(enabled=self.rank == 0)
         self.samples_per_step = int(self.cfg.data.train_batch_size) * int(self.cfg.actor_rollout_ref.rollout.n)
         self.train_iter = None
@@ -178,7 +181,7 @@ class TrainingLoop:
                 self.metrics_logger.log(0, before)
                 self.progress.report(start, total, before)
         for step in range(start + 1, total + 1):
-            self.step = step
+            self.step = self.ctx.step = step
             began = time.perf_counter()
             metrics = self.run_graph()
             metrics["timing_s/step"] = time.perf_counter() - began

@@ -1,23 +1,55 @@
 """Metrics: averaged across DAG workers with one all-reduce, then written by rank 0 to each sink.
 
-Sinks are a registry (console, jsonl, tensorboard) so adding e.g. wandb is one class.
+Sinks are a registry (console, jsonl, tensorboard, wandb), so adding one is one class.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
+import os
+import socket
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
 import torch
 import torch.distributed as dist
 
+from siirl.errors import ConfigError
 from siirl.registry import Registry
 
 logger = logging.getLogger("siirl.metrics")
 
-#: Metric writers by ``trainer.logger`` name: a class ``cls(run_dir)`` with ``write(step, metrics)`` and ``close()``.
+#: Metric writers by ``trainer.logger`` name: a class ``cls(run_dir, run)`` (``run``: a :class:`RunInfo`)
+#: with ``write(step, metrics)`` and ``close()``.
 SINKS: Registry[type] = Registry("metric sink", config_keys=("trainer.logger",))
+
+#: verl loggers without a sink here, refused by name before Ray starts.
+UNSUPPORTED_LOGGERS = ("swanlab", "mlflow", "vemlp_wandb", "clearml")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What sinks that name runs (wandb) call this one: verl's ``trainer.project_name`` /
+    ``trainer.experiment_name``, and the config recorded with it."""
+
+    project: str = "siirl"
+    name: str = "run"
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def check_loggers(names: list[str]) -> None:
+    """One ``ConfigError`` line for a verl logger siiRL has no sink for, or for wandb when it is not installed."""
+    for name in names:
+        if name in UNSUPPORTED_LOGGERS:
+            raise ConfigError(
+                f"bad config: trainer.logger={name} is not supported; supported loggers: {', '.join(SINKS.names())}"
+            )
+        if name == "wandb" and importlib.util.find_spec("wandb") is None:
+            raise ConfigError("bad config: trainer.logger=wandb needs the wandb package: pip install siirl[wandb]")
 
 
 def _reduce_column(key: str, column: torch.Tensor) -> float:
@@ -58,7 +90,7 @@ def reduce_metrics(
 
 @SINKS.register("console")
 class ConsoleSink:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, run: RunInfo) -> None:
         self.keys = ("reward/mean", "val/score", "actor/pg_loss", "actor/entropy", "timing_s/step")
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
@@ -71,7 +103,7 @@ class ConsoleSink:
 
 @SINKS.register("jsonl")
 class JsonlSink:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, run: RunInfo) -> None:
         self.file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
@@ -84,7 +116,7 @@ class JsonlSink:
 
 @SINKS.register("tensorboard")
 class TensorboardSink:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, run: RunInfo) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
@@ -98,13 +130,50 @@ class TensorboardSink:
         self.writer.close()
 
 
+def wandb_mode() -> tuple[str, str]:
+    """wandb's mode and, when it falls back to offline, why: an explicit ``WANDB_MODE`` wins; otherwise
+    online needs ``WANDB_API_KEY`` and a reachable server (``WANDB_BASE_URL``), so a run never stalls on login."""
+    if os.environ.get("WANDB_MODE"):
+        return os.environ["WANDB_MODE"], ""
+    if not os.environ.get("WANDB_API_KEY"):
+        return "offline", "no WANDB_API_KEY"
+    url = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai"))
+    host, port = url.hostname or "api.wandb.ai", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+    except OSError:
+        return "offline", f"{host} is unreachable"
+    return "online", ""
+
+
+@SINKS.register("wandb")
+class WandbSink:
+    """Weights & Biases, as verl logs to it; offline runs land in ``<run_dir>/wandb`` (``wandb sync`` uploads)."""
+
+    def __init__(self, run_dir: Path, run: RunInfo) -> None:
+        import wandb
+
+        mode, why = wandb_mode()
+        if why:
+            logger.warning("wandb: %s; logging offline into %s (upload with `wandb sync`)", why, run_dir / "wandb")
+        settings = wandb.Settings(silent=True, console="off", disable_git=True)
+        self.run = wandb.init(project=run.project, name=run.name, config=run.config, dir=str(run_dir), mode=mode,
+                              settings=settings)
+
+    def write(self, step: int, metrics: dict[str, float]) -> None:
+        self.run.log(metrics, step=step)
+
+    def close(self) -> None:
+        self.run.finish()
+
+
 class MetricsLogger:
     """Fan one step's metrics out to the configured sinks (only on the writing rank)."""
 
-    def __init__(self, run_dir: Path, sinks: list[str], enabled: bool) -> None:
+    def __init__(self, run_dir: Path, sinks: list[str], enabled: bool, run: RunInfo | None = None) -> None:
         classes = [SINKS.get(s) for s in sinks]
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.sinks = [cls(run_dir) for cls in classes] if enabled else []
+        self.sinks = [cls(run_dir, run or RunInfo()) for cls in classes] if enabled else []
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         for sink in self.sinks:

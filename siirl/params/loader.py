@@ -24,6 +24,7 @@ from siirl.errors import ConfigError
 from siirl.params.defaults import fill_embedded_defaults
 from siirl.params.root import SiirlConfig, register_schema
 from siirl.params.validate import validate_config
+from siirl.params.verl_keys import apply_verl_keys
 
 PRIMARY_CONFIG = "siirl"
 
@@ -149,6 +150,7 @@ def compose_config(
         elif headline.startswith("Could not override"):
             message = f"cannot set {headline.split()[3].rstrip('.')}: {message}"
         raise ConfigError(f"bad config: {message}") from None
+    apply_verl_keys(cfg)
     validate_config(cfg)
     fill_embedded_defaults(cfg)
     return OmegaConf.to_object(cfg)

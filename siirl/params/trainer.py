@@ -15,18 +15,32 @@ class TrainerConfig:
     total_epochs: int = 1
     #: Stop after this many steps; -1 = run the epochs out.
     total_training_steps: int = -1
+    #: Name the run in the metric sinks that know projects (wandb), as in verl.
     project_name: str = "siirl"
     experiment_name: str = "grpo_tiny"
     #: Everything a run writes (metrics, TensorBoard, checkpoints, plots) lands under here.
     output_dir: str = "outputs/${trainer.project_name}/${trainer.experiment_name}"
-    #: console | jsonl | tensorboard
+    #: console | jsonl | tensorboard | wandb (pip install siirl[wandb]; offline into <output_dir>/wandb
+    #: without WANDB_API_KEY or network)
     logger: list[str] = field(default_factory=lambda: ["console", "jsonl", "tensorboard"])
     save_freq: int = -1
     test_freq: int = 50
     val_before_train: bool = True
-    #: auto | disable | <checkpoint dir>
+    #: auto | disable | <checkpoint dir> | resume_path (verl's spelling: resume from ``resume_from_path``)
     resume_mode: str = "auto"
+    #: verl's explicit checkpoint folder to resume from, read only with ``resume_mode=resume_path``.
+    resume_from_path: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional, not "str | None"
+    #: Newest checkpoints kept; <= 0 keeps all.
     max_ckpt_to_keep: int = 2
+    #: verl's retention keys: when set they replace max_ckpt_to_keep. A step is checkpointed atomically
+    #: (actor and critic together), so the two must agree.
+    max_actor_ckpt_to_keep: Optional[int] = None  # noqa: UP045
+    max_critic_ckpt_to_keep: Optional[int] = None  # noqa: UP045
+    #: verl's checkpoint folder; empty = <output_dir>/checkpoints.
+    default_local_dir: str = ""
+    #: verl's critic warm-up: the first N steps train only the critic (rollout and critic run, the actor
+    #: update is skipped), so the value estimates settle before they steer the policy.
+    critic_warmup: int = 0
     seed: int = 1
     #: Existing Ray cluster to join (RAY_ADDRESS also works); empty = start a local one.
     ray_address: str = ""

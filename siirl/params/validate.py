@@ -51,6 +51,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.cpu_threads_per_worker": _NON_NEGATIVE,
     "trainer.n_devices_per_node": _POSITIVE,
     "trainer.total_epochs": _POSITIVE,
+    "trainer.critic_warmup": _NON_NEGATIVE,
     "actor_rollout_ref.rollout.multi_turn.max_turns": _POSITIVE,
     "actor_rollout_ref.rollout.multi_turn.max_observation_length": _POSITIVE,
     "env.num_workers": _NON_NEGATIVE,

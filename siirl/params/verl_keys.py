@@ -1,0 +1,54 @@
+"""verl's trainer-level spellings turned into the siiRL values they stand for, so a verl launch script's
+overrides mean here what they meant there.
+
+Runs on the composed config before the value checks. A verl key siiRL cannot honour as written is refused
+in one line naming it.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from siirl.errors import ConfigError
+from siirl.params.enums import WorkflowType
+
+
+def _canonical_workflow(cfg: DictConfig) -> None:
+    """``workflow_type`` is case-insensitive: siiRL's published scripts write ``dapo``."""
+    text = str(cfg.algorithm.workflow_type)
+    for member in WorkflowType:
+        if text.lower() == member.value.lower():
+            cfg.algorithm.workflow_type = member.value
+
+
+def _retention(cfg: DictConfig) -> None:
+    """``max_actor_ckpt_to_keep`` / ``max_critic_ckpt_to_keep`` set ``max_ckpt_to_keep``: one checkpoint
+    holds a whole step (actor and critic together), so per-component counts must agree."""
+    trainer = cfg.trainer
+    actor, critic = trainer.max_actor_ckpt_to_keep, trainer.max_critic_ckpt_to_keep
+    if actor is not None and critic is not None and actor != critic:
+        raise ConfigError(
+            f"bad config: trainer.max_actor_ckpt_to_keep={actor} differs from trainer.max_critic_ckpt_to_keep="
+            f"{critic}; siiRL checkpoints a step as a whole (actor and critic together), so set them equal"
+        )
+    kept = actor if actor is not None else critic
+    if kept is not None:
+        trainer.max_ckpt_to_keep = kept
+
+
+def _resume_path(cfg: DictConfig) -> None:
+    """verl's ``resume_mode=resume_path`` + ``resume_from_path=<dir>`` is siiRL's ``resume_mode=<dir>``
+    (as in verl, ``resume_from_path`` is ignored under the other modes)."""
+    trainer = cfg.trainer
+    if trainer.resume_mode != "resume_path":
+        return
+    if not trainer.resume_from_path:
+        raise ConfigError("bad config: trainer.resume_mode=resume_path needs trainer.resume_from_path=<checkpoint dir>")
+    trainer.resume_mode = trainer.resume_from_path
+
+
+def apply_verl_keys(cfg: DictConfig) -> None:
+    """Rewrite the verl spellings in ``cfg`` in place (see the module docstring)."""
+    _canonical_workflow(cfg)
+    _retention(cfg)
+    _resume_path(cfg)
