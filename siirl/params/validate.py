@@ -48,9 +48,13 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "actor_rollout_ref.actor.optim.lr_scheduler_type": _one_of("constant", "cosine"),
     "actor_rollout_ref.actor.strategy": _one_of("auto", "fsdp", "fsdp2", "replicate"),
     "critic.strategy": _one_of("auto", "fsdp", "fsdp2", "replicate"),
+    "reward_model.strategy": _one_of("auto", "fsdp", "fsdp2", "replicate"),
+    "reward_model.micro_batch_size_per_gpu": _POSITIVE,
+    "reward_model.forward_max_token_len_per_gpu": _POSITIVE,
     "actor_rollout_ref.model.dtype": _one_of("auto", "float32", "bfloat16", "float16"),
     "actor_rollout_ref.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "critic.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
+    "reward_model.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "critic.optim.lr_scheduler_type": _one_of("constant", "cosine"),
     "trainer.nnodes": _POSITIVE,
     "trainer.log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
@@ -83,6 +87,10 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "critic.strategy": (
         lambda v: v == "megatron",
         "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
+    ),
+    "reward_model.strategy": (
+        lambda v: v == "megatron",
+        "is not implemented; the reward model runs with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
     ),
     "reward_model.enable": (
         lambda v: bool(v),

@@ -14,6 +14,7 @@ import torch
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
     PreTrainedModel,
@@ -93,7 +94,12 @@ def load_tokenizer(model_cfg: Any) -> PreTrainedTokenizerBase:
 
 
 def _load(
-    auto_cls: Any, model_cfg: Any, dtype: torch.dtype, backend: DeviceBackend, generation: bool = False, **extra: Any
+    auto_cls: Any,
+    model_cfg: Any,
+    dtype: torch.dtype,
+    backend: DeviceBackend,
+    generation: bool = False,
+    **extra: Any,
 ) -> Any:
     path = model_dir(model_cfg)
     trust = bool(model_cfg.trust_remote_code)
@@ -105,7 +111,11 @@ def _load(
     patches = backend.apply_model_patches(model, generation=generation)
     logger.info(
         "loaded %s from %s (dtype=%s, attn=%s, device patches=%s)",
-        type(model).__name__, path, dtype, model.config._attn_implementation, patches or "none",
+        type(model).__name__,
+        path,
+        dtype,
+        model.config._attn_implementation,
+        patches or "none",
     )
     return model
 
@@ -131,5 +141,28 @@ def load_value_model(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype)
     model = _load(
         AutoModelForTokenClassification, model_cfg, dtype, backend, num_labels=1, classifier_dropout=0.0
     )
+    model.config.use_cache = False
+    return model
+
+
+def load_sequence_classifier(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
+    """A one-output sequence classifier (a reward model) with its trained ``score`` head.
+
+    A causal-LM checkpoint would load with a freshly initialised head and score noise, so it is refused.
+    """
+    architectures = (
+        AutoConfig.from_pretrained(
+            model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code)
+        ).architectures
+        or []
+    )
+    if architectures and all(name.endswith("ForCausalLM") for name in architectures):
+        raise ModelLoadError(
+            f"'{model_cfg.path}' holds a causal LM ({architectures[0]}), not a sequence classifier: "
+            "a reward model needs a trained score head (e.g. Qwen2ForSequenceClassification)"
+        )
+    model = _load(AutoModelForSequenceClassification, model_cfg, dtype, backend, num_labels=1)
+    if not isinstance(getattr(model, "score", None), torch.nn.Module):
+        raise ModelLoadError(f"{type(model).__name__} at '{model_cfg.path}' has no `score` head to read")
     model.config.use_cache = False
     return model
