@@ -16,6 +16,8 @@ from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.engine.workers import ModelLoadError, RewardModelWorker
 from siirl.errors import ConfigError
 from siirl.params.algorithm import RewardModelConfig, RewardModelModelConfig
+from siirl.tasks import default_reward_model_path
+from siirl.tasks.arithmetic import format_prompt
 from siirl.tasks.build_tiny_model import WarmupConfig, build_model
 from siirl.tasks.evaluation import encode_prompt, left_pad
 from siirl.tasks.tiny_tokenizer import build_tokenizer
@@ -115,6 +117,26 @@ def _templated_tokenizer_dirs(tmp_path: Path) -> tuple[Path, Path]:
     return policy, rm_dir
 
 
+def policy_batch(prompts: list[list[int]], responses: list[list[int]], pad: int = 0) -> TensorDict:
+    """Left-padded prompts and right-padded responses (one spare column), as a rollout lays them out."""
+    ids, mask, _ = left_pad(prompts, pad)
+    width = max(len(r) for r in responses) + 1
+    resp = torch.full((len(responses), width), pad)
+    resp_mask = torch.zeros(len(responses), width, dtype=torch.long)
+    for i, r in enumerate(responses):
+        resp[i, : len(r)], resp_mask[i, : len(r)] = torch.tensor(r), 1
+    attention = torch.cat([mask, resp_mask], 1)
+    return TensorDict(
+        {
+            "input_ids": torch.cat([ids, resp], 1),
+            "attention_mask": attention,
+            "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
+            "responses": resp,
+        },
+        batch_size=[len(prompts)],
+    )
+
+
 def test_input_tokenizer_rerenders_the_chat(tmp_path, single_process_group):
     policy_dir, rm_dir = _templated_tokenizer_dirs(tmp_path)
     policy = AutoTokenizer.from_pretrained(policy_dir)
@@ -124,22 +146,7 @@ def test_input_tokenizer_rerenders_the_chat(tmp_path, single_process_group):
         policy(answer, add_special_tokens=False)["input_ids"] + [policy.eos_token_id]
         for _, answer in problems
     ]
-    ids, mask, _ = left_pad(prompts, policy.pad_token_id)
-    width = max(len(r) for r in responses) + 1
-    resp = torch.full((3, width), policy.pad_token_id)
-    resp_mask = torch.zeros(3, width, dtype=torch.long)
-    for i, r in enumerate(responses):
-        resp[i, : len(r)], resp_mask[i, : len(r)] = torch.tensor(r), 1
-    attention = torch.cat([mask, resp_mask], 1)
-    batch = TensorDict(
-        {
-            "input_ids": torch.cat([ids, resp], 1),
-            "attention_mask": attention,
-            "position_ids": (attention.cumsum(-1) - 1).clamp(min=0),
-            "responses": resp,
-        },
-        batch_size=[3],
-    )
+    batch = policy_batch(prompts, responses, policy.pad_token_id)
     worker = RewardModelWorker(rm_config(rm_dir, input_tokenizer=str(policy_dir)), "cpu")
     with pytest.raises(ConfigError, match="data.return_raw_chat"):
         worker.compute_rm_score(batch)
@@ -155,7 +162,7 @@ def test_input_tokenizer_rerenders_the_chat(tmp_path, single_process_group):
     ]
     assert rendered[0] == "user: 12+34=\nassistant: 46\n"
     expected = hf_scores(rm_dir, [rm_tokenizer(t, add_special_tokens=False)["input_ids"] for t in rendered])
-    lengths = resp_mask.sum(-1)
+    lengths = torch.tensor([len(r) for r in responses])
     torch.testing.assert_close(scores[torch.arange(3), lengths - 1], expected, atol=1e-5, rtol=0)
     assert float(scores.abs().sum()) == pytest.approx(float(expected.abs().sum()), abs=1e-4)
 
@@ -171,3 +178,21 @@ def test_missing_path_names_the_key(tiny_model_dir):
         RewardModelWorker(rm_config("/nonexistent/rm"), "cpu")
     with pytest.raises(ModelLoadError, match="causal LM"):
         RewardModelWorker(rm_config(tiny_model_dir), "cpu")
+
+
+def test_shipped_tiny_reward_model_ranks_right_above_wrong(single_process_group):
+    """Each problem's right answer outscores its near misses (off by one / ten, a digit slip, garbage)."""
+    path = default_reward_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    problems = [(12, 34), (7, 5), (58, 27), (90, 9), (3, 96), (45, 45)]
+    prompts, responses = [], []
+    for a, b in problems:
+        right = str(a + b)
+        for answer in (right, str(a + b + 1), str(a + b - 10), right + right[-1], "x"):
+            prompts.append(encode_prompt(tokenizer, format_prompt(a, b)))
+            responses.append(
+                tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            )
+    scores = RewardModelWorker(rm_config(path), "cpu").compute_rm_score(policy_batch(prompts, responses))
+    per_answer = scores.sum(-1).view(len(problems), 5)
+    assert (per_answer[:, :1] > per_answer[:, 1:]).all(), per_answer

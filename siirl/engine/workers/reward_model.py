@@ -135,9 +135,12 @@ class RewardModelWorker(FSDPWorker):
                 local_rank=local_rank,
                 strategy=str(rm_cfg.strategy),
             )
-            self.tokenizer, self.input_tokenizer = self._tokenizers(model_cfg)
         except ModelLoadError as exc:
             raise ModelLoadError(f"reward_model.model.path: {exc}") from None
+        try:
+            self.tokenizer, self.input_tokenizer = self._tokenizers(model_cfg)
+        except ModelLoadError as exc:
+            raise ModelLoadError(f"reward_model.model (tokenizer_path / input_tokenizer): {exc}") from None
         self.batching = Batching(
             use_dynamic_bsz=bool(rm_cfg.use_dynamic_bsz),
             micro_batch_size=int(rm_cfg.micro_batch_size_per_gpu),
@@ -190,8 +193,8 @@ class RewardModelWorker(FSDPWorker):
         position_ids: torch.Tensor,
         prompt_width: int,
     ) -> torch.Tensor:
-        """``(B,)``: the score head at each row's last attended token (which must not be in the prompt
-        region to be read; rows whose is get the last prompt token's score, which the caller drops)."""
+        """``(B,)``: the score head at each row's last attended token. A row whose last token lies in the
+        prompt region gets its last prompt token's score instead, which the caller drops."""
         inputs = with_token_after_last(input_ids, attention_mask, position_ids, prompt_width)
         per_token = self.forward_batch(inputs, self.batching, _score_reduce)
         column = (last_attended(attention_mask) - prompt_width + 1).clamp(min=0)
