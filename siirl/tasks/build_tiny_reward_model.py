@@ -37,10 +37,10 @@ GARBAGE_CHARS = "0123456789+= x-"
 class RewardTrainConfig:
     """Training schedule; the defaults produce the shipped model."""
 
-    lr: float = 2e-3
+    lr: float = 1e-3
     #: Problems per step, each scored with its right answer and one wrong answer.
     batch_size: int = 64
-    steps: int = 2000
+    steps: int = 2500
     eval_every: int = 250
     n_train: int = 8000
     n_val: int = 256
@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=RewardTrainConfig.steps)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     model, tokenizer, metrics = train(args.seed, RewardTrainConfig(steps=args.steps))
     save(model, tokenizer, args.out)
