@@ -94,12 +94,7 @@ def load_tokenizer(model_cfg: Any) -> PreTrainedTokenizerBase:
 
 
 def _load(
-    auto_cls: Any,
-    model_cfg: Any,
-    dtype: torch.dtype,
-    backend: DeviceBackend,
-    generation: bool = False,
-    **extra: Any,
+    auto_cls: Any, model_cfg: Any, dtype: torch.dtype, backend: DeviceBackend, generation: bool = False, **extra: Any
 ) -> Any:
     path = model_dir(model_cfg)
     trust = bool(model_cfg.trust_remote_code)
@@ -111,11 +106,7 @@ def _load(
     patches = backend.apply_model_patches(model, generation=generation)
     logger.info(
         "loaded %s from %s (dtype=%s, attn=%s, device patches=%s)",
-        type(model).__name__,
-        path,
-        dtype,
-        model.config._attn_implementation,
-        patches or "none",
+        type(model).__name__, path, dtype, model.config._attn_implementation, patches or "none",
     )
     return model
 
@@ -150,12 +141,8 @@ def load_sequence_classifier(model_cfg: Any, backend: DeviceBackend, dtype: torc
 
     A causal-LM checkpoint would load with a freshly initialised head and score noise, so it is refused.
     """
-    architectures = (
-        AutoConfig.from_pretrained(
-            model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code)
-        ).architectures
-        or []
-    )
+    config = AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code))
+    architectures = config.architectures or []
     if architectures and all(name.endswith("ForCausalLM") for name in architectures):
         raise ModelLoadError(
             f"'{model_cfg.path}' holds a causal LM ({architectures[0]}), not a sequence classifier: "
