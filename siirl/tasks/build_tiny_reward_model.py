@@ -40,7 +40,7 @@ class RewardTrainConfig:
     lr: float = 1e-3
     #: Problems per step, each scored with its right answer and one wrong answer.
     batch_size: int = 64
-    steps: int = 2500
+    steps: int = 4000
     eval_every: int = 250
     n_train: int = 8000
     n_val: int = 256
