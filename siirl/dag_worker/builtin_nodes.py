@@ -104,7 +104,12 @@ def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOut
     return NodeOutput(out, metrics=metrics)
 
 
-@node_contract(reads=SEQUENCE_KEYS, writes=("rm_scores",), roles=("reward_model",))
+def _reward_model_inputs(cfg: SiirlConfig) -> NodeContract:
+    """A reward model with its own chat template re-renders the conversation (``data.return_raw_chat``)."""
+    return NodeContract(reads=("raw_prompt",)) if cfg.reward_model.model.input_tokenizer else NodeContract()
+
+
+@node_contract(reads=SEQUENCE_KEYS, writes=("rm_scores",), roles=("reward_model",), when=_reward_model_inputs)
 def compute_rm_score(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """The reward model's score of each response, on its last token (verl's ``rm_scores``)."""
     start = time.perf_counter()

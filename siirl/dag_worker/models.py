@@ -128,6 +128,6 @@ def build_reward_model(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     from siirl.engine.workers.reward_model import RewardModelWorker
 
     return RewardModelWorker(
-        ctx.cfg.reward_model, ctx.backend, tokenizer=ctx.tokenizer,
-        process_group=_group(ctx, ROLES.get("reward_model"), agent), local_rank=ctx.local_device,
+        ctx.cfg.reward_model, ctx.backend, process_group=_group(ctx, ROLES.get("reward_model"), agent),
+        local_rank=ctx.local_device,
     )

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from siirl.params.environment import EmbodiedConfig
+from siirl.params.model import ModelConfig
 
 
 @dataclass
@@ -55,9 +56,29 @@ class OverlongBufferConfig:
 
 
 @dataclass
+class RewardModelModelConfig(ModelConfig):
+    """``reward_model.model``: the sequence classifier (``path``, its own tokenizer and loading options, as
+    for the critic) plus verl's ``input_tokenizer``."""
+
+    #: The policy's tokenizer dir when the reward model's tokenizer or chat template differs: responses are
+    #: then decoded with it and the chat re-rendered with the reward model's template. Empty = the same
+    #: tokenizer, token ids are scored as they are.
+    input_tokenizer: str = ""
+
+
+@dataclass
 class RewardModelConfig:
     #: Model-based reward (a sequence classifier); rule rewards need none.
     enable: bool = False
+    #: auto | fsdp (= fsdp2) | replicate, as ``critic.strategy`` (megatron: refused)
+    strategy: str = "auto"
+    model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
+    micro_batch_size_per_gpu: int = 64
+    use_dynamic_bsz: bool = True
+    forward_max_token_len_per_gpu: int = 8192
+    #: Longest re-rendered input (``model.input_tokenizer`` set), cut from the left so the response stays;
+    #: null = no limit.
+    max_length: int | None = None
     #: naive | batch | parallel | dapo
     reward_manager: str = "naive"
     num_workers: int = 2

@@ -1,18 +1,31 @@
 """Empty model/data paths mean "the embedded default": the tiny Qwen2 model and arithmetic task shipped
-inside the package, so the default command needs no download."""
+inside the package, so the default command needs no download. A reward model defaults to the embedded
+one only next to the embedded policy (it scores ``a+b=`` answers); any other policy must name its own."""
 
 from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from siirl.errors import ConfigError
+
 
 def fill_embedded_defaults(cfg: DictConfig) -> None:
     """Fill empty paths in place (before the config is frozen)."""
     model = cfg.actor_rollout_ref.model
-    if not model.path:
+    embedded_policy = not model.path
+    if embedded_policy:
         from siirl.tasks import default_model_path
 
         model.path = default_model_path()
+    if cfg.reward_model.enable and not cfg.reward_model.model.path:
+        if not embedded_policy:
+            raise ConfigError(
+                "bad config: reward_model.enable=true needs reward_model.model.path (a local sequence-"
+                "classification model directory)"
+            )
+        from siirl.tasks import default_reward_model_path
+
+        cfg.reward_model.model.path = default_reward_model_path()
     if not cfg.critic.model.path:
         cfg.critic.model.path = model.path
         cfg.critic.model.tokenizer_path = model.tokenizer_path

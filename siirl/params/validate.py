@@ -46,6 +46,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "actor_rollout_ref.actor.optim.lr": _NON_NEGATIVE,
     "actor_rollout_ref.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "critic.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
+    "reward_model.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
+    "reward_model.micro_batch_size_per_gpu": _POSITIVE,
+    "reward_model.forward_max_token_len_per_gpu": _POSITIVE,
     "trainer.nnodes": _POSITIVE,
     "trainer.log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     "trainer.cpu_threads_per_worker": _NON_NEGATIVE,
@@ -70,9 +73,9 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: v == "megatron",
         "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
     ),
-    "reward_model.enable": (
-        lambda v: bool(v),
-        "is not supported: model-based rewards are not implemented; use rule rewards (custom_reward_function)",
+    "reward_model.strategy": (
+        lambda v: v == "megatron",
+        "is not implemented; the reward model runs with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
     ),
 }
 

@@ -40,7 +40,12 @@ def test_overrides_and_device_group():
         ("algorithm.adv_estimator=magic", "registered: cpgd, gae"),
         ("data.truncation=middle", "data.truncation"),
         ("device=tpu", "valid devices: auto, cpu, cuda, npu"),
-        ("dag.agent_placement=apart", "dag.agent_placement='apart' is invalid; expected one of auto, own, shared"),
+        ("reward_model.strategy=megatron", "reward_model.strategy='megatron' is not implemented"),
+        ("reward_model.micro_batch_size_per_gpu=0", "reward_model.micro_batch_size_per_gpu"),
+        (
+            "dag.agent_placement=apart",
+            "dag.agent_placement='apart' is invalid; expected one of auto, own, shared",
+        ),
     ],
 )
 def test_bad_config_is_one_line_naming_the_key(override, expected):
@@ -57,3 +62,29 @@ def test_config_is_the_typed_tree_and_pickles():
     assert cfg.env.kwargs == {"steps": 3} and type(cfg.env.kwargs) is dict  # no OmegaConf containers
     assert type(cfg.data.train_files) is list
     assert pickle.loads(pickle.dumps(cfg)) == cfg
+
+
+def test_reward_model_keys_as_verl_names_them():
+    cfg = load_config(
+        [
+            "reward_model.model.path=/models/rm",
+            "reward_model.model.input_tokenizer=/models/policy",
+            "reward_model.model.trust_remote_code=true",
+            "reward_model.strategy=fsdp",
+            "reward_model.micro_batch_size_per_gpu=8",
+            "reward_model.use_dynamic_bsz=false",
+            "reward_model.forward_max_token_len_per_gpu=16384",
+            "reward_model.max_length=2048",
+        ]
+    )
+    rm = cfg.reward_model
+    assert (rm.model.path, rm.model.input_tokenizer, rm.strategy, rm.max_length) == (
+        "/models/rm",
+        "/models/policy",
+        "fsdp",
+        2048,
+    )
+    assert load_config([]).reward_model.max_length is None
+    assert (
+        load_config([]).reward_model.model.path == ""
+    )  # never filled with the policy: an LM is no reward model

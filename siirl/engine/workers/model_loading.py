@@ -14,6 +14,7 @@ import torch
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
     PreTrainedModel,
@@ -29,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 #: ``model.dtype`` names (``auto``: the backend's preference); config validation reads the same table.
 DTYPES: Registry[torch.dtype] = Registry(
-    "model dtype", config_keys=("actor_rollout_ref.model.dtype", "critic.model.dtype"), also_allowed=("auto",)
+    "model dtype", config_keys=("actor_rollout_ref.model.dtype", "critic.model.dtype", "reward_model.model.dtype"), also_allowed=("auto",)
 )
 for _names, _dtype in (
     (("float32", "fp32"), torch.float32),
@@ -132,5 +133,24 @@ def load_value_model(model_cfg: ModelConfig, backend: DeviceBackend, dtype: torc
     model = _load(
         AutoModelForTokenClassification, model_cfg, dtype, backend, num_labels=1, classifier_dropout=0.0
     )
+    model.config.use_cache = False
+    return model
+
+
+def load_sequence_classifier(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
+    """A one-output sequence classifier (a reward model) with its trained ``score`` head.
+
+    A causal-LM checkpoint would load with a freshly initialised head and score noise, so it is refused.
+    """
+    config = AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code))
+    architectures = config.architectures or []
+    if architectures and all(name.endswith("ForCausalLM") for name in architectures):
+        raise ModelLoadError(
+            f"'{model_cfg.path}' holds a causal LM ({architectures[0]}), not a sequence classifier: "
+            "a reward model needs a trained score head (e.g. Qwen2ForSequenceClassification)"
+        )
+    model = _load(AutoModelForSequenceClassification, model_cfg, dtype, backend, num_labels=1)
+    if not isinstance(getattr(model, "score", None), torch.nn.Module):
+        raise ModelLoadError(f"{type(model).__name__} at '{model_cfg.path}' has no `score` head to read")
     model.config.use_cache = False
     return model

@@ -64,7 +64,7 @@ class ParallelStrategy(ABC):
 STRATEGIES: Registry[type[ParallelStrategy]] = Registry(
     "parallel strategy",
     open=True,
-    config_keys=("actor_rollout_ref.actor.strategy", "critic.strategy"),
+    config_keys=("actor_rollout_ref.actor.strategy", "critic.strategy", "reward_model.strategy"),
     also_allowed=("auto",),
 )
 
