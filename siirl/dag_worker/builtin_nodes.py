@@ -213,7 +213,8 @@ def compute_ref_log_prob(
     if reference is None:
         return NodeOutput(batch, info={"skipped": "no KL term configured"})
     start = time.perf_counter()
-    _rows(batch, agent)["ref_log_prob"] = reference.compute_ref_log_prob(_rows(batch, agent))
+    rows = _rows(batch, agent)
+    rows["ref_log_prob"] = reference.compute_ref_log_prob(rows)
     metrics: dict[str, float] = {}
     _timed(metrics, "ref", start)
     return NodeOutput(batch, metrics=_scoped(metrics, agent))

@@ -18,18 +18,16 @@ from siirl.dag_worker.process_groups import build_dp_groups
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.device import DeviceBackend
 from siirl.execution.dag import TaskGraph
-from siirl.execution.roles import ROLES
+from siirl.execution.roles import ROLES, model_key
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.params.root import SiirlConfig
 
 logger = logging.getLogger(__name__)
 
-POLICY = "actor"
-
 
 def policy_key(agent: str = "") -> str:
     """The slot of the policy a node acts on: ``actor``, or ``<agent>/actor`` for an agent of a team."""
-    return f"{agent}/{POLICY}" if agent else POLICY
+    return model_key(ROLES.get("actor"), agent)
 
 
 @dataclass
@@ -61,8 +59,7 @@ class WorkerContext:
 
     def model(self, role: str, agent: str = "") -> Any:
         """The model of ``role`` for the single policy or for ``agent``; None when the run has none."""
-        spec = ROLES.get(role)
-        return self.models.get(f"{agent}/{spec.key}" if agent else spec.key)
+        return self.models.get(model_key(ROLES.get(role), agent))
 
     def policies(self) -> dict[str, Policy]:
         return {key: model for key, model in self.models.items() if isinstance(model, Policy)}

@@ -14,13 +14,12 @@ from dataclasses import replace
 from typing import Any
 
 from siirl.execution.dag import NodeType, TaskGraph
+from siirl.execution.dag.contract import AGENT_KEY, node_agent
 from siirl.execution.roles import NODE_ROLE_SPECS, ROLES, RoleSpec, model_key
 from siirl.params.root import SiirlConfig
 from siirl.registry import import_ref
 
 logger = logging.getLogger(__name__)
-
-AGENT_KEY = "agent"
 
 
 def _node_roles(node: Any, cfg: Any) -> tuple[str, ...]:
@@ -38,7 +37,7 @@ def requested_models(graph: TaskGraph, cfg: Any) -> dict[str, tuple[RoleSpec, st
     wanted: dict[str, tuple[RoleSpec, str, set[str]]] = {}
     for node_id in graph.get_execution_order():
         node = graph.nodes[node_id]
-        agent = str(node.config.get(AGENT_KEY) or "")
+        agent = node_agent(node.config)
         for name in _node_roles(node, cfg):
             spec = ROLES.get(name)
             if spec.builder:

@@ -26,8 +26,15 @@ from siirl.execution.dag.node_types import DAGValidationError
 CONTRACT_ATTR = "__siirl_contract__"
 #: What a rollout writes: the sampled sequences and the group id of each sample.
 ROLLOUT_WRITES = ("prompts", "responses", "response_mask", "input_ids", "attention_mask", "position_ids", "uid")
+#: Node config key naming the agent a node belongs to (empty or absent: the run's single policy).
+AGENT_KEY = "agent"
 #: The batch field holding each agent's own rows (a nested TensorDict per agent name).
 AGENTS_FIELD = "agents"
+
+
+def node_agent(config: Any) -> str:
+    """The agent a node's own config section names, or ``""`` for the run's single policy."""
+    return str(config.get(AGENT_KEY) or "")
 
 
 def scoped_key(agent: str, key: str) -> str:

@@ -27,15 +27,13 @@ from dataclasses import dataclass, field
 
 from siirl.errors import ConfigError
 from siirl.execution.dag.builtin_pipelines import STEPS, policy_steps
-from siirl.execution.dag.contract import ROLLOUT_WRITES, scoped_key
+from siirl.execution.dag.contract import AGENT_KEY, ROLLOUT_WRITES, scoped_key
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.params.root import SiirlConfig, or_defaults
 
 AGENT_NODES = "siirl.dag_worker.agent_nodes"
-#: Node config key naming the agent a node belongs to.
-AGENT_KEY = "agent"
 REWARD_MODES = ("shared", "per_agent")
 
 

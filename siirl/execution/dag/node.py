@@ -17,6 +17,7 @@ from siirl.execution.dag.contract import (
     DeclaredContract,
     NodeContract,
     declared_contract,
+    node_agent,
     node_config_instance,
 )
 from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType, parse_enum
@@ -205,7 +206,7 @@ class Node:
     def effective_contract(self, cfg: Any) -> NodeContract | None:
         """Function contract (resolved for ``cfg``) merged with the pipeline's; None when neither exists."""
         declared = self.declared()
-        base = declared.resolve(cfg, str(self.config.get("agent") or "")) if declared is not None else None
+        base = declared.resolve(cfg, node_agent(self.config)) if declared is not None else None
         if base is None:
             return self.contract
         return base.merged(self.contract)
