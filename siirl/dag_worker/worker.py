@@ -46,13 +46,32 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def worker_threads(cfg: SiirlConfig, plan: ExecutionPlan, rank: int) -> int:
-    """``trainer.cpu_threads_per_worker``, or the node's cores split evenly among its DAG workers."""
+def ray_node_cpus() -> int | None:
+    """The CPUs Ray gave this process's node, or None outside a Ray worker.
+
+    Several Ray nodes may share one host (``ray.cluster_utils.Cluster``, containers with a CPU quota); the
+    node's resources, not the host's cores, say how many threads its workers may run without fighting."""
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id and node.get("Alive", True):
+            cpus = node.get("Resources", {}).get("CPU")
+            return int(cpus) if cpus else None
+    return None
+
+
+def worker_threads(cfg: SiirlConfig, plan: ExecutionPlan, rank: int, node_cpus: int | None = None) -> int:
+    """``trainer.cpu_threads_per_worker``, or the node's cores (what Ray gave the node, at most the cores this
+    process may use) split evenly among its DAG workers."""
     if int(cfg.trainer.cpu_threads_per_worker) > 0:
         return int(cfg.trainer.cpu_threads_per_worker)
     node = plan.worker(rank).node_index
     on_node = sum(1 for worker in plan.workers if worker.node_index == node)
-    return max(1, available_cores() // max(on_node, 1))
+    cores = available_cores() if node_cpus is None else min(available_cores(), node_cpus)
+    return max(1, cores // max(on_node, 1))
 
 
 class DAGWorker(BuiltinNodeMethods):
@@ -71,7 +90,7 @@ class DAGWorker(BuiltinNodeMethods):
         self.backend = get_backend(device_name)
         self.local_device = 0
         self._listener: socket.socket | None = None
-        torch.set_num_threads(worker_threads(self.cfg, plan, rank))
+        torch.set_num_threads(worker_threads(self.cfg, plan, rank, ray_node_cpus()))
 
     def rendezvous_address(self) -> tuple[str, int]:
         """Rank 0 hosts the torch.distributed rendezvous, on the node IP Ray uses (the address peers dial)."""

@@ -39,3 +39,9 @@ def test_threads_split_the_cores_of_a_node_among_its_workers():
     assert worker_threads(cfg, _plan([0] * (4 * cores)), 0) == 1
     cfg.trainer.cpu_threads_per_worker = 3
     assert worker_threads(cfg, _plan([0, 0]), 0) == 3
+
+
+def test_threads_follow_the_cpus_ray_gave_the_node():
+    cfg = SiirlConfig()
+    assert worker_threads(cfg, _plan([0, 1]), 1, node_cpus=1) == 1  # alone on a 1-CPU Ray node
+    assert worker_threads(cfg, _plan([0, 0]), 0, node_cpus=10**6) == max(1, available_cores() // 2)
