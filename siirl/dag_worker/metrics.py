@@ -52,7 +52,14 @@ def check_loggers(names: list[str]) -> None:
             raise ConfigError("bad config: trainer.logger=wandb needs the wandb package: pip install siirl[wandb]")
 
 
+#: Failure counters (``reward/timeouts``, ``env/errors``, ...): each worker counts its own samples, so the
+#: job's count is their sum, not their mean.
+COUNTER_LEAVES = frozenset({"timeouts", "errors", "crashes", "env_errors"})
+
+
 def _reduce_column(key: str, column: torch.Tensor) -> float:
+    if key.rsplit("/", 1)[-1] in COUNTER_LEAVES:
+        return column.sum().item()
     if key.endswith("/max"):
         return column.max().item()
     if key.endswith("/min"):
@@ -63,7 +70,8 @@ def _reduce_column(key: str, column: torch.Tensor) -> float:
 def reduce_metrics(
     metrics: dict[str, float], group: dist.ProcessGroup | None = None, same_keys: bool = True
 ) -> dict[str, float]:
-    """Mean of every scalar over the workers; ``*/max`` keys take the max, ``*/min`` the min.
+    """Mean of every scalar over the workers; ``*/max`` keys take the max, ``*/min`` the min, failure counters
+    (:data:`COUNTER_LEAVES`) the sum.
 
     With ``same_keys`` every worker passes the same keys (they all run the same task graph); keys are
     sorted so the collective lines up, and one all-gather of the values (a few hundred bytes per worker)

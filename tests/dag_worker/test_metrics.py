@@ -38,7 +38,7 @@ def _reduce_rank(rank: int, port: int, out_dir: str) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    got = reduce_metrics({"a": 1.0 + 2 * rank, "len/max": 3.0 - rank, "len/min": 5.0 + rank})
+    got = reduce_metrics({"a": 1.0 + 2 * rank, "len/max": 3.0 - rank, "len/min": 5.0 + rank, "reward/errors": 9.0 + rank})
     # workers of different placement groups report different keys: each key over those that have it
     own = {"a": 1.0 + 2 * rank, f"only{rank}/max": 7.0 + rank, "len/min": 5.0 + rank}
     got["union"] = reduce_metrics(own, same_keys=False)
@@ -46,7 +46,7 @@ def _reduce_rank(rank: int, port: int, out_dir: str) -> None:
     dist.destroy_process_group()
 
 
-def test_reduce_over_two_ranks_means_maxes_and_mins(tmp_path):
+def test_reduce_over_two_ranks_means_maxes_mins_and_sums_counters(tmp_path):
     import socket
 
     import torch.multiprocessing as mp
@@ -56,5 +56,5 @@ def test_reduce_over_two_ranks_means_maxes_and_mins(tmp_path):
         port = sock.getsockname()[1]
     mp.spawn(_reduce_rank, args=(port, str(tmp_path)), nprocs=2, join=True)
     union = {"a": 2.0, "len/min": 5.0, "only0/max": 7.0, "only1/max": 8.0}
-    want = {"a": 2.0, "len/max": 3.0, "len/min": 5.0, "union": union}
+    want = {"a": 2.0, "len/max": 3.0, "len/min": 5.0, "reward/errors": 19.0, "union": union}
     assert [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)] == [want, want]
