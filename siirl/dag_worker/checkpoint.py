@@ -41,11 +41,6 @@ def checkpoint_root(trainer: Any) -> Path:
     return Path(trainer.default_local_dir or Path(trainer.output_dir) / "checkpoints")
 
 
-def _barrier() -> None:
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-
-
 def rng_state() -> dict[str, Any]:
     """Python, NumPy and torch CPU generator states as JSON-safe values."""
     np_state = np.random.get_state()
@@ -141,28 +136,56 @@ class CheckpointManager:
         return path
 
     def save(self, step: int, components: dict[str, Any], worker_state: dict[str, Any]) -> Path:
-        """Write components (objects with ``save_checkpoint(dir)``) and this worker's JSON state."""
+        """Write components (objects with ``save_checkpoint(dir)``) and this worker's JSON state.
+
+        All or nothing: a write that fails on any rank (a full disk) fails the save on every rank (no rank
+        waits at a barrier for it), the half-written folder is removed, and one ``CheckpointError`` line says why."""
         tmp = self.root / f".tmp_global_step_{step}"
-        if self.rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-        _barrier()
+        error = self._attempt(lambda: self._fresh(tmp) if self.rank == 0 else None)
+        if error is None:
+            error = self._attempt(lambda: self._write(tmp, components, worker_state))
+        final = self.step_dir(step)
+        if error is None:  # every rank takes part: the verdict is a collective
+            error = self._attempt(lambda: self._publish(tmp, final, step) if self.rank == 0 else None)
+        if error is not None:
+            if self.rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise CheckpointError(f"checkpoint save at step {step} failed, nothing was kept: {error}")
+        return final
+
+    def _attempt(self, action) -> str | None:
+        """Run ``action`` on this rank; every rank learns whether any rank failed (the first reason seen here)."""
+        reason = None
+        try:
+            action()
+        except OSError as exc:
+            reason = f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)
+        failed = torch.tensor([0 if reason is None else 1])
+        if dist.is_available() and dist.is_initialized():
+            dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+        if failed.item() and reason is None:
+            reason = "another worker could not write its part"
+        return reason
+
+    @staticmethod
+    def _fresh(tmp: Path) -> None:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+
+    def _write(self, tmp: Path, components: dict[str, Any], worker_state: dict[str, Any]) -> None:
         for name, component in components.items():
             component.save_checkpoint(tmp / name)
         (tmp / f"worker_{self.rank}.json").write_text(json.dumps(worker_state), encoding="utf-8")
-        _barrier()
-        final = self.step_dir(step)
-        if self.rank == 0:
-            write_manifest(tmp)
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(tmp, final)
-            pointer_tmp = self.root / f".{LATEST}.tmp"
-            pointer_tmp.write_text(str(step), encoding="utf-8")
-            os.replace(pointer_tmp, self.root / LATEST)
-            self._prune()
-            logger.info("checkpoint saved: %s", final)
-        _barrier()
-        return final
+
+    def _publish(self, tmp: Path, final: Path, step: int) -> None:
+        write_manifest(tmp)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+        pointer_tmp = self.root / f".{LATEST}.tmp"
+        pointer_tmp.write_text(str(step), encoding="utf-8")
+        os.replace(pointer_tmp, self.root / LATEST)
+        self._prune()
+        logger.info("checkpoint saved: %s", final)
 
     def load(self, path: Path, components: dict[str, Any]) -> dict[str, Any]:
         """Restore components (each checks its files with ``read_verified``); return this worker's state."""

@@ -46,9 +46,6 @@ class TrainingLoop:
         self.step = 0
         self.run_dir = Path(self.cfg.trainer.output_dir)
         self.ckpt = CheckpointManager(checkpoint_root(self.cfg.trainer), self.rank, self.cfg.trainer.max_ckpt_to_keep)
-        trainer = self.cfg.trainer
-        run = RunInfo(trainer.project_name, trainer.experiment_name, dataclasses.asdict(self.cfg))
-        self.metrics_logger = MetricsLogger(self.run_dir, list(trainer.logger), enabled=self.rank == 0, run=run)
         self.progress = ProgressReporter(enabled=self.rank == 0)
         self.samples_per_step = int(self.cfg.data.train_batch_size) * int(self.cfg.actor_rollout_ref.rollout.n)
         self.train_iter = None
@@ -172,6 +169,8 @@ class TrainingLoop:
         trainer = self.cfg.trainer
         total = self.total_steps()
         start = self._resume()
+        run = RunInfo(trainer.project_name, trainer.experiment_name, dataclasses.asdict(self.cfg), resumed_at=start)
+        self.metrics_logger = MetricsLogger(self.run_dir, list(trainer.logger), enabled=self.rank == 0, run=run)
         summary: dict[str, float] = {}
         self.progress.report(start, total, {})
         if trainer.val_before_train and start == 0:
@@ -186,8 +185,6 @@ class TrainingLoop:
             metrics = self.run_graph()
             metrics["timing_s/step"] = time.perf_counter() - began
             self.ctx.step_finished(metrics)
-            if trainer.save_freq > 0 and step % trainer.save_freq == 0:
-                self.ckpt.save(step, self.ctx.checkpoint_components(), self._worker_state(step))
             began = time.perf_counter()
             metrics = reduce_metrics(metrics, same_keys=not self.handoffs)
             metrics["timing_s/reduce_metrics"] = time.perf_counter() - began
@@ -196,8 +193,10 @@ class TrainingLoop:
                 began = time.perf_counter()
                 metrics.update(self.validate())
                 metrics["timing_s/validate"] = time.perf_counter() - began
-            self.metrics_logger.log(step, metrics)
+            self.metrics_logger.log(step, metrics)  # before the save: a failed save loses no metrics
             self.progress.report(step, total, metrics)
+            if trainer.save_freq > 0 and step % trainer.save_freq == 0:
+                self.ckpt.save(step, self.ctx.checkpoint_components(), self._worker_state(step))
             summary.update({k: metrics[k] for k in ("reward/mean", "val/score") if k in metrics})
         self.metrics_logger.close()
         if self.rank == 0:

@@ -39,6 +39,9 @@ class RunInfo:
     project: str = "siirl"
     name: str = "run"
     config: dict[str, Any] = field(default_factory=dict)
+    #: The checkpoint step a resumed run starts after: sinks drop what an earlier attempt logged beyond it,
+    #: so each step is recorded once.
+    resumed_at: int = 0
 
 
 def check_loggers(names: list[str]) -> None:
@@ -109,10 +112,28 @@ class ConsoleSink:
         return None
 
 
+def _keep_steps_up_to(path: Path, step: int) -> None:
+    """Rewrite ``path`` (atomically) without the records of steps after ``step``; unreadable lines stay."""
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            later = int(json.loads(line).get("step", 0)) > step
+        except (ValueError, AttributeError, TypeError):
+            later = False
+        if not later:
+            kept.append(line + "\n")
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
 @SINKS.register("jsonl")
 class JsonlSink:
     def __init__(self, run_dir: Path, run: RunInfo) -> None:
-        self.file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        path = run_dir / "metrics.jsonl"
+        if run.resumed_at and path.is_file():
+            _keep_steps_up_to(path, run.resumed_at)
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
         self.file.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
@@ -127,7 +148,9 @@ class TensorboardSink:
     def __init__(self, run_dir: Path, run: RunInfo) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+        # purge_step hides what an earlier attempt logged after the resumed checkpoint
+        purge = run.resumed_at + 1 if run.resumed_at else None
+        self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge)
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
         for key, value in metrics.items():

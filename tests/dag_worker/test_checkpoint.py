@@ -2,6 +2,7 @@
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 from siirl.dag_worker.checkpoint import CheckpointManager, rng_state, set_rng_state
 from siirl.engine.manifest import read_verified
-from siirl.errors import SiirlUserError
+from siirl.errors import CheckpointError, SiirlUserError
 
 
 class Component:
@@ -42,9 +43,12 @@ def test_save_then_load_round_trip(tmp_path):
 def test_crash_mid_write_keeps_previous_checkpoint(tmp_path):
     manager = CheckpointManager(tmp_path, rank=0)
     manager.save(2, {"actor": Component(7)}, {"step": 2})
-    with pytest.raises(OSError):
+    with pytest.raises(CheckpointError) as failure:
         manager.save(4, {"actor": Component(9, crash=True)}, {"step": 4})
+    assert "step 4 failed" in str(failure.value) and "disk full" in str(failure.value)
+    assert "\n" not in str(failure.value)
     assert not (tmp_path / "global_step_4").exists()
+    assert not list(tmp_path.glob(".tmp*"))  # no half-written folder left behind
     assert manager.latest() == tmp_path / "global_step_2"
     restored = Component(0)
     assert manager.load(manager.latest(), {"actor": restored}) == {"step": 2}
@@ -73,3 +77,30 @@ def test_rng_state_round_trips_through_json():
     expected = (random.random(), np.random.rand(), torch.rand(1).item())
     set_rng_state(state)
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
+
+
+def _save_where_rank_1_fails(rank: int, port: int, root: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    manager = CheckpointManager(Path(root), rank=rank)
+    manager.save(1, {"actor": Component(rank)}, {"step": 1})
+    try:
+        manager.save(2, {"actor": Component(rank, crash=rank == 1)}, {"step": 2})
+    except CheckpointError as exc:
+        (Path(root) / f"error_{rank}.txt").write_text(str(exc))
+    dist.destroy_process_group()
+
+
+def test_one_rank_failing_fails_the_save_on_every_rank_without_hanging(tmp_path):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    mp.spawn(_save_where_rank_1_fails, args=(port, str(tmp_path)), nprocs=2, join=True)
+    assert "disk full" in (tmp_path / "error_1.txt").read_text()
+    assert "another worker" in (tmp_path / "error_0.txt").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["global_step_1"]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from siirl.dag_worker.metrics import MetricsLogger, reduce_metrics
+from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
 
 
@@ -58,3 +58,15 @@ def test_reduce_over_two_ranks_means_maxes_mins_and_sums_counters(tmp_path):
     union = {"a": 2.0, "len/min": 5.0, "only0/max": 7.0, "only1/max": 8.0}
     want = {"a": 2.0, "len/max": 3.0, "len/min": 5.0, "reward/errors": 19.0, "union": union}
     assert [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)] == [want, want]
+
+
+def test_a_resumed_run_records_each_step_once(tmp_path):
+    first = MetricsLogger(tmp_path, ["jsonl"], enabled=True)
+    for step in (0, 1, 2, 3):
+        first.log(step, {"reward/mean": float(step)})
+    first.close()  # the first attempt died after step 3; its newest intact checkpoint is step 2
+    resumed = MetricsLogger(tmp_path, ["jsonl"], enabled=True, run=RunInfo(resumed_at=2))
+    resumed.log(3, {"reward/mean": 30.0})
+    resumed.close()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["reward/mean"]) for r in records] == [(0, 0.0), (1, 1.0), (2, 2.0), (3, 30.0)]
