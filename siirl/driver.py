@@ -24,6 +24,7 @@ from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.execution.scheduler.ray_request import PLACEMENT_STRATEGY, placement_bundles, worker_actor_options
 from siirl.params import SiirlConfig
+from siirl.run_lock import output_dir_lock
 from siirl.worker_errors import WorkerFailed, explain, pick_failure
 
 logger = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
     from siirl.data_coordinator import create_data_buffers
 
     started = time.perf_counter()
-    with InterruptGuard():
+    with output_dir_lock(cfg.trainer.output_dir), InterruptGuard():
         try:
             owns_ray = _init_ray(cfg)
         except ClusterError:
