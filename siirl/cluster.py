@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import Any, Self
 
 from siirl.errors import ClusterError
 
@@ -116,9 +116,9 @@ class InterruptGuard:
         self._old_fd = -1
         self._pipe: tuple[int, int] | None = None
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> Self:
         if threading.current_thread() is not threading.main_thread():
-            return
+            return self
         for signum in (signal.SIGINT, signal.SIGTERM):
             self._saved[signum] = signal.signal(signum, self._raise)
         read_fd, write_fd = os.pipe()
@@ -126,6 +126,14 @@ class InterruptGuard:
         self._pipe = (read_fd, write_fd)
         self._old_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
         threading.Thread(target=self._watch, args=(read_fd,), name="siirl-interrupt", daemon=True).start()
+        return self
+
+    def reclaim(self) -> None:
+        """Take SIGINT/SIGTERM back after ``ray.init``: Ray's driver installs a C++ handler that dumps a
+        stack trace and exits 1 on SIGTERM, where the documented behaviour is Ctrl-C's (cleanup, exit 130)."""
+        if self._pipe is not None:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, self._raise)
 
     def __exit__(self, *exc_info: object) -> None:
         if self._timer is not None:

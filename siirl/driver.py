@@ -127,9 +127,10 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
     from siirl.data_coordinator import create_data_buffers
 
     started = time.perf_counter()
-    with output_dir_lock(cfg.trainer.output_dir), InterruptGuard():
+    with output_dir_lock(cfg.trainer.output_dir), InterruptGuard() as guard:
         try:
             owns_ray = _init_ray(cfg)
+            guard.reclaim()
         except ClusterError:
             raise
         except Exception as exc:  # noqa: BLE001  (Ray raises bare Exception/ConnectionError on start-up)
