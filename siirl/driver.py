@@ -23,6 +23,7 @@ from siirl.device import DeviceBackend
 from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.execution.scheduler.ray_request import PLACEMENT_STRATEGY, placement_bundles, worker_actor_options
+from siirl.orphan_guard import OrphanGuard
 from siirl.params import SiirlConfig
 from siirl.run_lock import output_dir_lock
 from siirl.worker_errors import WorkerFailed, explain, pick_failure
@@ -35,8 +36,9 @@ PLACEMENT_TIMEOUT_S = 120
 FAILURE_GRACE_S = 3.0
 
 
-def _init_ray(cfg: SiirlConfig) -> bool:
-    """Start or join Ray; True when this call started it (and so must shut it down)."""
+def _init_ray(cfg: SiirlConfig) -> tuple[bool, OrphanGuard | None]:
+    """Start or join Ray; True when this call connected (and so must shut down), and the watchdog that
+    ends a Ray started here should the driver die without cleaning up."""
     address = cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS") or None
     # Workers import user modules (custom pipelines, reward files) relative to where the job started.
     path = os.pathsep.join(p for p in [os.getcwd(), os.environ.get("PYTHONPATH", "")] if p)
@@ -45,19 +47,24 @@ def _init_ray(cfg: SiirlConfig) -> bool:
     if os.environ.get("SIIRL_LOG_LEVEL"):
         env["SIIRL_LOG_LEVEL"] = os.environ["SIIRL_LOG_LEVEL"]
     if ray.is_initialized():
-        return False
+        return False, None
     if address:
         probe_address(address)
         ray.init(**ray_init_options(address, {"env_vars": env}))
-        return True
+        return True, None
     # Ray starts worker processes at nice 15 (meant for background tasks): the DAG workers ARE the job,
     # and at nice 15 any other busy process on the host would take most of their CPU time.
     os.environ.setdefault("RAY_worker_niceness", "0")
     # A Ray started here inherits this environment down to every worker, so the job needs no runtime_env:
     # with one, Ray could not hand the actors its pre-started workers and would start fresh ones.
     os.environ.update(env)
-    ray.init(**ray_init_options(None))
-    return True
+    guard = OrphanGuard()
+    try:
+        ray.init(**ray_init_options(None))
+    except BaseException:
+        guard.release()
+        raise
+    return True, guard
 
 
 def _reserve(plan: ExecutionPlan, backend: DeviceBackend):
@@ -129,7 +136,7 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
     started = time.perf_counter()
     with output_dir_lock(cfg.trainer.output_dir), InterruptGuard() as guard:
         try:
-            owns_ray = _init_ray(cfg)
+            owns_ray, orphan_guard = _init_ray(cfg)
             guard.reclaim()
         except ClusterError:
             raise
@@ -172,3 +179,5 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
                 remove_placement_group(group)
             if owns_ray:
                 ray.shutdown()
+            if orphan_guard is not None:
+                orphan_guard.release()

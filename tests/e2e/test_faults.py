@@ -131,3 +131,17 @@ def test_interrupt_ends_job_and_every_process_within_10s(tmp_path, signum):
     assert "SIGTERM received" not in stderr, stderr[-2000:]
     assert exited < 10, f"driver took {exited:.1f}s to exit"
     assert not [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], alive
+
+
+def test_sigkilled_driver_leaves_no_ray_process_after_30s(tmp_path):
+    """The driver runs no cleanup when SIGKILLed; its watchdog ends the local Ray it started."""
+    import psutil
+
+    proc = _start_long_job(tmp_path / "killed")
+    started = _descendants(proc.pid)
+    assert len(started) >= 3
+    proc.kill()
+    proc.communicate(timeout=30)
+    _, alive = psutil.wait_procs(started, timeout=30)
+    leftover = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not leftover, [" ".join(p.cmdline()[:3]) for p in leftover]
