@@ -18,7 +18,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 
 from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_init_options
 from siirl.dag_worker.layouts import moves_samples
-from siirl.dag_worker.progress import ProgressBar, create_board
+from siirl.dag_worker.progress import ProgressBar, StallWatch, create_board
 from siirl.device import DeviceBackend
 from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
@@ -99,11 +99,12 @@ def _rendezvous(workers: list) -> None:
     ray.get([w.init_distributed.remote(address, port) for w in workers])
 
 
-def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None) -> dict:
+def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None, stall: StallWatch | None = None) -> dict:
     """Wait for every worker's ``run``; the first failure fails the job, naming the worker.
 
     A dead worker's ref resolves to an error at once, while its peers may sit in a collective waiting
-    for it: failing on the first error (and killing the rest in ``run_job``) bounds the exit time.
+    for it: failing on the first error (and killing the rest in ``run_job``) bounds the exit time. A live
+    worker that stopped (stopped process, endless user code) is caught by ``stall``.
     """
     pending = dict(zip(refs, range(len(refs))))
     summaries: dict[int, dict] = {}
@@ -112,6 +113,9 @@ def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None) -> dict:
     while pending and (deadline is None or time.monotonic() < deadline):
         if bar is not None:
             bar.poll()
+        stalled = stall.poll() if stall is not None and not failures else None
+        if stalled:
+            raise WorkerFailed(stalled)
         done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5 if deadline is None else 0.2)
         for ref in done:
             rank = pending.pop(ref)
@@ -160,7 +164,8 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
                 raise explain(exc, None, str(cfg.trainer.output_dir)) from None
             bar = ProgressBar(board)
             try:
-                summary = _watch([w.run.remote() for w in workers], str(cfg.trainer.output_dir), bar)
+                stall = StallWatch(board, cfg.trainer.stall_timeout_s)
+                summary = _watch([w.run.remote() for w in workers], str(cfg.trainer.output_dir), bar, stall)
             finally:
                 bar.close()
             shown = ", ".join(f"{k}={v:.3f}" for k, v in summary.items())

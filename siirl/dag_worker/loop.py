@@ -46,7 +46,7 @@ class TrainingLoop:
         self.step = 0
         self.run_dir = Path(self.cfg.trainer.output_dir)
         self.ckpt = CheckpointManager(checkpoint_root(self.cfg.trainer), self.rank, self.cfg.trainer.max_ckpt_to_keep)
-        self.progress = ProgressReporter(enabled=self.rank == 0)
+        self.progress = ProgressReporter(self.rank)
         self.samples_per_step = int(self.cfg.data.train_batch_size) * int(self.cfg.actor_rollout_ref.rollout.n)
         self.train_iter = None
         self.handoffs = ctx.handoffs
@@ -82,6 +82,7 @@ class TrainingLoop:
                 metrics["data/gen_batches"] += 1
                 metrics["timing_s/data"] += time.perf_counter() - clock
             node = self.nodes[index]
+            self.progress.beat(self.step, f"node {node.node_id}")
             if self.handoffs and self.handoffs.receives(node.node_id):
                 batch, layout = self.handoffs.fetch(self.step, node.node_id), None
                 metrics["timing_s/handoff"] += time.perf_counter() - clock
@@ -121,6 +122,7 @@ class TrainingLoop:
         total, count, solved, episodes = 0.0, 0, 0.0, 0
         try:
             for batch in self.ctx.val_loader:
+                self.progress.beat(self.step, "validation")
                 generated = builtin_nodes.generate(batch, ctx=self.ctx)
                 if "env/success_rate" in generated.metrics:  # environment rollouts: episodes solved
                     solved += generated.metrics["env/success_rate"] * batch.batch_size[0]

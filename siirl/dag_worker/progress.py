@@ -4,11 +4,16 @@ Rank 0 posts a few numbers per step (step, reward, validation score, samples/s) 
 actor, the :class:`ProgressBoard`, without waiting for a reply; the driver polls the board while it
 watches the workers and draws ONE progress bar. Workers print no bars of their own (Ray would forward
 each redraw as a new line).
+
+Every rank also posts a heartbeat (its step and the node it starts) to the board, at most a few per
+second, so the driver can name a worker that stopped making progress (:class:`StallWatch`) instead of
+waiting on it in silence.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import ray
@@ -18,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 BOARD_NAME = "siirl_progress_board"
 SHOWN = {"reward/mean": "reward", "val/score": "val", "perf/samples_per_s": "samples/s"}
+#: A rank posts a heartbeat at most this often (a step has about ten nodes; the board needs far fewer).
+BEAT_INTERVAL_S = 0.5
 
 
 class ProgressBoard:
@@ -26,13 +33,23 @@ class ProgressBoard:
     def __init__(self) -> None:
         self.step, self.total = 0, 0
         self.values: dict[str, float] = {}
+        #: rank -> (board clock at the beat, step, what the rank was starting)
+        self.beats: dict[int, tuple[float, int, str]] = {}
 
     def report(self, step: int, total: int, values: dict[str, float]) -> None:
         self.step, self.total = step, total
         self.values.update(values)
 
+    def beat(self, rank: int, step: int, doing: str) -> None:
+        self.beats[rank] = (time.monotonic(), step, doing)
+
     def latest(self) -> tuple[int, int, dict[str, float]]:
         return self.step, self.total, dict(self.values)
+
+    def silences(self) -> dict[int, tuple[float, int, str]]:
+        """rank -> (seconds since its last heartbeat, its step, what it was starting), on the board's clock."""
+        now = time.monotonic()
+        return {rank: (now - at, step, doing) for rank, (at, step, doing) in self.beats.items()}
 
 
 def create_board() -> Any:
@@ -41,20 +58,70 @@ def create_board() -> Any:
 
 
 class ProgressReporter:
-    """Worker side: rank 0 posts to the board if the driver made one; any other rank does nothing."""
+    """Worker side: every rank beats, rank 0 also posts the headline numbers, if the driver made a board."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.board = None
-        if enabled and ray.is_initialized():
+    def __init__(self, rank: int) -> None:
+        self.rank, self.board, self.last_beat = rank, None, 0.0
+        if ray.is_initialized():
             try:
                 self.board = ray.get_actor(BOARD_NAME)
             except ValueError:
                 logger.debug("no progress board (not started by the siiRL driver)")
 
     def report(self, step: int, total: int, metrics: dict[str, float]) -> None:
-        if self.board is not None:
+        if self.board is not None and self.rank == 0:
             values = {key: float(metrics[key]) for key in SHOWN if key in metrics}
             self.board.report.remote(step, total, values)  # fire and forget: never waits on the driver
+        self.beat(step, "step end", force=True)
+
+    def beat(self, step: int, doing: str, force: bool = False) -> None:
+        """Tell the board this rank is alive and what it starts (throttled to ``BEAT_INTERVAL_S``)."""
+        now = time.monotonic()
+        if self.board is not None and (force or now - self.last_beat >= BEAT_INTERVAL_S):
+            self.last_beat = now
+            self.board.beat.remote(self.rank, step, doing)
+
+
+class StallWatch:
+    """Driver side: a job in which no rank has beaten for ``timeout_s`` is stalled. The ranks silent the
+    longest are named in one warning; if the silence reaches twice ``timeout_s`` the job is ended."""
+
+    def __init__(self, board: Any, timeout_s: float) -> None:
+        self.board, self.timeout_s = board, timeout_s
+        self.pending = None
+        self.warned = False
+
+    def poll(self) -> str | None:
+        """The reason to end the job, once the silence reaches the limit; warns once on the way there."""
+        if self.timeout_s <= 0:
+            return None
+        if self.pending is not None:
+            ready, _ = ray.wait([self.pending], timeout=0)
+            if not ready:
+                return None
+            verdict = self._judge(ray.get(self.pending))
+            if verdict is not None:
+                return verdict
+        self.pending = self.board.silences.remote()
+        return None
+
+    def _judge(self, silences: dict[int, tuple[float, int, str]]) -> str | None:
+        if not silences:
+            return None
+        quietest = min(age for age, _, _ in silences.values())
+        if quietest < self.timeout_s:
+            self.warned = False
+            return None
+        longest = max(age for age, _, _ in silences.values())
+        stuck = sorted(rank for rank, (age, _, _) in silences.items() if age >= longest - BEAT_INTERVAL_S)
+        where = "; ".join(f"rank {r} last at step {silences[r][1]}, {silences[r][2]}" for r in stuck)
+        line = f"no DAG worker made progress for {longest:.0f}s; the silent longest: {where}"
+        if quietest >= 2 * self.timeout_s:
+            return f"{line}; ended after 2 x trainer.stall_timeout_s={self.timeout_s:g}"
+        if not self.warned:
+            self.warned = True
+            logger.warning("%s (the job ends if this lasts to 2 x trainer.stall_timeout_s=%g)", line, self.timeout_s)
+        return None
 
 
 class ProgressBar:

@@ -49,6 +49,9 @@ class TrainerConfig:
     log_level: str = "WARNING"
     #: Intra-op threads of each DAG worker; 0 = the node's cores divided by its workers (no oversubscription).
     cpu_threads_per_worker: int = 0
+    #: Seconds without progress from any DAG worker before the driver warns, naming the ranks silent the
+    #: longest; at twice this the job ends (exit 1). 0 = never.
+    stall_timeout_s: float = 1800.0
 
 
 @dataclass

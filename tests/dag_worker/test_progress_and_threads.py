@@ -1,8 +1,9 @@
 """The driver's progress bar and the per-worker thread budget."""
 
+import logging
 from types import SimpleNamespace
 
-from siirl.dag_worker.progress import ProgressBar, ProgressBoard, ProgressReporter
+from siirl.dag_worker.progress import ProgressBar, ProgressBoard, ProgressReporter, StallWatch
 from siirl.dag_worker.worker import available_cores, worker_threads
 from siirl.params import SiirlConfig
 
@@ -23,7 +24,7 @@ def test_bar_shows_step_total_and_headline_numbers():
 
 
 def test_reporter_without_a_driver_board_does_nothing():
-    ProgressReporter(enabled=True).report(1, 2, {"reward/mean": 0.0})  # no Ray, no board: no error
+    ProgressReporter(rank=0).report(1, 2, {"reward/mean": 0.0})  # no Ray, no board: no error
 
 
 def _plan(nodes: list[int]):
@@ -45,3 +46,21 @@ def test_threads_follow_the_cpus_ray_gave_the_node():
     cfg = SiirlConfig()
     assert worker_threads(cfg, _plan([0, 1]), 1, node_cpus=1) == 1  # alone on a 1-CPU Ray node
     assert worker_threads(cfg, _plan([0, 0]), 0, node_cpus=10**6) == max(1, available_cores() // 2)
+
+
+
+def test_stall_watch_warns_once_then_ends_the_job_naming_the_silent_rank(caplog):
+    watch = StallWatch(board=None, timeout_s=10)
+    assert watch._judge({0: (3.0, 5, "node train_actor"), 1: (12.0, 5, "node compute_reward")}) is None
+    with caplog.at_level(logging.WARNING):
+        assert watch._judge({0: (11.0, 5, "node old_log_prob"), 1: (15.0, 5, "node compute_reward")}) is None
+        assert watch._judge({0: (12.0, 5, "node old_log_prob"), 1: (16.0, 5, "node compute_reward")}) is None
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "rank 1 last at step 5, node compute_reward" in warnings[0]
+    assert "rank 0" not in warnings[0]
+    ended = watch._judge({0: (20.0, 5, "node old_log_prob"), 1: (24.0, 5, "node compute_reward")})
+    assert ended is not None and "rank 1" in ended and "stall_timeout_s=10" in ended and "\n" not in ended
+
+
+def test_stall_watch_is_off_at_zero():
+    assert StallWatch(board=None, timeout_s=0).poll() is None

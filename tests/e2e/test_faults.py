@@ -33,13 +33,13 @@ def _trained_one_step(run_dir: Path) -> bool:
     return metrics.is_file() and any(json.loads(line).get("step", 0) >= 1 for line in metrics.read_text().splitlines())
 
 
-def _start_long_job(run_dir: Path) -> subprocess.Popen:
+def _start_long_job(run_dir: Path, *extra: str) -> subprocess.Popen:
     """A job of the launcher that would train for long, its own local Ray; returned once it has trained a step."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "siirl.main_dag", *FAST, f"trainer.output_dir={run_dir}",
-         "trainer.total_training_steps=10000"],
+         "trainer.total_training_steps=10000", *extra],
         cwd=run_dir.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     _wait_for(lambda: _trained_one_step(run_dir), 240, proc)
@@ -145,3 +145,31 @@ def test_sigkilled_driver_leaves_no_ray_process_after_30s(tmp_path):
     _, alive = psutil.wait_procs(started, timeout=30)
     leftover = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not leftover, [" ".join(p.cmdline()[:3]) for p in leftover]
+
+
+def test_stopped_worker_is_named_then_the_job_ends(tmp_path):
+    """SIGSTOP leaves a worker alive but silent: the driver warns naming it, then ends the job at 2x the limit."""
+    run_dir = tmp_path / "stalled"
+    proc = _start_long_job(run_dir, "trainer.stall_timeout_s=8")
+    victim = int((run_dir / "workers" / "rank_1.pid").read_text())
+    os.kill(victim, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if _alive(victim):
+            os.kill(victim, signal.SIGCONT)
+    elapsed = time.monotonic() - stopped_at
+    assert proc.returncode == 1, stderr[-2000:]
+    assert 16 <= elapsed < 60, f"ended {elapsed:.0f}s after the stop"
+    warned = [line for line in stderr.splitlines() if "no DAG worker made progress" in line]
+    assert len(warned) == 2 and all("rank 1 last at step" in line for line in warned), stderr[-2000:]
+    assert "siirl: job failed:" in warned[-1] and "stall_timeout_s=8" in warned[-1]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
