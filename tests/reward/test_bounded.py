@@ -34,19 +34,36 @@ def returns_text(data_source, solution_str, ground_truth, extra_info=None):
 
 
 @pytest.mark.parametrize("name", ["naive", "dapo"])
-def test_hung_call_scores_zero_counted_and_logged_once(name, caplog):
+def test_hung_call_costs_the_step_one_timeout_and_is_logged_once(name, caplog):
+    """The first hung call uses the step's budget: the calls after it score 0 at once (counted), and the
+    next step runs them again."""
     manager = make_reward_manager(name, TOKENIZER, compute_score=hang_on_nine, timeout_s=0.3)
-    batch = make_batch(["9", "4", "9", "5"], ["9", "4", "9", "6"])
+    batch = make_batch(["4", "9", "4", "9", "5"] * 20, ["4", "9", "4", "9", "6"] * 20)
     began = time.monotonic()
     with caplog.at_level(logging.WARNING):
         _, info = manager(batch)
-    assert time.monotonic() - began < 10
-    assert info["score"] == [0.0, 1.0, 0.0, 0.0]
-    assert manager.failure_metrics() == {"reward/timeouts": 2.0, "reward/errors": 0.0, "reward/crashes": 0.0}
-    timeouts = [r for r in caplog.records if "timed out after 0.3s" in r.getMessage()]
-    assert len(timeouts) == 1 and "sample 0" in timeouts[0].getMessage()
+    assert time.monotonic() - began < 0.3 + 2  # not 0.3 s per hung sample (40 of them)
+    assert info["score"] == [1.0] + [0.0] * 99
+    assert manager.failure_metrics() == {"reward/timeouts": 99.0, "reward/errors": 0.0, "reward/crashes": 0.0}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "sample 1" in warnings[0] and "timed out after 0.3s" in warnings[0]
     assert manager.failure_metrics()["reward/timeouts"] == 0.0  # counts are per step
+    _, info = manager(make_batch(["4", "5"], ["4", "6"]))
+    assert info["score"] == [1.0, 0.0]  # a new step runs its calls again
     manager.close()
+
+
+def test_parallel_manager_bounds_a_step_of_hung_calls(tmp_path):
+    manager = make_reward_manager("parallel", TOKENIZER, compute_score=hang_on_nine, num_workers=2, timeout_s=1.0)
+    try:
+        manager(make_batch(["4"], ["4"]))  # the pool's processes start (slow on a loaded machine) before timing
+        began = time.monotonic()
+        _, info = manager(make_batch(["9"] * 40, ["9"] * 40))
+        elapsed = time.monotonic() - began
+    finally:
+        manager.close()
+    assert elapsed < 1.0 + 10, f"{elapsed:.1f}s for 40 hung calls"  # not 20 rounds of 1 s
+    assert info["score"] == [0.0] * 40 and manager.failure_metrics()["reward/timeouts"] == 40.0
 
 
 def test_hung_batch_call_scores_the_batch_zero():
@@ -60,13 +77,13 @@ def test_parallel_manager_counts_each_kind(tmp_path):
     manager = make_reward_manager(
         "parallel", TOKENIZER, compute_score=misbehaving_score, num_workers=2, timeout_s=1.0
     )
-    modes = ["raise", "hang", "die", "ok"]
+    modes = ["raise", "die", "ok", "hang"]  # a hang ends the step's calls: it comes last
     extra = [{"mode": m, "pid_file": str(tmp_path / "pid")} for m in modes]
     try:
         _, info = manager(make_batch(["1", "2", "3", "4"], ["1", "2", "3", "4"], extra_infos=extra))
     finally:
         manager.close()
-    assert info["score"] == [0.0, 0.0, 0.0, 1.0]
+    assert info["score"] == [0.0, 0.0, 1.0, 0.0]
     assert manager.failure_metrics() == {"reward/timeouts": 1.0, "reward/errors": 1.0, "reward/crashes": 1.0}
 
 

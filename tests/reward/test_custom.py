@@ -66,3 +66,24 @@ def test_broken_file_and_wrong_suffix(tmp_path):
     text.write_text("x = 1\n")
     with pytest.raises(ConfigError, match="must be a .py file"):
         load_custom_reward_fn(str(text), "x")
+
+
+def test_parallel_manager_imports_the_user_file_once_per_process(tmp_path):
+    """Every submitted call unpickles the function; the file's top-level code must not run each time."""
+    log = tmp_path / "imports.log"
+    path = tmp_path / "counted_reward.py"
+    path.write_text(
+        f"import os\nwith open({str(log)!r}, 'a') as f:\n    f.write(str(os.getpid()) + '\\n')\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return float(solution_str.strip() == ground_truth)\n"
+    )
+    manager = make_reward_manager("parallel", TOKENIZER, compute_score=load_custom_reward_fn(str(path)),
+                                  num_workers=2)
+    try:
+        for _ in range(2):
+            _, info = manager(make_batch(["1", "2"] * 10, ["1", "3"] * 10))
+            assert info["score"] == [1.0, 0.0] * 10
+    finally:
+        manager.close()
+    pids = log.read_text().split()
+    assert len(pids) == len(set(pids)) <= 3, pids  # this process and at most the two workers

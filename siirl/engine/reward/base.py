@@ -120,6 +120,7 @@ class RewardManager(ABC):
         if tokenizer is None:
             raise ValueError(f"{type(self).__name__} needs a tokenizer (pass it to the factory or the call)")
         inputs = self.collect_inputs(batch, tokenizer)
+        self.caller.start_step()
         scores, extra = self.score_batch(inputs)
         return self.place_scores(batch["response_mask"], scores), extra
 

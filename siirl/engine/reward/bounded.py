@@ -69,17 +69,31 @@ def _serve(jobs: queue.SimpleQueue) -> None:
         job.done.set()
 
 
+#: Why the calls after a hung one score 0 without running.
+SKIPPED_AFTER_HANG = "not run: an earlier call of this step hung"
+
+
 class BoundedCaller:
     """``call(fn, *args, **kwargs)`` returns fn's value, re-raises its exception, or raises
-    ``RewardTimeout`` after ``timeout_s``."""
+    ``RewardTimeout`` after ``timeout_s``.
+
+    A step costs at most ``timeout_s`` of waiting on a stuck function, not ``timeout_s`` per sample: once a
+    call of the step (see :meth:`start_step`) has timed out, its later calls raise ``RewardTimeout`` at once."""
 
     def __init__(self, timeout_s: float) -> None:
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
         self.timeout_s = timeout_s
         self._jobs: queue.SimpleQueue | None = None
+        self._hung = False
+
+    def start_step(self) -> None:
+        """The calls that follow belong to a new step (a new batch): they run again."""
+        self._hung = False
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._hung:
+            raise RewardTimeout(SKIPPED_AFTER_HANG)
         if self._jobs is None:
             self._jobs = queue.SimpleQueue()
             threading.Thread(target=_serve, args=(self._jobs,), name="siirl-reward", daemon=True).start()
@@ -89,6 +103,7 @@ class BoundedCaller:
             # Abandon the stuck thread: it serves nothing else; it exits if the call ever returns.
             self._jobs.put(None)
             self._jobs = None
+            self._hung = True
             raise RewardTimeout(f"score function timed out after {self.timeout_s:g}s")
         if job.error is not None:
             raise job.error

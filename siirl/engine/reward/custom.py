@@ -18,14 +18,12 @@ from siirl.errors import ConfigError
 from siirl.params.algorithm import CustomRewardFunctionConfig
 
 
-def _load_function(path: str, name: str) -> Callable[..., Any]:
-    if not path:
-        raise ConfigError("custom_reward_function.path is empty; give the path of a .py file")
-    if not os.path.isfile(path):
-        raise ConfigError(f"custom_reward_function.path: file not found: {path}")
-    if not path.endswith(".py"):
-        raise ConfigError(f"custom_reward_function.path must be a .py file, got {path}")
+def _import_once(path: str) -> Any:
+    """The user's file as a module, executed once per process: the ``parallel`` manager unpickles the
+    function for every call it submits, and the file's top-level code must not run each time."""
     module_name = "siirl_custom_reward_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    if module_name in sys.modules:
+        return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ConfigError(f"custom_reward_function.path: cannot load {path} as a Python module")
@@ -38,6 +36,17 @@ def _load_function(path: str, name: str) -> Callable[..., Any]:
         raise ConfigError(
             f"custom_reward_function.path: {path} failed to import: {type(exc).__name__}: {exc}"
         ) from exc
+    return module
+
+
+def _load_function(path: str, name: str) -> Callable[..., Any]:
+    if not path:
+        raise ConfigError("custom_reward_function.path is empty; give the path of a .py file")
+    if not os.path.isfile(path):
+        raise ConfigError(f"custom_reward_function.path: file not found: {path}")
+    if not path.endswith(".py"):
+        raise ConfigError(f"custom_reward_function.path must be a .py file, got {path}")
+    module = _import_once(path)
     if not hasattr(module, name):
         defined = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
         raise ConfigError(

@@ -19,6 +19,8 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
+from siirl.engine.reward.bounded import SKIPPED_AFTER_HANG
+
 _POLL_S = 0.02
 _MAX_FAILED_STARTS = 2  # rounds in a row in which workers died before starting any call
 
@@ -107,7 +109,11 @@ class TimeoutProcessPool:
             isolated = sorted(suspects.intersection(pending))[:1]
             self._round += 1
             started, broken, killed = self._run_round(fn, arg_tuples, isolated or pending, outcomes)
-            if not broken or killed:
+            if killed:  # a call hung: the rest of the step scores 0 rather than each waiting timeout_s
+                for i in pending:
+                    outcomes[i] = outcomes[i] or CallOutcome(False, error=SKIPPED_AFTER_HANG, kind="timeouts")
+                break
+            if not broken:
                 continue
             running = [i for i in started if outcomes[i] is None]
             failed_starts = 0 if started else failed_starts + 1
