@@ -22,7 +22,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from siirl.errors import ConfigError
 from siirl.params.defaults import fill_embedded_defaults
+from siirl.params.micro_batch_keys import resolve_micro_batches
 from siirl.params.override_screen import screen_overrides
+from siirl.params.rollout_keys import resolve_rollout_lengths
 from siirl.params.root import SiirlConfig, register_schema
 from siirl.params.schema_keys import schema_keys
 from siirl.params.validate import validate_config
@@ -155,5 +157,7 @@ def compose_config(
         raise ConfigError(f"bad config: {message}") from None
     apply_verl_keys(cfg)
     validate_config(cfg)
+    resolve_micro_batches(cfg)
+    resolve_rollout_lengths(cfg)
     fill_embedded_defaults(cfg)
     return OmegaConf.to_object(cfg)
