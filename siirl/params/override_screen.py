@@ -28,18 +28,20 @@ def _ratio(a: str, b: str) -> float:
 
 def closest_key(key: str, known: Iterable[str]) -> str | None:
     """The known key ``key`` most likely meant: one with the same leaf name anywhere in the tree (a key
-    written at the wrong depth, e.g. ``ref.param_offload`` for ``ref.fsdp_config.param_offload``), else the
-    closest whole key, else a key whose leaf is closest to the misspelt leaf."""
+    written at the wrong depth, e.g. ``ref.param_offload`` for ``ref.fsdp_config.param_offload``), else a
+    close leaf in the same section, else a very close leaf anywhere; None rather than a far-fetched guess."""
     known = sorted(known)
-    same_leaf = [k for k in known if _leaf(k) == _leaf(key)]
+    parent, leaf = key.rpartition(".")[0], _leaf(key)
+    same_leaf = [k for k in known if _leaf(k) == leaf]
     if same_leaf:
         return max(same_leaf, key=lambda k: _ratio(key, k))
-    whole = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-    if whole:
-        return whole[0]
-    leaves = difflib.get_close_matches(_leaf(key), sorted({_leaf(k) for k in known}), n=1, cutoff=0.75)
-    if leaves:
-        return max((k for k in known if _leaf(k) == leaves[0]), key=lambda k: _ratio(key, k))
+    siblings = {_leaf(k): k for k in known if k.rpartition(".")[0] == parent}
+    close = difflib.get_close_matches(leaf, sorted(siblings), n=1, cutoff=0.6)
+    if close:
+        return siblings[close[0]]
+    close = difflib.get_close_matches(leaf, sorted({_leaf(k) for k in known}), n=1, cutoff=0.8)
+    if close:
+        return max((k for k in known if _leaf(k) == close[0]), key=lambda k: _ratio(key, k))
     return None
 
 

@@ -84,8 +84,7 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "actor_rollout_ref.rollout.mode": (
         lambda v: v != "sync",
-        "is not implemented; siiRL generates inside each DAG worker (mode=sync), verl's async server mode and "
-        "agent loop are not offered",
+        "is not implemented; rollouts run inside each DAG worker (mode=sync only)",
     ),
     "reward_model.strategy": (
         lambda v: v == "megatron",
