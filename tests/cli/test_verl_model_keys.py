@@ -27,11 +27,11 @@ def test_three_unknown_keys_in_one_error_with_suggestions(capsys):
                    "+actor_rollout_ref.rollout.gpu_mem_utilization=0.5", "actor_rollout_ref.rollout.n=2")
     assert lines[0] == "siirl: error: bad config: 3 overrides cannot be applied:"
     assert lines[1:] == [
-        "  unknown key actor_rollout_ref.actor.ppo_mini_batchsize (did you mean "
-        "actor_rollout_ref.actor.ppo_mini_batch_size?)",
+        ("  unknown key actor_rollout_ref.actor.ppo_mini_batchsize (did you mean "
+        "actor_rollout_ref.actor.ppo_mini_batch_size?)"),
         "  unknown key trainer.nnode (did you mean trainer.nnodes?)",
-        "  unknown key actor_rollout_ref.rollout.gpu_mem_utilization (did you mean "
-        "actor_rollout_ref.rollout.gpu_memory_utilization?)",
+        ("  unknown key actor_rollout_ref.rollout.gpu_mem_utilization (did you mean "
+        "actor_rollout_ref.rollout.gpu_memory_utilization?)"),
     ]
 
 
