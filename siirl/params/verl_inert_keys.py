@@ -13,13 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-_NOT_RUN_HERE = object()  # a value map entry: no override is kept
-
 
 @dataclass(frozen=True)
 class Renamed:
     to: str
-    #: parsed value -> new value (``_NOT_RUN_HERE``: drop the override); None = the value as written.
+    #: parsed value -> new value (``DROP``: no override is kept); None = the value as written.
     values: dict[Any, Any] | None = None
 
 
@@ -31,7 +29,8 @@ class Inert:
 
 
 _ACTOR, _ROLLOUT, _MODEL = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model."
-DROP = _NOT_RUN_HERE
+#: A value-map entry meaning "keep no override".
+DROP = object()
 
 RENAMED: dict[str, Renamed] = {
     _MODEL + "torch_dtype": Renamed(_MODEL + "dtype"),
