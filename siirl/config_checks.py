@@ -10,6 +10,7 @@ line, raised before Ray starts.
 from __future__ import annotations
 
 import importlib
+import logging
 from operator import attrgetter
 
 from siirl.algorithms import estimator_needs
@@ -34,15 +35,28 @@ REGISTRY_MODULES = (
     "siirl.environment",  # the built-in environments (``siirl.environment.outputs`` does not register them)
 )
 LOSS_MODE_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
+#: What ``device=cpu`` rolls out with when the command names an engine the CPU does not run.
+CPU_ROLLOUT_ENGINE = "hf"
+
+logger = logging.getLogger(__name__)
 
 
 def check_registry_values(cfg: SiirlConfig) -> None:
-    """Every registry-governed key names an entry (or an allowed value such as ``auto``)."""
+    """Every registry-governed key names an entry (or an allowed value such as ``auto``), matched without
+    regard to case as verl and the original siiRL do; the value is stored as registered."""
     for module in REGISTRY_MODULES:
         importlib.import_module(module)
     load_reward_managers()
     for key, registry in sorted(governed_keys().items()):
-        registry.check_config(key, attrgetter(key)(cfg))
+        section, _, leaf = key.rpartition(".")
+        owner = attrgetter(section)(cfg) if section else cfg
+        value = getattr(owner, leaf)
+        if isinstance(value, list):
+            value[:] = [registry.canonical(item) for item in value]
+        else:
+            value = registry.canonical(value)
+            setattr(owner, leaf, value)
+        registry.check_config(key, value)
 
 
 def resolve_loss_mode(cfg: SiirlConfig) -> str:
@@ -72,6 +86,21 @@ def check_remax_baseline(cfg: SiirlConfig) -> None:
         )
 
 
+def choose_rollout_engine(cfg: SiirlConfig) -> None:
+    """``device=cpu`` is the user's explicit request to run on the CPU, where vLLM and SGLang do not run, and
+    nearly every published script names vllm: roll out with hf and say so once. On other devices an engine
+    the device cannot run stays an error (raised by the launcher). Then the engine vets its settings."""
+    rollout = cfg.actor_rollout_ref.rollout
+    if str(cfg.trainer.device) == "cpu" and rollout.name not in backend_class("cpu").rollout_engines:
+        logger.warning(
+            "device=cpu: rollout engine '%s' does not run on the CPU; rolling out with '%s' (its engine knobs, "
+            "tensor_model_parallel_size=%s included, are not applied)",
+            rollout.name, CPU_ROLLOUT_ENGINE, rollout.tensor_model_parallel_size,
+        )
+        rollout.name, rollout.tensor_model_parallel_size = CPU_ROLLOUT_ENGINE, 1
+    ROLLOUT_ENGINES.get(rollout.name).check_rollout_config(rollout)
+
+
 def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
     """``auto`` -> ``rollout`` where the engine records exact log-probs (see ``siirl.params.old_log_prob``)."""
     requested = cfg.actor_rollout_ref.actor.old_log_prob_source
@@ -99,6 +128,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_loggers(list(cfg.trainer.logger))
     check_registry_values(cfg)
     check_remax_baseline(cfg)
+    choose_rollout_engine(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)
 

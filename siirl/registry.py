@@ -112,6 +112,14 @@ class Registry(Generic[T]):
             raise ConfigError(f"{self.kind} '{ref}' is a {type(target).__name__}, not a function")
         return target
 
+    def canonical(self, value: Any) -> Any:
+        """``value`` spelt as registered when it differs only in case (verl and siiRL scripts write
+        ``GRPO``, ``Token-Mean``); anything else unchanged, for ``check_config`` to judge."""
+        if not isinstance(value, str) or value in self._entries or value in self.also_allowed:
+            return value
+        matches = [name for name in (*self.names(), *self.also_allowed) if name.lower() == value.lower()]
+        return matches[0] if len(matches) == 1 else value
+
     def check_config(self, key: str, value: Any) -> None:
         """``key=value`` (a list: each element) names an entry or an ``also_allowed`` value; else one
         ``ConfigError`` line naming the key and what is allowed."""

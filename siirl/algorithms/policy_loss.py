@@ -7,10 +7,12 @@ data-parallel counts (see ``siirl.algorithms.aggregation``) apply the same way t
 
 Options come from the actor section, ``inputs.config`` (an ``ActorConfig``; its defaults when none is given):
 
-- ``clip_ratio_low`` / ``clip_ratio_high``: PPO-style ranges of ``vanilla`` and ``cpgd``; a larger
-  ``clip_ratio_high`` is DAPO's clip-higher.
+- ``clip_ratio_low`` / ``clip_ratio_high`` (unset: ``clip_ratio``): PPO-style ranges of ``vanilla`` and
+  ``cpgd``; a larger ``clip_ratio_high`` is DAPO's clip-higher.
 - ``clip_ratio_c`` (must be > 1): dual-clip bound of ``vanilla`` for negative advantages.
-- ``gspo_clip_ratio_low`` / ``gspo_clip_ratio_high``: GSPO's sequence-ratio range.
+- ``gspo_clip_ratio_low`` / ``gspo_clip_ratio_high``: GSPO's sequence-ratio range; unset, a
+  ``clip_ratio_low`` / ``clip_ratio_high`` the user set is GSPO's range (verl's GSPO reads those), else
+  ``GSPO_CLIP_RANGE``.
 - ``policy_drift_coeff`` and ``policy_drift_clip``: CPGD's drift regulariser.
 - ``loss_agg_horizon`` (0: the mask width): the constant of ``seq-mean-token-sum-norm``.
 
@@ -78,9 +80,25 @@ def _clip_range(low: float, high: float, low_key: str, high_key: str) -> tuple[f
     return float(low), float(high)
 
 
+def _first_set(*values: float | None) -> float:
+    return next(value for value in values if value is not None)
+
+
 def _ppo_clip_range(inputs: PolicyLossInputs) -> tuple[float, float]:
     cfg = inputs.config
-    return _clip_range(cfg.clip_ratio_low, cfg.clip_ratio_high, "clip_ratio_low", "clip_ratio_high")
+    low, high = _first_set(cfg.clip_ratio_low, cfg.clip_ratio), _first_set(cfg.clip_ratio_high, cfg.clip_ratio)
+    return _clip_range(low, high, "clip_ratio_low", "clip_ratio_high")
+
+
+#: GSPO's default range on the sequence-level ratio (the paper's 3e-4 / 4e-4).
+GSPO_CLIP_RANGE = (3e-4, 4e-4)
+
+
+def _gspo_clip_range(inputs: PolicyLossInputs) -> tuple[float, float]:
+    cfg = inputs.config
+    low = _first_set(cfg.gspo_clip_ratio_low, cfg.clip_ratio_low, GSPO_CLIP_RANGE[0])
+    high = _first_set(cfg.gspo_clip_ratio_high, cfg.clip_ratio_high, GSPO_CLIP_RANGE[1])
+    return _clip_range(low, high, "gspo_clip_ratio_low", "gspo_clip_ratio_high")
 
 
 @register_policy_loss("vanilla")
@@ -112,10 +130,7 @@ def gspo_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     while each token's gradient flows through its own log-prob (the paper's GSPO-token form); with
     ``seq-mean-token-mean`` aggregation this is exactly the sequence-level GSPO gradient.
     """
-    cfg = inputs.config
-    low, high = _clip_range(
-        cfg.gspo_clip_ratio_low, cfg.gspo_clip_ratio_high, "gspo_clip_ratio_low", "gspo_clip_ratio_high"
-    )
+    low, high = _gspo_clip_range(inputs)
     adv, log_prob = inputs.advantages, inputs.log_prob
     log_ratio = log_prob - inputs.old_log_prob
     seq_log_ratio = masked_mean(log_ratio, inputs.response_mask, dim=-1).detach().unsqueeze(-1)

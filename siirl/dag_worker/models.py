@@ -16,6 +16,7 @@ from typing import Any
 from siirl.execution.dag import NodeType, TaskGraph
 from siirl.execution.dag.contract import AGENT_KEY, node_agent
 from siirl.execution.roles import NODE_ROLE_SPECS, ROLES, RoleSpec, model_key
+from siirl.params.rollout_keys import generation_limits
 from siirl.params.root import SiirlConfig
 from siirl.registry import import_ref
 
@@ -69,6 +70,14 @@ def agent_model_config(cfg: SiirlConfig, graph: TaskGraph, agent: str) -> Any:
     return replace(cfg.actor_rollout_ref.model, path=path, tokenizer_path="")
 
 
+def _response_limit(cfg: SiirlConfig) -> int:
+    """The rollout's response-length limit (``rollout.response_length``, default the data's)."""
+    rollout, data = cfg.actor_rollout_ref.rollout, cfg.data
+    limits = generation_limits(rollout.prompt_length, rollout.response_length, data.max_prompt_length,
+                               data.max_response_length)
+    return limits[1]
+
+
 def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     """The actor and, when a node samples with it, its rollout engine (an agent's samples one per row)."""
     from siirl.algorithms import make_kl_controller
@@ -90,7 +99,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
         engine = make_rollout_engine(
             arr.rollout.name, model_cfg=model,
             rollout_cfg=single_sample_config(arr.rollout) if agent else inner_rollout_config(cfg),
-            backend=ctx.backend, max_response_length=cfg.data.max_response_length, tokenizer=ctx.tokenizer,
+            backend=ctx.backend, max_response_length=_response_limit(cfg), tokenizer=ctx.tokenizer,
             local_rank=ctx.local_device,
         )
         policy.rollout = engine if agent else wrap_rollout(engine, cfg, ctx.tokenizer)

@@ -22,7 +22,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from siirl.errors import ConfigError
 from siirl.params.defaults import fill_embedded_defaults
+from siirl.params.micro_batch_keys import resolve_micro_batches
+from siirl.params.override_screen import screen_overrides
+from siirl.params.rollout_keys import resolve_rollout_lengths
 from siirl.params.root import SiirlConfig, register_schema
+from siirl.params.schema_keys import schema_keys
 from siirl.params.validate import validate_config
 from siirl.params.verl_keys import apply_verl_keys
 
@@ -136,7 +140,8 @@ def compose_config(
     ``SiirlConfig`` dataclasses, so every consumer reads typed attributes and the object pickles as is
     (it travels to the Ray workers)."""
     register_schema()
-    overrides = [_listify_override(o) for o in overrides or []]
+    groups = [path.name for path in config_dir().iterdir() if path.is_dir()]
+    overrides = screen_overrides([_listify_override(o) for o in overrides or []], schema_keys(SiirlConfig), groups)
     try:
         cfg = _compose(overrides, config_path, config_name)
         OmegaConf.resolve(cfg)
@@ -152,5 +157,7 @@ def compose_config(
         raise ConfigError(f"bad config: {message}") from None
     apply_verl_keys(cfg)
     validate_config(cfg)
+    resolve_micro_batches(cfg)
+    resolve_rollout_lengths(cfg)
     fill_embedded_defaults(cfg)
     return OmegaConf.to_object(cfg)

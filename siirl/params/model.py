@@ -1,11 +1,19 @@
 """``actor_rollout_ref.*`` and ``critic.*``: models, optimisers, rollout engine."""
 
 from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from siirl.params.environment import MultiTurnConfig
 
 #: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
 REMOVE_PADDING_LAYOUTS = ("auto", "packed", "trimmed")
+
+
+@dataclass
+class FusedKernelOptions:
+    #: verl's choice of fused-kernel implementation (torch | triton); here the device backend names its one
+    #: kernel, so the value is checked and recorded, not used to pick another.
+    impl_backend: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
 
 
 @dataclass
@@ -24,6 +32,10 @@ class ModelConfig:
     #: length-trimmed) | packed (one prompt copy per response) | trimmed
     remove_padding_layout: str = "auto"
     trust_remote_code: bool = False
+    #: The device's fused log-prob kernel where it has one (flash-attn's Triton cross-entropy on CUDA,
+    #: torch_npu on Ascend); false = the portable PyTorch path everywhere.
+    use_fused_kernels: bool = True
+    fused_kernel_options: FusedKernelOptions = field(default_factory=lambda: FusedKernelOptions())
 
 
 @dataclass
@@ -59,22 +71,28 @@ class ActorConfig:
     old_log_prob_source: str = "auto"
     #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
     ppo_mini_batch_size: int = 16
-    ppo_micro_batch_size_per_gpu: int = 64
-    use_dynamic_bsz: bool = True
+    #: null = not set (64). Setting it without ``use_dynamic_bsz`` turns token-budget batching off, as the
+    #: command asked for micro-batches of this size (see ``siirl.params.micro_batch_keys``).
+    ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: null = true unless ``ppo_micro_batch_size_per_gpu`` is set.
+    use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     ppo_max_token_len_per_gpu: int = 4096
     ppo_epochs: int = 1
     shuffle: bool = False
+    #: Token-ratio clip range where clip_ratio_low/high are not set.
     clip_ratio: float = 0.2
-    clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.2
+    #: null = clip_ratio. Under loss_mode gspo, a value set here is GSPO's range (unless gspo_clip_ratio_* is).
+    clip_ratio_low: Optional[float] = None  # noqa: UP045
+    clip_ratio_high: Optional[float] = None  # noqa: UP045
     clip_ratio_c: float = 3.0
     loss_agg_mode: str = "token-mean"
     #: Constant divisor of seq-mean-token-sum-norm (0: the response width); applies to every loss term
     #: (policy, entropy, KL).
     loss_agg_horizon: int = 0
-    #: GSPO's own (tiny) clip range on the sequence-level ratio.
-    gspo_clip_ratio_low: float = 3e-4
-    gspo_clip_ratio_high: float = 4e-4
+    #: GSPO's own (tiny) clip range on the sequence-level ratio; null = clip_ratio_low/high when those are
+    #: set, else 3e-4 / 4e-4.
+    gspo_clip_ratio_low: Optional[float] = None  # noqa: UP045
+    gspo_clip_ratio_high: Optional[float] = None  # noqa: UP045
     #: CPGD policy-drift regulariser: coefficient and gradient clip.
     policy_drift_coeff: float = 0.0
     policy_drift_clip: float = 2.0
@@ -97,9 +115,30 @@ class ValSamplingConfig:
 
 
 @dataclass
+class EngineKwargs:
+    """Keyword arguments handed unchanged to one engine's constructor (vLLM ``LLM`` / SGLang ``Engine``);
+    they win over the values siiRL derives from the keys above."""
+
+    vllm: dict[str, Any] = field(default_factory=dict)
+    sglang: dict[str, Any] = field(default_factory=dict)
+    #: Accepted for verl's scripts; there is no TensorRT-LLM engine here (rollout.name=trtllm is refused).
+    trtllm: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class RolloutConfig:
-    #: hf | vllm | sglang (the device backend says which are available)
+    #: hf | vllm | sglang (the device backend says which are available; on device=cpu vllm/sglang fall
+    #: back to hf with a warning)
     name: str = "hf"
+    #: sync (generation inside the DAG worker); verl's async server mode is refused.
+    mode: str = "sync"
+    #: Generation limits; null = data.max_prompt_length / data.max_response_length. response_length may
+    #: not exceed data.max_response_length (the width training holds), prompt_length not undercut
+    #: data.max_prompt_length (prompts the dataloader keeps).
+    prompt_length: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    response_length: Optional[int] = None  # noqa: UP045
+    #: Engine weights/activations dtype; auto = the model's (actor_rollout_ref.model.dtype).
+    dtype: str = "auto"
     n: int = 8
     temperature: float = 1.0
     top_p: float = 1.0
@@ -110,10 +149,23 @@ class RolloutConfig:
     #: Release engine memory while the actor trains (colocated engines).
     free_cache_engine: bool = True
     enforce_eager: bool = False
+    #: vLLM/SGLang engine knobs (no-ops on hf); null = the engine's own default. See
+    #: docs/migrating_from_verl.md for the argument each becomes.
+    max_model_len: Optional[int] = None  # noqa: UP045
+    max_num_batched_tokens: Optional[int] = None  # noqa: UP045
+    max_num_seqs: Optional[int] = None  # noqa: UP045
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    disable_log_stats: bool = True
+    cudagraph_capture_sizes: Optional[list[int]] = None  # noqa: UP045
+    #: Wake a sleeping engine weights first and KV cache just before generating (halves peak memory).
+    multi_stage_wake_up: bool = True
+    engine_kwargs: EngineKwargs = field(default_factory=EngineKwargs)
     #: Sequences generated per forward batch by the HF engine.
     micro_batch_size: int = 256
-    log_prob_micro_batch_size_per_gpu: int = 64
-    log_prob_use_dynamic_bsz: bool = True
+    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
+    log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
+    log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     log_prob_max_token_len_per_gpu: int = 8192
     #: Bucket size (MB) for streaming weights from the trainer into the engine.
     weight_sync_bucket_mb: int = 512
@@ -124,8 +176,9 @@ class RolloutConfig:
 
 @dataclass
 class RefConfig:
-    log_prob_micro_batch_size_per_gpu: int = 64
-    log_prob_use_dynamic_bsz: bool = True
+    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
+    log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
+    log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     log_prob_max_token_len_per_gpu: int = 8192
     param_offload: bool = False
 
@@ -146,8 +199,9 @@ class CriticConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
     ppo_mini_batch_size: int = 16
-    ppo_micro_batch_size_per_gpu: int = 64
-    use_dynamic_bsz: bool = True
+    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
+    ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
+    use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     ppo_max_token_len_per_gpu: int = 4096
     ppo_epochs: int = 1
     cliprange_value: float = 0.5

@@ -49,6 +49,15 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "reward_model.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "reward_model.micro_batch_size_per_gpu": _POSITIVE,
     "reward_model.forward_max_token_len_per_gpu": _POSITIVE,
+    "actor_rollout_ref.model.fused_kernel_options.impl_backend": (
+        lambda v: v in (None, "torch", "triton"), "one of torch, triton (or null)"
+    ),
+    "critic.model.fused_kernel_options.impl_backend": (
+        lambda v: v in (None, "torch", "triton"), "one of torch, triton (or null)"
+    ),
+    "actor_rollout_ref.rollout.max_model_len": (lambda v: v is None or v > 0, "> 0 (or null)"),
+    "actor_rollout_ref.rollout.max_num_batched_tokens": (lambda v: v is None or v > 0, "> 0 (or null)"),
+    "actor_rollout_ref.rollout.max_num_seqs": (lambda v: v is None or v > 0, "> 0 (or null)"),
     "trainer.nnodes": _POSITIVE,
     "trainer.log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     "trainer.cpu_threads_per_worker": _NON_NEGATIVE,
@@ -73,6 +82,10 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "critic.strategy": (
         lambda v: v == "megatron",
         "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
+    ),
+    "actor_rollout_ref.rollout.mode": (
+        lambda v: v != "sync",
+        "is not implemented; rollouts run inside each DAG worker (mode=sync only)",
     ),
     "reward_model.strategy": (
         lambda v: v == "megatron",

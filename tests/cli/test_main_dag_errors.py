@@ -40,7 +40,7 @@ def no_prompt_parquet(tmp_path):
         ("critic.strategy=zero3", ["critic.strategy", "fsdp2"]),
         ("trainer.log_level=LOUD", ["trainer.log_level", "WARNING"]),
         ("trainer.cpu_threads_per_worker=-1", ["trainer.cpu_threads_per_worker"]),
-        ("actor_rollout_ref.rollout.name=vllm", ["vllm", "supported: hf"]),
+        ("actor_rollout_ref.rollout.name=trtllm", ["trtllm", "rollout engine"]),
         ("actor_rollout_ref.model.path=/does/not/exist", ["/does/not/exist"]),
         ("data.train_files=[/nope.parquet]", ["/nope.parquet"]),
         ("dag.custom_pipeline_fn=no_such_module:build", ["no_such_module"]),

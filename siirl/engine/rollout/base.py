@@ -38,6 +38,11 @@ class RolloutEngine(ABC):
         in ``dtype``: ``exact``, ``approximate`` or ``unsupported`` (the engine records none)."""
         return "unsupported"
 
+    @classmethod
+    def check_rollout_config(cls, rollout_cfg: Any) -> None:
+        """Refuse, as one ``ConfigError`` line, rollout settings this engine cannot run; called by the config
+        checks before Ray starts (and again when the engine is built)."""
+
     @abstractmethod
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
         """Responses for the prompts of ``batch`` (see the module docstring); ``validate`` switches to

@@ -25,6 +25,7 @@ from transformers import PreTrainedTokenizerBase
 from siirl.device import DeviceBackend, get_backend
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
+from siirl.engine.rollout.engine_knobs import rollout_dtype, sglang_knobs
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vllm_batch import (
     dtype_name,
@@ -63,45 +64,53 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
     ) -> None:
         if max_response_length < 1:
             raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
-        tp_size = int(rollout_cfg.tensor_model_parallel_size)
-        if tp_size != 1:
-            raise ConfigError(
-                f"rollout.name=sglang runs one engine per device (tensor_model_parallel_size=1), got {tp_size}; "
-                "use rollout.name=vllm for tensor-parallel rollout"
-            )
+        self.check_rollout_config(rollout_cfg)
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         sglang = import_engine_package("sglang", "sglang", self.backend)
         self.cfg = rollout_cfg
         self.max_response_length = max_response_length
         self.memory_saver = bool(rollout_cfg.free_cache_engine)
         self.bucket_mb = rollout_cfg.weight_sync_bucket_mb
-        self.dtype = resolve_dtype(str(model_cfg.dtype), self.backend)
+        self.dtype = resolve_dtype(rollout_dtype(model_cfg.dtype, rollout_cfg), self.backend)
         model_path, tokenizer_path = engine_model_paths(model_cfg)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
         self.pad_id = int(self.tokenizer.pad_token_id)
         self.eos_ids = eos_token_ids(model_path, self.tokenizer)
         self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
+        args: dict[str, Any] = {
+            "model_path": model_path,
+            "tokenizer_path": tokenizer_path,
+            # Prompts arrive as token ids; a tokenizer is only needed to match stop strings.
+            "skip_tokenizer_init": not self.stop_strings,
+            "trust_remote_code": bool(model_cfg.trust_remote_code),
+            "tp_size": 1,
+            "base_gpu_id": local_rank,
+            "dtype": dtype_name(self.dtype),
+            "mem_fraction_static": float(rollout_cfg.gpu_memory_utilization),
+            "disable_cuda_graph": bool(rollout_cfg.enforce_eager),
+            "enable_memory_saver": self.memory_saver,
+            "random_seed": dist.get_rank() if dist.is_available() and dist.is_initialized() else 0,
+            **sglang_knobs(rollout_cfg, max_response_length),
+        }
         with scoped_env(self.backend.rollout_env("sglang", local_rank)):
-            self.engine = sglang.Engine(
-                model_path=model_path,
-                tokenizer_path=tokenizer_path,
-                # Prompts arrive as token ids; a tokenizer is only needed to match stop strings.
-                skip_tokenizer_init=not self.stop_strings,
-                trust_remote_code=bool(model_cfg.trust_remote_code),
-                tp_size=1,
-                base_gpu_id=local_rank,
-                dtype=dtype_name(self.dtype),
-                mem_fraction_static=float(rollout_cfg.gpu_memory_utilization),
-                disable_cuda_graph=bool(rollout_cfg.enforce_eager),
-                enable_memory_saver=self.memory_saver,
-                random_seed=dist.get_rank() if dist.is_available() and dist.is_initialized() else 0,
-                log_level="error",
-            )
-        staged = "tags" in inspect.signature(self.engine.resume_memory_occupation).parameters
+            self.engine = sglang.Engine(**args)
+        staged = bool(rollout_cfg.multi_stage_wake_up) and (
+            "tags" in inspect.signature(self.engine.resume_memory_occupation).parameters
+        )
         self.memory = StagedMemory(self._resume, staged=staged)
         self.train_params = SamplingParams.from_config(rollout_cfg)
         self.val_params = SamplingParams.from_config(rollout_cfg.val_kwargs)
         logger.info("SGLang rollout engine ready (dtype=%s, memory saver=%s)", self.dtype, self.memory_saver)
+
+    @classmethod
+    def check_rollout_config(cls, rollout_cfg: RolloutConfig) -> None:
+        """One engine per device: tensor parallelism is refused (before Ray starts, from the config checks)."""
+        tp_size = int(rollout_cfg.tensor_model_parallel_size)
+        if tp_size != 1:
+            raise ConfigError(
+                f"bad config: rollout.name=sglang runs one engine per device (tensor_model_parallel_size=1), got "
+                f"{tp_size}; use rollout.name=vllm for tensor-parallel rollout"
+            )
 
     def _sampling_params(self, params: SamplingParams) -> dict[str, Any]:
         greedy = params.greedy

@@ -29,6 +29,7 @@ from transformers import PreTrainedTokenizerBase
 from siirl.device import DeviceBackend, get_backend
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
+from siirl.engine.rollout.engine_knobs import rollout_dtype, vllm_knobs
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vllm_batch import (
     dtype_name,
@@ -86,7 +87,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self.tp_size = int(rollout_cfg.tensor_model_parallel_size)
         self.sleep_enabled = bool(rollout_cfg.free_cache_engine)
         self.bucket_mb = rollout_cfg.weight_sync_bucket_mb
-        self.dtype = resolve_dtype(str(model_cfg.dtype), self.backend)
+        self.dtype = resolve_dtype(rollout_dtype(model_cfg.dtype, rollout_cfg), self.backend)
         model_path, tokenizer_path = engine_model_paths(model_cfg)
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
         self.pad_id = int(self.tokenizer.pad_token_id)
@@ -95,7 +96,8 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         env = {**ENGINE_ENV, **self.backend.rollout_env("vllm", local_rank)}
         with scoped_env(env):
             self.llm = self.vllm.LLM(**self._engine_args(model_cfg, model_path, tokenizer_path))
-        self.memory = StagedMemory(self._wake, staged=_accepts(self.llm.wake_up, "tags"))
+        staged = bool(rollout_cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
+        self.memory = StagedMemory(self._wake, staged=staged)
         self._loader = weight_loader(self.llm)
         self.train_params = self._sampling_params(SamplingParams.from_config(rollout_cfg))
         self.val_params = self._sampling_params(SamplingParams.from_config(rollout_cfg.val_kwargs))
@@ -119,6 +121,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             "enforce_eager": bool(self.cfg.enforce_eager),
             "enable_sleep_mode": self.sleep_enabled,
             "seed": 0,
+            **vllm_knobs(self.cfg, self.max_response_length),
         }
         if dist.is_available() and dist.is_initialized():
             world = dist.get_world_size()

@@ -35,6 +35,7 @@ from siirl.engine.workers.padding_free import (
 from siirl.engine.workers.parallel_strategy import build_strategy, count_parameters
 from siirl.engine.workers.stage_timer import StageTimer
 from siirl.errors import ConfigError
+from siirl.params.micro_batch_keys import micro_batching
 from siirl.params.model import ActorConfig, CriticConfig, ModelConfig, RefConfig, RolloutConfig
 
 logger = logging.getLogger(__name__)
@@ -73,19 +74,15 @@ class MicroLoss:
 def train_batching(config: ActorConfig | CriticConfig) -> Batching:
     """Micro-batching of an update from ``use_dynamic_bsz`` / ``ppo_micro_batch_size_per_gpu`` /
     ``ppo_max_token_len_per_gpu`` (ActorConfig, CriticConfig)."""
-    return Batching(
-        use_dynamic_bsz=bool(config.use_dynamic_bsz),
-        micro_batch_size=int(config.ppo_micro_batch_size_per_gpu),
-        max_token_len=int(config.ppo_max_token_len_per_gpu),
-    )
+    size, dynamic = micro_batching(config.ppo_micro_batch_size_per_gpu, config.use_dynamic_bsz)
+    return Batching(use_dynamic_bsz=dynamic, micro_batch_size=size, max_token_len=int(config.ppo_max_token_len_per_gpu))
 
 
 def log_prob_batching(config: RolloutConfig | RefConfig) -> Batching:
     """Micro-batching of a forward pass from the ``log_prob_*`` keys (RolloutConfig, RefConfig)."""
+    size, dynamic = micro_batching(config.log_prob_micro_batch_size_per_gpu, config.log_prob_use_dynamic_bsz)
     return Batching(
-        use_dynamic_bsz=bool(config.log_prob_use_dynamic_bsz),
-        micro_batch_size=int(config.log_prob_micro_batch_size_per_gpu),
-        max_token_len=int(config.log_prob_max_token_len_per_gpu),
+        use_dynamic_bsz=dynamic, micro_batch_size=size, max_token_len=int(config.log_prob_max_token_len_per_gpu)
     )
 
 
@@ -157,7 +154,8 @@ class FSDPWorker:
         if attn != model.config._attn_implementation:
             model.set_attn_implementation(attn)
         self.logits_to_keep = supports_logits_to_keep(model)
-        self.log_probs_fn = self.backend.fused_log_probs() or logprobs_from_logits
+        fused = self.backend.fused_log_probs() if bool(model_cfg.use_fused_kernels) else None
+        self.log_probs_fn = fused or logprobs_from_logits
         offload = cpu_offload and self.device.type != "cpu"  # host-resident already on the CPU backend
         self.strategy = build_strategy(strategy, model, self.dp, self.compute_dtype, trainable, offload)
         self.model = self.strategy.wrap(model, self.device, offload)

@@ -30,7 +30,14 @@ logger = logging.getLogger(__name__)
 
 #: ``model.dtype`` names (``auto``: the backend's preference); config validation reads the same table.
 DTYPES: Registry[torch.dtype] = Registry(
-    "model dtype", config_keys=("actor_rollout_ref.model.dtype", "critic.model.dtype", "reward_model.model.dtype"), also_allowed=("auto",)
+    "model dtype",
+    config_keys=(
+        "actor_rollout_ref.model.dtype",
+        "actor_rollout_ref.rollout.dtype",
+        "critic.model.dtype",
+        "reward_model.model.dtype",
+    ),
+    also_allowed=("auto",),
 )
 for _names, _dtype in (
     (("float32", "fp32"), torch.float32),

@@ -25,6 +25,12 @@ CALLS: list[tuple[str, Any]] = []
 OBSERVED_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_USE_V1", "LOCAL_RANK", "ASCEND_RT_VISIBLE_DEVICES",
                 "CUDA_VISIBLE_DEVICES")
 SLEEP_TAGS = ("weights", "kv_cache")
+#: Further ``EngineArgs`` fields the fake accepts (and records), with vLLM's defaults.
+ENGINE_ARGS: dict[str, Any] = {
+    "max_model_len": None, "max_num_batched_tokens": None, "max_num_seqs": None, "enable_chunked_prefill": None,
+    "enable_prefix_caching": None, "disable_log_stats": False, "compilation_config": None,
+    "disable_mm_preprocessor_cache": False,
+}
 
 
 class _Model:
@@ -58,9 +64,11 @@ class LLM:
         distributed_executor_backend: str | None = None,
         **kwargs: Any,
     ) -> None:
-        if kwargs:
-            raise TypeError(f"EngineArgs.__init__() got unexpected keyword arguments {sorted(kwargs)}")
+        unknown = sorted(set(kwargs) - set(ENGINE_ARGS))
+        if unknown:
+            raise TypeError(f"EngineArgs.__init__() got unexpected keyword arguments {unknown}")
         args = {
+            **ENGINE_ARGS, **kwargs,
             "model": model, "tokenizer": tokenizer, "skip_tokenizer_init": skip_tokenizer_init,
             "trust_remote_code": trust_remote_code, "tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
             "seed": seed, "gpu_memory_utilization": gpu_memory_utilization, "enforce_eager": enforce_eager,

@@ -1,0 +1,68 @@
+"""The dotted keys the typed schema defines, read from the dataclasses themselves.
+
+The override check needs them before Hydra composes anything (Hydra stops at the first unknown key), and
+reading them from ``SiirlConfig`` keeps one source of truth as sections gain fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from functools import cache
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaKeys:
+    """``leaves``: every settable dotted key; ``sections``: dataclass-valued keys (settable as a whole);
+    ``open_prefixes``: dict-valued keys, under which any sub-key is the user's own."""
+
+    leaves: frozenset[str]
+    sections: frozenset[str]
+    open_prefixes: frozenset[str]
+
+    def knows(self, key: str) -> bool:
+        if key in self.leaves or key in self.sections:
+            return True
+        return any(key.startswith(prefix + ".") for prefix in self.open_prefixes)
+
+
+def _dataclass_of(hint: Any) -> type | None:
+    """The dataclass behind ``hint`` (``Optional[X]`` included), or None."""
+    if dataclasses.is_dataclass(hint):
+        return hint
+    for arg in typing.get_args(hint):
+        if dataclasses.is_dataclass(arg):
+            return arg
+    return None
+
+
+def _is_mapping(hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin in (dict, typing.Dict):  # noqa: UP006 - both spellings occur in the schema
+        return True
+    return any(_is_mapping(arg) for arg in typing.get_args(hint) if arg is not type(None))
+
+
+def _walk(cls: type, prefix: str, leaves: set[str], sections: set[str], open_prefixes: set[str]) -> None:
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        hint = hints[f.name]
+        nested = _dataclass_of(hint)
+        if nested is not None:
+            sections.add(key)
+            _walk(nested, key + ".", leaves, sections, open_prefixes)
+        else:
+            leaves.add(key)
+            if _is_mapping(hint):
+                open_prefixes.add(key)
+
+
+@cache
+def schema_keys(root: type) -> SchemaKeys:
+    leaves: set[str] = set()
+    sections: set[str] = set()
+    open_prefixes: set[str] = set()
+    _walk(root, "", leaves, sections, open_prefixes)
+    return SchemaKeys(frozenset(leaves), frozenset(sections), frozenset(open_prefixes))

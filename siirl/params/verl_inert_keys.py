@@ -1,0 +1,130 @@
+"""verl / original-siiRL keys that have no field here, screened before composing.
+
+- ``RENAMED``: the key means the same as a siiRL key; the override is rewritten to it (optionally with a
+  value map, e.g. ``use_cpgd_loss=True`` -> ``policy_loss.loss_mode=cpgd``).
+- ``INERT``: the feature is not implemented; the key is accepted only at the value that leaves it off
+  (the override is then dropped) and refused, naming the feature, otherwise.
+
+A key (or ``prefix.*`` family) listed here is never an "unknown key": the user meant it, siiRL says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Renamed:
+    to: str
+    #: parsed value -> new value (``DROP``: no override is kept); None = the value as written.
+    values: dict[Any, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Inert:
+    #: The values that leave the feature off (parsed as YAML); empty: every value is refused.
+    off: tuple[Any, ...]
+    why: str
+
+
+_ACTOR, _ROLLOUT, _MODEL = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model."
+#: A value-map entry meaning "keep no override".
+DROP = object()
+
+RENAMED: dict[str, Renamed] = {
+    _MODEL + "torch_dtype": Renamed(_MODEL + "dtype"),
+    _ACTOR + "optim.clip_grad": Renamed(_ACTOR + "grad_clip"),
+    _ACTOR + "optim.lr_decay_style": Renamed(_ACTOR + "optim.lr_scheduler_type"),
+    _ROLLOUT + "checkpoint_engine.update_weights_bucket_megabytes": Renamed(_ROLLOUT + "weight_sync_bucket_mb"),
+    _ACTOR + "use_cpgd_loss": Renamed(_ACTOR + "policy_loss.loss_mode", {True: "cpgd", False: DROP}),
+    "critic.use_critic_model": Renamed("critic.enable"),
+}
+
+_MEGATRON = "Megatron-LM training is not implemented; siiRL trains with FSDP2 (drop the megatron.* keys)"
+_PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
+_ULYSSES = "Ulysses sequence parallelism is not implemented (ulysses_sequence_parallel_size=1 only)"
+_COMPILE = "torch.compile of the log-prob/entropy path is not implemented (use_torch_compile=false only)"
+_ENTROPY_MEMORY = "entropy memory savers (checkpointing/chunking) are not implemented (false only)"
+_EMBODIED = (
+    "is the original siiRL's embodied layout; here embodied runs use algorithm.workflow_type=EMBODIED with "
+    "env.* and algorithm.embodied.*"
+)
+
+INERT: dict[str, Inert] = {
+    _ACTOR + "megatron.*": Inert((), _MEGATRON),
+    "actor_rollout_ref.ref.megatron.*": Inert((), _MEGATRON),
+    "critic.megatron.*": Inert((), _MEGATRON),
+    _ACTOR + "optim.override_optimizer_config.*": Inert((), _MEGATRON),
+    _ACTOR + "ulysses_sequence_parallel_size": Inert((1,), _ULYSSES),
+    "actor_rollout_ref.ref.ulysses_sequence_parallel_size": Inert((1,), _ULYSSES),
+    "critic.ulysses_sequence_parallel_size": Inert((1,), _ULYSSES),
+    _ACTOR + "profiler.enable": Inert((False,), _PROFILER),
+    _ACTOR + "profiler.*": Inert((), _PROFILER + "; its options are not read"),
+    "critic.profiler.enable": Inert((False,), _PROFILER),
+    "critic.profiler.*": Inert((), _PROFILER + "; its options are not read"),
+    _ACTOR + "use_torch_compile": Inert((False,), _COMPILE),
+    _ACTOR + "entropy_checkpointing": Inert((False,), _ENTROPY_MEMORY),
+    _ACTOR + "entropy_from_logits_with_chunking": Inert((False,), _ENTROPY_MEMORY),
+    _ACTOR + "calculate_sum_pi_squared": Inert((False,), "the sum-of-pi-squared metric is not computed (false only)"),
+    _ACTOR + "freeze_vision_tower": Inert((False,), "vision towers are trained with the policy (false only)"),
+    _ACTOR + "tau_pos": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
+    _ACTOR + "tau_neg": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
+    "actor_rollout_ref.hybrid_engine": Inert((True,), "the rollout engine is always colocated with the actor"),
+    _MODEL + "use_shm": Inert((False,), "copying the model to /dev/shm before loading is not implemented"),
+    _MODEL + "mtp.enable": Inert((False,), "multi-token-prediction heads are not implemented (false only)"),
+    _MODEL + "mtp.*": Inert((), "multi-token-prediction heads are not implemented"),
+    _MODEL + "model_type": Inert((), _EMBODIED),
+    "actor_rollout_ref.embodied.*": Inert((), _EMBODIED),
+    _ROLLOUT + "data_parallel_size": Inert((1,), "rollout data parallelism follows the plan (world / tp); 1 only"),
+    _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
+    _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
+    _ROLLOUT + "prometheus.*": Inert((), "the engine's Prometheus metrics server is not started"),
+    _ROLLOUT + "calculate_log_probs": Inert(
+        (False,), "recording the engine's log-probs for inspection is not implemented (the hf engine records them "
+        "for training with actor.old_log_prob_source=rollout)"
+    ),
+    _ROLLOUT + "agent.*": Inert(
+        (), "verl's agent loop (rollout.mode=async) is not implemented; tool rollouts use rollout.multi_turn.*"
+    ),
+}
+
+
+def _family(key: str) -> str | None:
+    """The INERT entry governing ``key``: the key itself, else its longest ``prefix.*``."""
+    if key in INERT:
+        return key
+    parts = key.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        family = ".".join(parts[:cut]) + ".*"
+        if family in INERT:
+            return family
+    return None
+
+
+def inert_refusal(key: str, value: Any) -> str | None:
+    """None when ``key=value`` leaves an unimplemented feature off; else the one-line reason.
+    Raises ``KeyError`` when no INERT entry governs ``key``."""
+    family = _family(key)
+    if family is None:
+        raise KeyError(key)
+    entry = INERT[family]
+    if any(value is off or (type(value) is type(off) and value == off) for off in entry.off):
+        return None
+    return f"{key}={value!r}: {entry.why}"
+
+
+def is_inert(key: str) -> bool:
+    return _family(key) is not None
+
+
+def renamed(key: str, value: Any) -> tuple[str, Any] | None:
+    """``(siiRL key, value)`` for a renamed verl key, None when the override is to be dropped; ``KeyError``
+    when ``key`` is not a renamed one."""
+    entry = RENAMED[key]
+    if entry.values is None:
+        return entry.to, value
+    if value not in entry.values:
+        raise ValueError(f"{key}={value!r}: expected one of {', '.join(map(repr, entry.values))}")
+    new = entry.values[value]
+    return None if new is DROP else (entry.to, new)

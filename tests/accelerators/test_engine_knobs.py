@@ -1,0 +1,97 @@
+"""verl's rollout engine knobs reach vLLM's ``LLM`` and SGLang's ``Engine`` under their own argument names
+(the fakes record what they got and refuse names the real libraries do not take); hf ignores them."""
+
+from __future__ import annotations
+
+import pytest
+
+from siirl.device import get_backend
+from siirl.engine.rollout.hf import HFRolloutEngine
+from siirl.params.model import EngineKwargs
+
+from .accel_testutils import model_cfg, prompt_batch, rollout_cfg
+
+R = 6
+KNOBS = {
+    "prompt_length": 10, "response_length": R, "max_num_batched_tokens": 2048, "max_num_seqs": 32,
+    "enable_chunked_prefill": False, "enable_prefix_caching": False, "disable_log_stats": False,
+    "cudagraph_capture_sizes": [1, 2, 4], "dtype": "float16", "multi_stage_wake_up": False,
+}
+
+
+def _engine_args(calls, name):
+    (args,) = [payload for call, payload in calls if call == name]
+    return args
+
+
+def test_vllm_gets_the_knobs(fake_cuda, fake_vllm, tiny_model_dir):
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    cfg = rollout_cfg("vllm", engine_kwargs=EngineKwargs(vllm={"disable_mm_preprocessor_cache": True}), **KNOBS)
+    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), cfg, get_backend("cuda"), max_response_length=R)
+    args = _engine_args(fake_vllm.CALLS, "LLM")
+    assert args["max_model_len"] == 10 + R  # verl's rule: prompt + response limits
+    assert (args["max_num_batched_tokens"], args["max_num_seqs"]) == (2048, 32)
+    assert (args["enable_chunked_prefill"], args["enable_prefix_caching"], args["disable_log_stats"]) == (
+        False, False, False)
+    assert args["compilation_config"] == {"cudagraph_capture_sizes": [1, 2, 4]}
+    assert args["dtype"] == "float16" and args["disable_mm_preprocessor_cache"] is True
+    assert engine.memory.staged is False
+
+
+def test_vllm_unset_knobs_keep_the_engine_defaults_and_engine_kwargs_win(fake_cuda, fake_vllm, tiny_model_dir):
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    cfg = rollout_cfg("vllm", max_model_len=64, engine_kwargs=EngineKwargs(vllm={"max_num_seqs": 8}))
+    VLLMRolloutEngine(model_cfg(tiny_model_dir), cfg, get_backend("cuda"), max_response_length=R)
+    args = _engine_args(fake_vllm.CALLS, "LLM")
+    assert args["max_model_len"] == 64 and args["max_num_seqs"] == 8
+    assert args["max_num_batched_tokens"] is None and args["compilation_config"] is None
+
+
+def test_unknown_engine_kwarg_is_the_library_error(fake_cuda, fake_vllm, tiny_model_dir):
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    cfg = rollout_cfg("vllm", engine_kwargs=EngineKwargs(vllm={"no_such_arg": 1}))
+    with pytest.raises(TypeError, match="no_such_arg"):
+        VLLMRolloutEngine(model_cfg(tiny_model_dir), cfg, get_backend("cuda"), max_response_length=R)
+
+
+def test_sglang_gets_the_knobs(fake_cuda, fake_sglang, tiny_model_dir):
+    from siirl.engine.rollout.sglang_engine import SGLangRolloutEngine
+
+    cfg = rollout_cfg("sglang", engine_kwargs=EngineKwargs(sglang={"attention_backend": "triton"}), **KNOBS)
+    engine = SGLangRolloutEngine(model_cfg(tiny_model_dir), cfg, get_backend("cuda"), max_response_length=R)
+    args = _engine_args(fake_sglang.CALLS, "Engine")
+    assert args["context_length"] == 10 + R
+    assert (args["max_prefill_tokens"], args["max_running_requests"]) == (2048, 32)
+    assert args["chunked_prefill_size"] == -1 and args["disable_radix_cache"] is True
+    assert args["cuda_graph_bs"] == [1, 2, 4] and args["log_level"] == "info"
+    assert args["dtype"] == "float16" and args["attention_backend"] == "triton"
+    assert engine.memory.staged is False
+
+
+def test_sglang_defaults_leave_the_server_args_alone(fake_cuda, fake_sglang, tiny_model_dir):
+    from siirl.engine.rollout.sglang_engine import SGLangRolloutEngine
+
+    SGLangRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("sglang"), get_backend("cuda"), max_response_length=R)
+    args = _engine_args(fake_sglang.CALLS, "Engine")
+    assert args["context_length"] is None and args["chunked_prefill_size"] is None
+    assert args["max_prefill_tokens"] == 16384 and args["disable_radix_cache"] is False
+    assert args["log_level"] == "error"
+
+
+def test_response_length_limits_generation(fake_cuda, fake_vllm, tiny_model_dir):
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm"), get_backend("cuda"),
+                               max_response_length=3)
+    out = engine.generate(prompt_batch())
+    (request,) = [payload for call, payload in fake_vllm.CALLS if call == "generate"]
+    assert request["params"].max_tokens == 3 and out["responses"].shape[1] == 3
+
+
+def test_hf_ignores_the_engine_knobs(tiny_model_dir):
+    engine = HFRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("hf", **{**KNOBS, "dtype": "auto"}), "cpu",
+                             max_response_length=R)
+    assert engine.generate(prompt_batch())["responses"].shape[1] == R
