@@ -3,6 +3,7 @@ verl's (the first ``train_batch_size`` in chunk order), shares are equal, the bo
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -109,7 +110,7 @@ def test_surplus_beyond_the_train_batch_is_dropped_like_verl():
     """The kept groups are exactly verl's: the first train_batch_size of the chunks laid end to end."""
     rng = random.Random(7)
     for trial in range(20):
-        size, train_groups = rng.choice([1, 2, 3, 4]), 0
+        size = rng.choice([1, 2, 3, 4])
         train_groups = size * rng.randint(1, 4)
         chunks = [
             [[f"c{c}r{r}g{g}" for g in range(rng.randint(0, 3))] for r in range(size)] for c in range(12)
@@ -118,7 +119,8 @@ def test_surplus_beyond_the_train_batch_is_dropped_like_verl():
         if len(flat) < train_groups:
             continue
         results = _run_ranks(chunks, train_groups)
-        used = next(c + 1 for c in range(len(chunks)) if sum(map(len, sum(chunks[: c + 1], []))) >= train_groups)
+        totals = itertools.accumulate(sum(map(len, chunk)) for chunk in chunks)
+        used = next(c + 1 for c, total in enumerate(totals) if total >= train_groups)
         assert {count for count, _ in results} == {used}, trial
         kept = [uid for _, batch in results for uid in _groups(batch)]
         assert sorted(kept) == sorted(flat[:train_groups]), trial

@@ -137,7 +137,7 @@ class RewardManager(ABC):
         for key in sorted({k for _, e in split for k in e}):
             extra[key] = [e.get(key) for _, e in split]
         # verl's DAPO manager reports a numeric score as the response's accuracy; every manager does here.
-        extra["acc"] = [e["acc"] if "acc" in e else score for score, e in split]
+        extra["acc"] = [e.get("acc", score) for score, e in split]
         return scores, extra
 
     @staticmethod
