@@ -1,4 +1,4 @@
-"""DAPO: zero-variance group filter, uids, overlong penalty (chunk accumulation: tests/data_coordinator)."""
+"""DAPO: zero-variance group filter, uids, overlong penalty (chunk accumulation: tests/data_coordinator/test_dc_gen_batches.py)."""
 
 import pytest
 import torch
