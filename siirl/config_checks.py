@@ -14,6 +14,7 @@ import logging
 from operator import attrgetter
 
 from siirl.algorithms import estimator_needs
+from siirl.algorithms.group_filter_metrics import from_rule_reward
 from siirl.dag_worker.metrics import check_loggers
 from siirl.device import backend_class, get_backend
 from siirl.engine.reward.registry import load_builtins as load_reward_managers
@@ -101,6 +102,23 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
     ROLLOUT_ENGINES.get(rollout.name).check_rollout_config(rollout)
 
 
+def check_group_filter_metric(cfg: SiirlConfig) -> None:
+    """``acc`` and ``score`` come from a rule reward manager's score function; other scorers have none."""
+    groups = cfg.algorithm.filter_groups
+    if not groups.enable or not from_rule_reward(groups.metric):
+        return
+    if cfg.reward_model.enable:
+        scorer = "reward_model.enable=true (the reward model's score replaces the rule reward)"
+    elif env_mode(cfg) is not None:
+        scorer = "environment-driven rollouts (the environment scores them)"
+    else:
+        return
+    raise ConfigError(
+        f"bad config: algorithm.filter_groups.metric={groups.metric} is reported by a rule reward's score "
+        f"function, which {scorer} does not run; use seq_reward or seq_final_reward"
+    )
+
+
 def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
     """``auto`` -> ``rollout`` where the engine records exact log-probs (see ``siirl.params.old_log_prob``)."""
     requested = cfg.actor_rollout_ref.actor.old_log_prob_source
@@ -129,6 +147,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_registry_values(cfg)
     check_remax_baseline(cfg)
     choose_rollout_engine(cfg)
+    check_group_filter_metric(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)
 

@@ -109,11 +109,13 @@ def _data_dp_size(plan: ExecutionPlan) -> int:
 def check_batch_sizes(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     """Batch sizes split evenly over the plan's data-parallel ranks (the rules the workers enforce)."""
     rollout_dp = _data_dp_size(plan)
-    if cfg.data.train_batch_size % rollout_dp:
-        raise ConfigError(
-            f"bad config: data.train_batch_size={cfg.data.train_batch_size} must be divisible by the rollout "
-            f"data-parallel size {rollout_dp} (trainer.nnodes x trainer.n_devices_per_node / tensor parallel)"
-        )
+    for key in ("train_batch_size", "gen_batch_size"):
+        value = getattr(cfg.data, key)
+        if value is not None and value % rollout_dp:
+            raise ConfigError(
+                f"bad config: data.{key}={value} must be divisible by the rollout data-parallel size "
+                f"{rollout_dp} (trainer.nnodes x trainer.n_devices_per_node / tensor parallel)"
+            )
     if cfg.data.val_files and 0 < cfg.data.val_batch_size < rollout_dp:
         raise ConfigError(
             f"bad config: data.val_batch_size={cfg.data.val_batch_size} is smaller than the rollout "

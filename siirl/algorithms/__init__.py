@@ -6,7 +6,7 @@ registry (:class:`siirl.registry.Registry`): add a variant by writing one functi
 registers every built-in variant.
 """
 
-from siirl.algorithms import outcome_advantage, return_advantage  # noqa: F401  (registers estimators)
+from siirl.algorithms import group_filter_metrics, outcome_advantage, return_advantage  # noqa: F401  (registries)
 from siirl.algorithms.advantage import (
     ADV_ESTIMATORS,
     AdvantageInputs,
@@ -16,7 +16,6 @@ from siirl.algorithms.advantage import (
 )
 from siirl.algorithms.aggregation import AGG_MODES, agg_loss
 from siirl.algorithms.dapo import (
-    DynamicSamplingAccumulator,
     GenerationBudgetExceeded,
     batch_uids,
     filter_zero_variance_groups,
@@ -55,7 +54,6 @@ __all__ = [
     "POLICY_LOSSES",
     "AdaptiveKLController",
     "AdvantageInputs",
-    "DynamicSamplingAccumulator",
     "EstimatorNeeds",
     "FixedKLController",
     "GenerationBudgetExceeded",

@@ -1,7 +1,8 @@
 """DAPO (arXiv 2503.14476) pieces: dynamic sampling and the soft overlong penalty.
 
 Dynamic sampling drops prompts whose responses all scored the same (GRPO advantages are then all 0, so
-they only dilute the batch) and keeps generating until enough informative prompts are collected.
+they only dilute the batch); ``siirl.data_coordinator.gen_batches`` keeps generating until enough
+informative prompts are collected.
 """
 
 from __future__ import annotations
@@ -54,68 +55,8 @@ def batch_uids(batch: TensorDict, key: str = "uid") -> list[Hashable]:
 
 
 class GenerationBudgetExceeded(RuntimeError):
-    """``max_num_gen_batches`` batches were generated and still too few informative groups were kept."""
-
-
-class DynamicSamplingAccumulator:
-    """Collects the kept samples of successive generation batches until ``target_groups`` groups are in.
-
-    A group is one prompt's responses (one uid), so ``target_groups`` is the training batch size in
-    prompts. ``add`` *raises* ``GenerationBudgetExceeded`` as soon as the ``max_num_gen_batches``-th batch
-    leaves the target unmet (0: unlimited), so the caller does not pay for a generation it cannot use.
-    """
-
-    def __init__(self, target_groups: int, max_num_gen_batches: int = 0, uid_key: str = "uid") -> None:
-        if target_groups < 1:
-            raise ValueError(f"target_groups must be >= 1, got {target_groups}")
-        if max_num_gen_batches < 0:
-            raise ValueError(f"max_num_gen_batches must be >= 0 (0: unlimited), got {max_num_gen_batches}")
-        self.target_groups = target_groups
-        self.max_num_gen_batches = max_num_gen_batches
-        self.uid_key = uid_key
-        self.reset()
-
-    def reset(self) -> None:
-        self._parts: list[TensorDict] = []
-        self._groups: dict[Hashable, None] = {}  # insertion-ordered set of collected uids
-        self.num_gen_batches = 0
-
-    @property
-    def num_groups(self) -> int:
-        return len(self._groups)
-
-    @property
-    def is_full(self) -> bool:
-        return self.num_groups >= self.target_groups
-
-    def add(self, batch: TensorDict, kept_indices: Sequence[int] | None = None) -> bool:
-        """Add the rows ``kept_indices`` (default: all) of one generation batch; returns ``is_full``."""
-        self.num_gen_batches += 1
-        if kept_indices is not None:
-            batch = batch[torch.as_tensor(list(kept_indices), dtype=torch.long)]
-        if batch.batch_size[0] > 0:
-            self._groups.update(dict.fromkeys(batch_uids(batch, self.uid_key)))
-            self._parts.append(batch)
-        if not self.is_full and 0 < self.max_num_gen_batches <= self.num_gen_batches:
-            raise GenerationBudgetExceeded(
-                f"{self.num_gen_batches} generation batches kept only {self.num_groups} of "
-                f"{self.target_groups} groups with non-zero reward variance; the data may be too hard or too "
-                "easy. Raise max_num_gen_batches (0: unlimited) or disable dynamic sampling"
-            )
-        return self.is_full
-
-    def get_batch(self) -> TensorDict:
-        """The collected samples of the first ``target_groups`` groups, in arrival order."""
-        if not self.is_full:
-            raise RuntimeError(
-                f"only {self.num_groups} of {self.target_groups} groups collected; keep generating"
-            )
-        batch = torch.cat(self._parts) if len(self._parts) > 1 else self._parts[0]
-        wanted = set(list(self._groups)[: self.target_groups])
-        rows = [i for i, uid in enumerate(batch_uids(batch, self.uid_key)) if uid in wanted]
-        if len(rows) == batch.batch_size[0]:
-            return batch
-        return batch[torch.tensor(rows, dtype=torch.long)]
+    """``max_num_gen_batches`` chunks were generated and still too few informative groups were kept
+    (``siirl.data_coordinator.gen_batches`` collects them)."""
 
 
 def overlong_reward_penalty(

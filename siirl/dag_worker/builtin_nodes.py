@@ -21,7 +21,7 @@ from tensordict import TensorDict
 
 from siirl import algorithms
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
-from siirl.environment.outputs import environment_outputs, environment_reward_inputs
+from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import AGENTS_FIELD, ROLLOUT_WRITES, NodeContract, node_contract
 from siirl.execution.roles import uses_reference
@@ -42,10 +42,34 @@ def _reference_output(cfg: SiirlConfig) -> NodeContract:
     return NodeContract(writes=("ref_log_prob",), roles=("reference",)) if uses_reference(cfg) else NodeContract()
 
 
+#: What a rule reward manager reports per response next to the reward (verl's reward extra info), kept as
+#: (B,) float tensors so DAPO's group filter can compare them (``algorithm.filter_groups.metric``).
+RULE_REWARD_VALUES = ("acc", "score")
+
+
 def _reward_inputs(cfg: SiirlConfig) -> NodeContract:
-    """Environment rewards read the environment's outputs; a reward model's scores come from its node."""
-    scored = NodeContract(reads=("rm_scores",)) if cfg.reward_model.enable else NodeContract()
-    return environment_reward_inputs(cfg).merged(scored)
+    """Environment rewards read the environment's outputs; a reward model's scores come from its node; a rule
+    reward manager also writes ``acc`` and ``score``."""
+    if cfg.reward_model.enable:
+        return environment_reward_inputs(cfg).merged(NodeContract(reads=("rm_scores",)))
+    if env_mode(cfg) is not None:
+        return environment_reward_inputs(cfg)
+    return NodeContract(writes=RULE_REWARD_VALUES)
+
+
+def _rule_reward_values(batch: TensorDict, extra: dict[str, list], cfg: SiirlConfig) -> dict[str, float]:
+    """Store ``RULE_REWARD_VALUES`` in the batch; the overlong-penalty metrics with ``overlong_buffer.log``."""
+    for key in RULE_REWARD_VALUES:
+        if key in extra:
+            values = [float(v) for v in extra[key]]
+            batch[key] = torch.tensor(values, dtype=torch.float32, device=batch["response_mask"].device)
+    if not (cfg.reward_model.overlong_buffer.log and "overlong_reward" in extra):
+        return {}
+    penalties = extra["overlong_reward"]
+    return {
+        "reward/overlong_reward": sum(penalties) / max(len(penalties), 1),
+        "reward/overlong": sum(map(bool, extra["overlong"])) / max(len(penalties), 1),
+    }
 
 
 def _kl_loss_input(cfg: SiirlConfig) -> NodeContract:
@@ -127,13 +151,15 @@ def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> N
     """The reward on the last response token -> ``token_level_scores``: the reward model's score when an
     upstream node wrote ``rm_scores`` (it replaces the rule score, as in verl), else the rule reward."""
     start = time.perf_counter()
+    metrics: dict[str, float] = {}
     if "rm_scores" in batch.keys():  # noqa: SIM118 - keys() works on every tensordict release
         scores = batch["rm_scores"]
     else:
-        scores, _extra = ctx.reward_manager(batch, ctx.tokenizer)
+        scores, extra = ctx.reward_manager(batch, ctx.tokenizer)
+        metrics = _rule_reward_values(batch, extra, ctx.cfg)
     batch["token_level_scores"] = scores.to(torch.float32)
     seq_scores = scores.sum(-1)
-    metrics = {"reward/mean": seq_scores.mean().item(), "reward/max": seq_scores.max().item()}
+    metrics.update({"reward/mean": seq_scores.mean().item(), "reward/max": seq_scores.max().item()})
     failure_metrics = getattr(ctx.reward_manager, "failure_metrics", None)
     if failure_metrics is not None:
         metrics.update(failure_metrics())

@@ -232,21 +232,22 @@ def build_train_dataloader(
     config: DataConfig, tokenizer: Any, dp_rank: int, dp_size: int, files: Sequence[str] | None = None,
     scan: ScanShare | None = None,
 ) -> DistributedDataLoader:
-    """Shuffled, ``drop_last`` loader of ``data.train_batch_size`` prompts per step over all ranks."""
+    """Shuffled, ``drop_last`` loader of ``data.train_batch_size`` prompts per batch over all ranks, or of
+    ``data.gen_batch_size`` when set (DAPO's group filter then fills a train batch from several of them)."""
     files = list(config.train_files if files is None else files)
     if not files:
         raise DataError("data.train_files is empty")
-    if config.train_batch_size % dp_size:
-        raise DataError(
-            f"data.train_batch_size={config.train_batch_size} must be divisible by the rollout dp size {dp_size}"
-        )
+    for key in ("train_batch_size", "gen_batch_size"):
+        value = getattr(config, key)
+        if value is not None and value % dp_size:
+            raise DataError(f"data.{key}={value} must be divisible by the rollout dp size {dp_size}")
     return DistributedDataLoader(
         files,
         tokenizer,
         config,
         dp_rank=dp_rank,
         dp_size=dp_size,
-        global_batch_size=config.train_batch_size,
+        global_batch_size=config.prompts_per_generation(),
         shuffle=config.shuffle,
         drop_last=True,
         scan=scan,

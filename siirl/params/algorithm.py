@@ -21,8 +21,9 @@ class FilterGroupsConfig:
     """DAPO dynamic sampling: keep only uid groups whose ``metric`` varies."""
 
     enable: bool = False
+    #: acc | score | seq_reward | seq_final_reward (siirl.algorithms.group_filter_metrics)
     metric: str = "seq_reward"
-    #: Generation batches tried per step before giving up; 0 = unlimited.
+    #: Chunks of ``data.gen_batch_size`` prompts generated per step at most; <= 0 = no bound (as verl).
     max_num_gen_batches: int = 10
 
 
@@ -50,9 +51,14 @@ class AlgorithmConfig:
 
 @dataclass
 class OverlongBufferConfig:
+    """DAPO's soft overlong penalty (``reward_model.reward_manager=dapo``)."""
+
     enable: bool = False
+    #: Tokens before ``data.max_response_length`` where the penalty starts.
     len: int = 2
     penalty_factor: float = 1.0
+    #: Log ``reward/overlong_reward`` and ``reward/overlong`` (share of penalised responses) each step.
+    log: bool = False
 
 
 @dataclass

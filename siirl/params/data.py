@@ -14,6 +14,9 @@ class DataConfig:
     max_response_length: int = 6
     #: Prompts (not responses) per training step, summed over all rollout dp ranks.
     train_batch_size: int = 32
+    #: Prompts generated per chunk when ``algorithm.filter_groups`` drops groups (verl's DAPO key): chunks
+    #: are generated until ``train_batch_size`` kept groups are in; null = ``train_batch_size``.
+    gen_batch_size: int | None = None
     #: Prompts per validation pass; -1 = the whole validation set.
     val_batch_size: int = -1
     shuffle: bool = True
@@ -25,3 +28,7 @@ class DataConfig:
     #: Render ``prompt`` messages with the tokenizer's chat template.
     apply_chat_template: bool = True
     return_raw_chat: bool = False
+
+    def prompts_per_generation(self) -> int:
+        """Prompts the dataloader yields per generation chunk (``gen_batch_size``, else the train batch)."""
+        return self.train_batch_size if self.gen_batch_size is None else self.gen_batch_size

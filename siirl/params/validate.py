@@ -34,6 +34,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data.max_prompt_length": _POSITIVE,
     "data.max_response_length": _POSITIVE,
     "data.train_batch_size": _POSITIVE,
+    "data.gen_batch_size": (lambda v: v is None or v > 0, "> 0 (or null: data.train_batch_size)"),
+    "reward_model.overlong_buffer.penalty_factor": _NON_NEGATIVE,
     "actor_rollout_ref.rollout.n": _POSITIVE,
     "actor_rollout_ref.rollout.temperature": _NON_NEGATIVE,
     "actor_rollout_ref.rollout.top_p": _PROBABILITY,
@@ -93,6 +95,30 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
 }
 
+def _check_dapo_keys(cfg: DictConfig) -> None:
+    """verl's DAPO keys act only together with the feature they tune, so alone they are refused, not ignored."""
+    data, groups = cfg.data, cfg.algorithm.filter_groups
+    if data.gen_batch_size is not None and data.gen_batch_size != data.train_batch_size and not groups.enable:
+        raise ConfigError(
+            f"bad config: data.gen_batch_size={data.gen_batch_size} differs from data.train_batch_size="
+            f"{data.train_batch_size} but algorithm.filter_groups.enable=false; generation chunks only fill a "
+            "train batch when the group filter drops groups (enable it, or drop data.gen_batch_size)"
+        )
+    buffer = cfg.reward_model.overlong_buffer
+    if not buffer.enable:
+        return
+    if cfg.reward_model.reward_manager != "dapo":
+        raise ConfigError(
+            "bad config: reward_model.overlong_buffer.enable=true is applied by the dapo reward manager; set "
+            f"reward_model.reward_manager=dapo (got {cfg.reward_model.reward_manager!r})"
+        )
+    if not 0 < buffer.len < data.max_response_length:
+        raise ConfigError(
+            f"bad config: reward_model.overlong_buffer.len={buffer.len} must be in (0, data.max_response_length="
+            f"{data.max_response_length})"
+        )
+
+
 def validate_config(cfg: DictConfig) -> None:
     """Raise ``ConfigError`` naming the first key whose value breaks its rule."""
     for key, (is_set, why) in UNSUPPORTED.items():
@@ -108,3 +134,4 @@ def validate_config(cfg: DictConfig) -> None:
             "bad config: data.train_batch_size must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "
             f"(got {cfg.data.train_batch_size} and {cfg.actor_rollout_ref.actor.ppo_mini_batch_size})"
         )
+    _check_dapo_keys(cfg)

@@ -13,18 +13,13 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from siirl.algorithms import DynamicSamplingAccumulator, filter_zero_variance_groups
+from siirl.algorithms import filter_zero_variance_groups
+from siirl.algorithms.group_filter_metrics import group_filter_values, metric_reads
+from siirl.data_coordinator.gen_batches import DistExchange, KeptGroupCollector
 from siirl.data_coordinator.tensordict_ops import row_values, select_rows
-from siirl.errors import ConfigError
 from siirl.execution.dag.contract import NodeContract, node_contract
 from siirl.execution.dag.node import NEED_MORE_DATA, NodeOutput
 from siirl.params.root import SiirlConfig, or_defaults
-
-#: ``algorithm.filter_groups.metric`` -> the token-level tensor summed over the response.
-SEQUENCE_METRICS: dict[str, str] = {
-    "seq_reward": "token_level_scores",
-    "seq_final_reward": "token_level_rewards",
-}
 
 
 def _sequence_sum(batch: TensorDictBase, key: str) -> torch.Tensor:
@@ -51,42 +46,48 @@ def _keep_varied_groups(
 
 
 def _dynamic_sampling_reads(cfg: SiirlConfig) -> NodeContract:
-    metric = cfg.algorithm.filter_groups.metric
-    return NodeContract(reads=(SEQUENCE_METRICS[metric],) if metric in SEQUENCE_METRICS else ())
+    groups = cfg.algorithm.filter_groups
+    return NodeContract(reads=(metric_reads(groups.metric),)) if groups.enable else NodeContract()
 
 
 @node_contract(reads=("uid", "response_mask"), when=_dynamic_sampling_reads)
 def dynamic_sampling(batch: TensorDictBase, config: SiirlConfig | None = None, **kwargs: Any) -> NodeOutput:
-    """DAPO: drop uid groups whose sequence score (``algorithm.filter_groups.metric``) has zero variance.
+    """DAPO: drop uid groups whose ``algorithm.filter_groups.metric`` has zero variance, then (on a worker)
+    generate further chunks until ``data.train_batch_size`` groups are kept.
 
-    A group of a single response has no variance to measure and is kept, as in verl. ``config=None``:
+    A group of a single response has no variance to measure and is kept, as in verl. With
+    ``filter_groups.enable=false`` the batch passes through, as in verl's DAPO recipe. ``config=None``:
     the defaults.
     """
-    metric = or_defaults(config).algorithm.filter_groups.metric
-    if metric not in SEQUENCE_METRICS:
-        raise ConfigError(
-            f"algorithm.filter_groups.metric={metric!r} is not one of {', '.join(SEQUENCE_METRICS)}"
-        )
-    scores = _sequence_sum(batch, SEQUENCE_METRICS[metric]).tolist()
-    output = _keep_varied_groups(batch, scores, True, "dynamic_sampling")
+    groups = or_defaults(config).algorithm.filter_groups
+    if not groups.enable:
+        return NodeOutput(batch)
+    values = group_filter_values(batch, groups.metric).tolist()
+    output = _keep_varied_groups(batch, values, True, "dynamic_sampling")
     ctx = kwargs.get("ctx")
     return output if ctx is None else _accumulate(output, ctx)
 
 
 def _accumulate(output: NodeOutput, ctx: Any, name: str = "dynamic_sampling") -> NodeOutput:
-    """Collect kept groups over generation batches until this worker's share of the train batch is full."""
-    accumulator = ctx.extras.get(name)
-    if accumulator is None:
-        accumulator = DynamicSamplingAccumulator(
-            target_groups=ctx.train_loader.batch_size_per_rank,
-            max_num_gen_batches=ctx.cfg.algorithm.filter_groups.max_num_gen_batches,
+    """Collect kept groups over generation chunks until the train batch is full; every rank of the rollout
+    dp group agrees on when (``siirl.data_coordinator.gen_batches``), and each ends with an equal share."""
+    collector = ctx.extras.get(name)
+    if collector is None:
+        collector = KeptGroupCollector(
+            ctx.cfg.data.train_batch_size,
+            ctx.cfg.algorithm.filter_groups.max_num_gen_batches,
+            DistExchange(ctx.groups.get("rollout")),
         )
-        ctx.extras[name] = accumulator
-    if not accumulator.add(output.batch):
+        ctx.extras[name] = collector
+    if not collector.add(output.batch):
         return NodeOutput(output.batch, output.metrics, {**output.info, NEED_MORE_DATA: True})
-    output.metrics[f"{name}/gen_batches"] = accumulator.num_gen_batches
-    batch = accumulator.get_batch()
-    accumulator.reset()
+    output.metrics.update({
+        "train/num_gen_batches": collector.num_gen_batches,
+        f"{name}/kept_groups_total": collector.kept_groups,
+        f"{name}/surplus_groups": collector.kept_groups - collector.train_groups,
+    })
+    batch = collector.take()
+    collector.reset()
     return NodeOutput(batch, output.metrics, output.info)
 
 

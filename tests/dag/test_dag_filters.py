@@ -8,6 +8,9 @@ from tensordict import TensorDict
 from siirl.errors import ConfigError
 from siirl.user_interface.filters import dynamic_sampling, embodied_sampling, row_values, select_rows
 
+#: The group filter on, as ``algorithm.filter_groups.enable=true`` sets it.
+FILTER_ON = {"algorithm": {"filter_groups": {"enable": True}}}
+
 
 def _batch(uids, seq_scores, uid_storage="stack"):
     """Rows with a 3-token response; the score sits on the last valid token, padding has junk."""
@@ -29,7 +32,7 @@ def _batch(uids, seq_scores, uid_storage="stack"):
 def test_dynamic_sampling_drops_zero_variance_groups(uid_storage):
     uids = ["a", "b", "a", "b", "c", "d", "d"]
     scores = [1.0, 0.0, 1.0, 1.0, 0.5, 0.0, 0.0]
-    out = dynamic_sampling(_batch(uids, scores, uid_storage))
+    out = dynamic_sampling(_batch(uids, scores, uid_storage), typed_config(FILTER_ON))
     assert out.batch["row"].tolist() == [1, 3, 4]  # "c" is a single response: no variance to judge, kept
     assert row_values(out.batch, "uid") == ["b", "b", "c"]
     assert row_values(out.batch, "data_source") == ["src1", "src3", "src4"]
@@ -41,30 +44,44 @@ def test_dynamic_sampling_drops_zero_variance_groups(uid_storage):
     assert out.info == {"num_kept_groups": 2, "num_kept_samples": 3}
 
 
-def test_dynamic_sampling_uses_the_configured_metric():
+@pytest.mark.parametrize(
+    ("metric", "kept"),
+    [("seq_reward", [2, 3]), ("seq_final_reward", [0, 1]), ("acc", [0, 1, 2, 3]), ("score", [])],
+)
+def test_dynamic_sampling_uses_the_configured_metric(metric, kept):
     batch = _batch(["a", "a", "b", "b"], [1.0, 1.0, 0.0, 1.0])
     batch["token_level_rewards"] = torch.tensor([[0.0, 1.0, 0], [0.0, 0.5, 0], [0.0, 0.2, 0], [0.0, 0.2, 0]])
-    cfg = typed_config({"algorithm": {"filter_groups": {"metric": "seq_final_reward"}}})
-    assert dynamic_sampling(batch, cfg).batch["row"].tolist() == [0, 1]
-    cfg.algorithm.filter_groups.metric = "acc"
-    with pytest.raises(ConfigError, match="algorithm.filter_groups.metric='acc' is not one of seq_reward"):
+    batch["acc"] = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    batch["score"] = torch.tensor([0.5, 0.5, 0.0, 0.0])
+    cfg = typed_config({"algorithm": {"filter_groups": {"enable": True, "metric": metric}}})
+    assert dynamic_sampling(batch, cfg).batch["row"].tolist() == kept
+
+
+def test_dynamic_sampling_refuses_unknown_metrics_and_passes_through_when_off():
+    batch = _batch(["a", "a"], [1.0, 1.0])
+    cfg = typed_config(FILTER_ON)
+    cfg.algorithm.filter_groups.metric = "accuracy"
+    with pytest.raises(ConfigError, match="unknown group filter metric 'accuracy'; registered: acc, score"):
         dynamic_sampling(batch, cfg)
+    out = dynamic_sampling(batch)  # filter_groups.enable=false (the default): verl's DAPO without filtering
+    assert out.batch is batch and out.metrics == {}
 
 
 def test_dynamic_sampling_can_drop_everything():
-    out = dynamic_sampling(_batch(["a", "a"], [1.0, 1.0]))
+    out = dynamic_sampling(_batch(["a", "a"], [1.0, 1.0]), typed_config(FILTER_ON))
     assert out.batch.batch_size == torch.Size([0]) and out.info["num_kept_groups"] == 0
 
 
 def test_filters_name_missing_fields():
     batch = TensorDict({"row": torch.arange(2)}, [2])
+    cfg = typed_config(FILTER_ON)
     with pytest.raises(ValueError, match="batch has no 'token_level_scores' field"):
-        dynamic_sampling(batch)
+        dynamic_sampling(batch, cfg)
     with pytest.raises(ValueError, match="needs a 'task_success' or 'token_level_scores'"):
         embodied_sampling(batch)
     batch["token_level_scores"] = torch.zeros(2, 3)
     with pytest.raises(ValueError, match="batch has no field 'uid'"):
-        dynamic_sampling(batch)
+        dynamic_sampling(batch, cfg)
 
 
 def test_embodied_sampling_drops_always_and_never_solved_tasks():

@@ -48,6 +48,11 @@ def test_dict_results_become_extra_info():
     assert extra == {"score": [0.5, 0.5], "acc": [True, False]}
 
 
+def test_numeric_scores_are_the_accuracy():
+    _, extra = make_reward_manager("naive", TOKENIZER)(make_batch(["1", "2"], ["1", "1"]))
+    assert extra == {"score": [1.0, 0.0], "acc": [1.0, 0.0]}
+
+
 @pytest.mark.parametrize("bad", [{"acc": 1.0}, "high", None])
 def test_bad_score_values_are_named(bad):
     manager = make_reward_manager("naive", TOKENIZER, compute_score=lambda *a: bad)
@@ -84,11 +89,12 @@ def test_dapo_manager_applies_penalty_by_response_length():
         "dapo", TOKENIZER, max_response_length=10, overlong_buffer_len=4, penalty_factor=0.5
     )
     scores, extra = manager(batch)
-    assert extra["overlong_penalty"] == pytest.approx([0.0, -0.25, -0.5])
-    assert extra["score"] == pytest.approx([1.0, 0.75, -0.5])
+    assert extra["overlong_reward"] == pytest.approx([0.0, -0.25, -0.5])
+    assert extra["overlong"] == [False, True, True]
+    assert extra["score"] == extra["acc"] == [1.0, 1.0, 0.0]  # the score function's, as in verl
     assert scores.sum(-1).tolist() == pytest.approx([1.0, 0.75, -0.5])
     _, extra = make_reward_manager("dapo", TOKENIZER)(batch)
-    assert extra["score"] == [1.0, 1.0, 0.0] and "overlong_penalty" not in extra
+    assert extra["score"] == [1.0, 1.0, 0.0] and "overlong_reward" not in extra
 
 
 @pytest.mark.parametrize(

@@ -60,8 +60,9 @@ def split_result(result: Any, data_source: str) -> tuple[float, dict[str, Any]]:
 class RewardManager(ABC):
     """Scores a batch: ``manager(batch, tokenizer=None) -> (token_level_scores, extra_info)``.
 
-    ``extra_info`` maps names to one value per sample: always ``"score"``, plus any extra keys the score
-    function returned in a dict (missing ones are None).
+    ``extra_info`` maps names to one value per sample: always ``"score"`` and ``"acc"`` (the score function's
+    ``acc``, else its score), plus any extra keys the score function returned in a dict (missing ones are
+    None).
     """
 
     def __init__(
@@ -136,6 +137,8 @@ class RewardManager(ABC):
         extra: dict[str, list] = {"score": scores}
         for key in sorted({k for _, e in split for k in e}):
             extra[key] = [e.get(key) for _, e in split]
+        # verl's DAPO manager reports a numeric score as the response's accuracy; every manager does here.
+        extra["acc"] = [e.get("acc", score) for score, e in split]
         return scores, extra
 
     @staticmethod

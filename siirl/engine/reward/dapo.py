@@ -57,7 +57,7 @@ class DapoRewardManager(NaiveRewardManager):
             overlong_penalty(n, self.max_response_length, self.overlong_buffer_len, self.penalty_factor)
             for n in inputs.response_lengths
         ]
-        scores = [s + p for s, p in zip(scores, penalties)]
-        extra["score"] = scores
-        extra["overlong_penalty"] = penalties
-        return scores, extra
+        # As in verl, ``score`` stays the score function's; the penalised reward is the returned score.
+        extra["overlong_reward"] = penalties
+        extra["overlong"] = [p < 0 for p in penalties]
+        return [s + p for s, p in zip(scores, penalties)], extra
