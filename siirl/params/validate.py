@@ -75,8 +75,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "actor_rollout_ref.rollout.multi_turn.interaction_config_path": (
         lambda v: bool(v),
-        "is not implemented (verl interactions: simulated user turns); tools work "
-        "(actor_rollout_ref.rollout.multi_turn.tool_config_path), an environment can play the user (env.name)",
+        ("is not implemented (verl interactions: simulated user turns); tools work "
+        "(actor_rollout_ref.rollout.multi_turn.tool_config_path), an environment can play the user (env.name)"),
     ),
     "actor_rollout_ref.rollout.multi_turn.use_inference_chat_template": (
         lambda v: bool(v),

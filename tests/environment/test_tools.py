@@ -87,10 +87,10 @@ def test_verl_gsm8k_yaml_loads_and_maps_to_the_builtin_tool(tmp_path):
     ("other: 1", "non-empty list under 'tools'"),
     ("tools: [{tool_schema: {type: function, function: {name: a}}}]", "needs a class_name"),
     ("tools: [{class_name: gsm8k, tool_schema: {type: function, function: {description: x}}}]", "non-empty name"),
-    ("tools: [{class_name: gsm8k, tool_schema: {type: function, function: {name: a, parameters: "
-     "{type: object, properties: {}, required: [x]}}}}]", "'x', which is not in properties"),
-    ("tools: [{class_name: gsm8k, tool_schema: {type: function, function: {name: a}}},"
-     " {class_name: gsm8k, tool_schema: {type: function, function: {name: a}}}]", "a second tool named 'a'"),
+    (("tools: [{class_name: gsm8k, tool_schema: {type: function, function: {name: a, parameters: "
+     "{type: object, properties: {}, required: [x]}}}}]"), "'x', which is not in properties"),
+    (("tools: [{class_name: gsm8k, tool_schema: {type: function, function: {name: a}}},"
+     " {class_name: gsm8k, tool_schema: {type: function, function: {name: a}}}]"), "a second tool named 'a'"),
 ])
 def test_malformed_tool_yaml_is_one_line(tmp_path, text, needle):
     path = tmp_path / "tools.yaml"

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from siirl.engine.rollout.batch_ops import expand_prompts, prompt_position_ids
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
+from siirl.engine.rollout.batch_ops import expand_prompts, prompt_position_ids
 from siirl.engine.rollout.env_session import EnvSession, EnvSessionRollout, real_prompt_tokens
 from siirl.engine.rollout.tool_prompts import render_tool_prompts
 from siirl.environment import StepResult

@@ -46,7 +46,7 @@ class ToolEnv:
     def __init__(
         self,
         tool_config_path: str,
-        format: str = "hermes",  # noqa: A002 - verl's key name
+        format: str = "hermes",
         max_parallel_calls: int = 1,
         max_tool_response_length: int = 256,
         tool_response_truncate_side: str = "middle",
