@@ -21,6 +21,7 @@ from siirl.engine.reward.registry import load_builtins as load_reward_managers
 from siirl.engine.rollout import ROLLOUT_ENGINES
 from siirl.engine.workers.model_loading import resolve_dtype
 from siirl.environment.outputs import env_mode
+from siirl.environment.tools import check_tool_classes, load_tool_config
 from siirl.errors import ConfigError
 from siirl.params import compose_config
 from siirl.params.old_log_prob import OLD_LOG_PROB_KEY
@@ -141,9 +142,24 @@ def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
     return requested
 
 
+def check_tools(cfg: SiirlConfig) -> None:
+    """A tool-calling run: its tool YAML loads, its classes import, and the raw chat reaches the rollout."""
+    multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
+    if env_mode(cfg) != "tools":
+        return
+    path = str(multi_turn.tool_config_path)
+    check_tool_classes(load_tool_config(path), path)
+    if not cfg.data.return_raw_chat:
+        raise ConfigError(
+            "bad config: actor_rollout_ref.rollout.multi_turn.tool_config_path needs data.return_raw_chat=true "
+            "(the rollout renders each chat with the tools' schemas, as in verl)"
+        )
+
+
 def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_loggers(list(cfg.trainer.logger))
+    check_tools(cfg)
     check_registry_values(cfg)
     check_remax_baseline(cfg)
     choose_rollout_engine(cfg)

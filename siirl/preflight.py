@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Collection
 from operator import attrgetter
 from pathlib import Path
+from typing import Any
 
 from siirl.errors import ConfigError, SiirlUserError
 from siirl.execution.scheduler.plan import ExecutionPlan
@@ -73,6 +74,24 @@ def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
         raise SiirlUserError(f"{key}={raw}: cannot write in {existing} ({exc.strerror})") from None
 
 
+def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
+    """Tool-calling runs render tool responses with the chat template's ``tool`` role."""
+    from siirl.environment.outputs import env_mode
+
+    if env_mode(cfg) != "tools":
+        return
+    chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "tool", "content": "r"}]
+    try:
+        tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    except Exception as exc:  # noqa: BLE001 - jinja raises whatever the template says
+        reason = " ".join(str(exc).split())
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.multi_turn.tool_config_path: the chat template of "
+            f"{cfg.actor_rollout_ref.model.path} cannot render a 'tool' message ({reason}); use a model whose "
+            "template has a tool role"
+        ) from None
+
+
 def check_inputs(cfg: SiirlConfig) -> None:
     """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function, output dir."""
     from siirl.data_coordinator.parquet_source import ParquetRows
@@ -80,7 +99,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
 
     check_attention_names(cfg)
-    load_tokenizer(cfg.actor_rollout_ref.model)
+    check_tool_template(cfg, load_tokenizer(cfg.actor_rollout_ref.model))
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))

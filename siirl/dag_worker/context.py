@@ -133,7 +133,7 @@ def build_context(
             build_val_dataloader(cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share())
             if cfg.data.val_files else None
         ),
-        reward_manager=env_reward_manager(cfg) or make_reward_manager_from_config(cfg, tokenizer),
+        reward_manager=env_reward_manager(cfg, tokenizer) or make_reward_manager_from_config(cfg, tokenizer),
     )
     if moves_samples(plan):
         from siirl.data_coordinator import DataCoordinator

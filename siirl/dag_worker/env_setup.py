@@ -2,21 +2,26 @@
 
 ``algorithm.workflow_type=EMBODIED`` -> step-wise rollout (one row per environment step) scored by
 SRPO-style progress rewards; ``actor_rollout_ref.rollout.multi_turn.enable=true`` -> multi-turn
-conversation rollout scored by the environment's per-turn rewards. Otherwise neither applies and the
-worker keeps its plain engine and rule-based reward manager.
+conversation rollout scored by the environment's per-turn rewards; with ``multi_turn.tool_config_path``
+the environment is the tool set (``ToolEnv``) and the rule score is added to the tools' turn rewards.
+Otherwise none applies and the worker keeps its plain engine and rule-based reward manager.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from siirl.engine.reward.env_rewards import ProgressRewards, TurnRewards
+from siirl.dag_worker.reward_setup import make_reward_manager_from_config
+from siirl.engine.reward.env_rewards import ProgressRewards, ToolCallRewards, TurnRewards
 from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.env_session import EnvSession, single_sample_config
 from siirl.engine.rollout.env_steps import EnvStepRollout
 from siirl.engine.rollout.multi_turn import MultiTurnRollout
 from siirl.environment.outputs import env_mode
+from siirl.environment.tools import load_tool_config
+from siirl.params.environment import EnvConfig
 from siirl.params.model import RolloutConfig
 from siirl.params.root import SiirlConfig
 
@@ -40,13 +45,49 @@ def _turns(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
     )
 
 
-def _progress_rewards(cfg: SiirlConfig) -> Any:
+def _tool_turns(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
+    multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
+    return MultiTurnRollout(
+        session,
+        max_turns=int(multi_turn.max_turns),
+        max_response_length=int(cfg.data.max_response_length),
+        max_observation_length=int(multi_turn.max_observation_length),
+        tool_schemas=[spec.schema for spec in load_tool_config(str(multi_turn.tool_config_path))],
+        sanity_check=str(multi_turn.tokenization_sanity_check_mode),
+    )
+
+
+def tool_env_config(cfg: SiirlConfig) -> EnvConfig:
+    """``env.*`` with the tool set as the environment (its processes and step bound stay the user's)."""
+    multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
+    kwargs = {
+        "tool_config_path": str(multi_turn.tool_config_path),
+        "format": str(multi_turn.format),
+        "max_parallel_calls": int(multi_turn.max_parallel_calls),
+        "max_tool_response_length": int(multi_turn.max_tool_response_length),
+        "tool_response_truncate_side": str(multi_turn.tool_response_truncate_side),
+        "tool_timeout_s": float(multi_turn.tool_timeout_s),
+        "max_user_turns": None if multi_turn.max_user_turns is None else int(multi_turn.max_user_turns),
+    }
+    return dataclasses.replace(cfg.env, name="tools", kwargs=kwargs)
+
+
+def _progress_rewards(cfg: SiirlConfig, tokenizer: Any) -> Any:
     spec = cfg.algorithm.embodied.progress_reward
     return ProgressRewards(float(spec.failure_scale), float(spec.sigma), enable=bool(spec.enable))
 
 
-WRAPPERS: dict[str, Callable[[EnvSession, SiirlConfig], RolloutEngine]] = {"steps": _steps, "turns": _turns}
-REWARDS: dict[str, Callable[[SiirlConfig], Any]] = {"steps": _progress_rewards, "turns": lambda _cfg: TurnRewards()}
+def _tool_rewards(cfg: SiirlConfig, tokenizer: Any) -> Any:
+    return ToolCallRewards(make_reward_manager_from_config(cfg, tokenizer))
+
+
+WRAPPERS: dict[str, Callable[[EnvSession, SiirlConfig], RolloutEngine]] = {
+    "steps": _steps, "turns": _turns, "tools": _tool_turns,
+}
+REWARDS: dict[str, Callable[[SiirlConfig, Any], Any]] = {
+    "steps": _progress_rewards, "turns": lambda _cfg, _tokenizer: TurnRewards(), "tools": _tool_rewards,
+}
+ENV_CONFIGS: dict[str, Callable[[SiirlConfig], EnvConfig]] = {"tools": tool_env_config}
 
 
 def inner_rollout_config(cfg: SiirlConfig) -> RolloutConfig:
@@ -59,10 +100,11 @@ def wrap_rollout(engine: RolloutEngine, cfg: SiirlConfig, tokenizer: Any) -> Rol
     mode = env_mode(cfg)
     if mode is None:
         return engine
-    session = EnvSession(engine, tokenizer, cfg.actor_rollout_ref.rollout, cfg.env)
+    env_cfg = ENV_CONFIGS[mode](cfg) if mode in ENV_CONFIGS else cfg.env
+    session = EnvSession(engine, tokenizer, cfg.actor_rollout_ref.rollout, env_cfg)
     return WRAPPERS[mode](session, cfg)
 
 
-def env_reward_manager(cfg: SiirlConfig) -> Any | None:
+def env_reward_manager(cfg: SiirlConfig, tokenizer: Any) -> Any | None:
     mode = env_mode(cfg)
-    return None if mode is None else REWARDS[mode](cfg)
+    return None if mode is None else REWARDS[mode](cfg, tokenizer)

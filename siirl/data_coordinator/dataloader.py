@@ -30,6 +30,8 @@ from siirl.params.data import DataConfig
 logger = logging.getLogger(__name__)
 
 STATE_KEYS = ("epoch", "position", "num_rows", "global_batch_size")
+#: ``extra_info`` fields carried as their own columns with ``data.return_raw_chat`` (verl's names).
+CHAT_EXTRA_FIELDS = ("tools_kwargs", "interaction_kwargs")
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ def dist_scan_share(group: Any = None) -> ScanShare | None:
 class DistributedDataLoader:
     """Yields ``TensorDict`` prompt batches of one dp rank: ``input_ids``, ``attention_mask``,
     ``position_ids`` (left-padded to ``max_prompt_length``) and non-tensor ``data_source``,
-    ``ground_truth``, ``index`` and, with ``data.return_raw_chat``, ``raw_prompt``.
+    ``ground_truth``, ``index`` and, with ``data.return_raw_chat``, ``raw_prompt`` plus the rows'
+    ``extra_info.tools_kwargs`` / ``extra_info.interaction_kwargs`` (``{}`` where absent), as verl does.
 
     ``global_batch_size`` prompts per step are split over the ``dp_size`` ranks (``None``: the whole
     dataset is one global batch). Iterating runs the rest of the current epoch, then moves to the next.
@@ -203,6 +206,8 @@ class DistributedDataLoader:
         set_non_tensor_list(batch, "index", [int(r) if i is None else i for i, r in zip(indices, row_ids)])
         if self._config.return_raw_chat:
             set_non_tensor_list(batch, "raw_prompt", prompts)
+            for key in CHAT_EXTRA_FIELDS:  # what a multi-turn rollout needs of the row besides its chat
+                set_non_tensor_list(batch, key, [(row.get("extra_info") or {}).get(key) or {} for row in rows])
         return batch
 
     def state_dict(self) -> dict[str, int]:

@@ -16,20 +16,25 @@ STEP_KEYS = (
     "task_success", "env_progress", "env_error", "traj_steps", "traj_signature", "env_step_reward", "env_step",
     "traj_uid",
 )
-ROLLOUT_KEYS = {"turns": MULTI_TURN_KEYS, "steps": STEP_KEYS}
+#: Keys the tool-calling multi-turn rollout adds on top of the multi-turn ones.
+TOOL_KEYS = ("tool_calls", "tool_errors", "tool_timeouts", "rollout_reward_scores")
+ROLLOUT_KEYS = {"turns": MULTI_TURN_KEYS, "tools": MULTI_TURN_KEYS + TOOL_KEYS, "steps": STEP_KEYS}
 #: What each mode's reward reads (siirl.engine.reward.env_rewards).
 REWARD_READS = {
     "turns": ("env_turn_rewards", "env_turn_index", "response_mask"),
+    "tools": ("env_turn_rewards", "env_turn_index", "response_mask", "rollout_reward_scores", "num_turns"),
     "steps": ("task_success", "traj_signature", "env_progress", "env_error", "uid", "response_mask"),
 }
 
 
 def env_mode(cfg: SiirlConfig) -> str | None:
-    """``steps`` for ``algorithm.workflow_type=EMBODIED``, ``turns`` for multi-turn rollouts, else None."""
+    """``steps`` for ``algorithm.workflow_type=EMBODIED``; for multi-turn rollouts ``tools`` when a tool
+    config is set, else ``turns``; otherwise None."""
     if str(cfg.algorithm.workflow_type).upper() == "EMBODIED":
         return "steps"
-    if cfg.actor_rollout_ref.rollout.multi_turn.enable:
-        return "turns"
+    multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
+    if multi_turn.enable:
+        return "tools" if multi_turn.tool_config_path else "turns"
     return None
 
 

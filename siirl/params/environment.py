@@ -25,6 +25,29 @@ class MultiTurnConfig:
     max_turns: int = 2
     #: Tokens one rendered observation may take; a longer one ends the episode (info truncated).
     max_observation_length: int = 32
+    #: verl's name for ``max_turns`` (null: keep ``max_turns``).
+    max_assistant_turns: int | None = None
+    #: Tool / user turns after which the episode ends at the next policy turn (null: no limit but max_turns).
+    max_user_turns: int | None = None
+    #: Tool YAML (verl format: ``tools: [{class_name, config, tool_schema}]``); set = tool-calling rollouts.
+    tool_config_path: str | None = None
+    #: How tool calls are written in the policy's output (a registered parser, e.g. hermes).
+    format: str = "hermes"
+    #: Tool calls executed per policy turn; later ones in the same turn are dropped.
+    max_parallel_calls: int = 1
+    #: Characters of one tool response kept (verl counts characters, not tokens).
+    max_tool_response_length: int = 256
+    #: Which part of an over-long tool response is kept: left (its start) | right (its end) | middle (both ends).
+    tool_response_truncate_side: str = "middle"
+    #: Longest one tool call (create / execute / calc_reward / release) may take; a late call ends that
+    #: turn with an error tool turn. ``env.timeout_s`` bounds the whole step, ``env.num_workers`` isolates it.
+    tool_timeout_s: float = 10.0
+    #: Interaction YAML (verl format); not implemented here, refused when set.
+    interaction_config_path: str | None = None
+    #: verl: re-render earlier turns with the chat template. Only false (keep the policy's tokens) exists here.
+    use_inference_chat_template: bool = False
+    #: Turn-by-turn rendering must match rendering the conversation at once: strict | ignore_strippable | disable.
+    tokenization_sanity_check_mode: str = "strict"
 
 
 @dataclass

@@ -69,6 +69,14 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.critic_warmup": _NON_NEGATIVE,
     "actor_rollout_ref.rollout.multi_turn.max_turns": _POSITIVE,
     "actor_rollout_ref.rollout.multi_turn.max_observation_length": _POSITIVE,
+    "actor_rollout_ref.rollout.multi_turn.max_user_turns": (lambda v: v is None or v >= 0, "null or >= 0"),
+    "actor_rollout_ref.rollout.multi_turn.max_parallel_calls": _POSITIVE,
+    "actor_rollout_ref.rollout.multi_turn.max_tool_response_length": _POSITIVE,
+    "actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side": _one_of("left", "middle", "right"),
+    "actor_rollout_ref.rollout.multi_turn.tool_timeout_s": _POSITIVE,
+    "actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode": _one_of(
+        "strict", "ignore_strippable", "disable"
+    ),
     "env.num_workers": _NON_NEGATIVE,
     "env.timeout_s": _POSITIVE,
     "dag.agent_placement": _one_of("auto", "own", "shared"),
@@ -77,6 +85,15 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 #: Options the schema accepts for verl compatibility but siiRL does not implement: key -> (is it set?, why).
 UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "actor_rollout_ref.rollout.multi_turn.interaction_config_path": (
+        lambda v: bool(v),
+        ("is not implemented (verl interactions: simulated user turns); tools work "
+        "(actor_rollout_ref.rollout.multi_turn.tool_config_path), an environment can play the user (env.name)"),
+    ),
+    "actor_rollout_ref.rollout.multi_turn.use_inference_chat_template": (
+        lambda v: bool(v),
+        "is not implemented; earlier turns keep the policy's own tokens (verl's false)",
+    ),
     "actor_rollout_ref.actor.strategy": (
         lambda v: v == "megatron",
         "is not implemented; the actor trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",

@@ -47,8 +47,22 @@ def _resume_path(cfg: DictConfig) -> None:
     trainer.resume_mode = trainer.resume_from_path
 
 
+def _assistant_turns(cfg: DictConfig) -> None:
+    """verl's ``multi_turn.max_assistant_turns`` is siiRL's ``multi_turn.max_turns`` (policy turns)."""
+    multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
+    if multi_turn.max_assistant_turns is None:
+        return
+    if int(multi_turn.max_assistant_turns) < 1:
+        raise ConfigError(
+            f"bad config: actor_rollout_ref.rollout.multi_turn.max_assistant_turns={multi_turn.max_assistant_turns} "
+            "is invalid; expected >= 1 (or null)"
+        )
+    multi_turn.max_turns = int(multi_turn.max_assistant_turns)
+
+
 def apply_verl_keys(cfg: DictConfig) -> None:
     """Rewrite the verl spellings in ``cfg`` in place (see the module docstring)."""
     _canonical_workflow(cfg)
     _retention(cfg)
     _resume_path(cfg)
+    _assistant_turns(cfg)

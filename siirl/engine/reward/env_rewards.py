@@ -2,6 +2,7 @@
 
 ``TurnRewards`` (multi-turn rollouts): every turn's reward sits on that turn's last policy token, so the
 trajectory return is their sum and estimators that look at token positions credit each turn.
+``ToolCallRewards`` (tool-calling rollouts) adds the rule score of the policy's text to those.
 
 ``ProgressRewards`` (step-wise embodied rollouts), after SRPO (Fei et al., "SRPO: Self-Referential Policy
 Optimization for Vision-Language-Action Models", arXiv:2511.15605): a failed trajectory is rewarded by how
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.data_coordinator.tensordict_ops import non_tensor_list, row_values, set_non_tensor_list
 
 
 def _last_token_scores(response_mask: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -47,6 +48,38 @@ class TurnRewards:
         rows = torch.arange(index.shape[0])[:, None].expand_as(index)
         scores.index_put_((rows[valid], index[valid]), rewards[valid], accumulate=True)
         return scores, {"trajectory_reward": rewards.sum(-1).tolist()}
+
+
+class ToolCallRewards:
+    """Tool-calling rollouts: the rule score of the policy's text (the ``rule`` manager, on the last policy
+    token) plus each turn's tool step rewards (on that turn's last policy token).
+
+    As in verl, the score function is told what the tools reported: its ``extra_info`` carries
+    ``rollout_reward_scores`` (``{tool: calc_reward}`` at the end of the trajectory) and ``num_turns``,
+    so a score function can use the tools' verdict (verl's built-in scorers ignore it, and so do ours).
+    """
+
+    def __init__(self, rule: Any) -> None:
+        self.rule = rule
+        self.turns = TurnRewards()
+
+    def __call__(self, batch: TensorDictBase, tokenizer: Any = None) -> tuple[torch.Tensor, dict[str, list]]:
+        extra_infos = row_values(batch, "extra_info", None)
+        tool_scores = row_values(batch, "rollout_reward_scores")
+        turns = batch["num_turns"].tolist()
+        set_non_tensor_list(batch, "extra_info", [
+            {**(info or {}), "rollout_reward_scores": dict(scores or {}), "num_turns": int(n)}
+            for info, scores, n in zip(extra_infos, tool_scores, turns)
+        ])
+        rule_scores, extra = self.rule(batch, tokenizer)
+        turn_scores, turn_extra = self.turns(batch)
+        return rule_scores + turn_scores, {**extra, "tool_reward": turn_extra["trajectory_reward"]}
+
+    def failure_metrics(self) -> dict[str, float]:
+        return self.rule.failure_metrics()
+
+    def close(self) -> None:
+        self.rule.close()
 
 
 def progress_rewards(

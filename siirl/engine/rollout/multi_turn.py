@@ -7,6 +7,10 @@ trains on them, on the same padding-free path as single-turn batches. Each turn'
 ``env_turn_rewards`` with the index of the turn's last policy token in ``env_turn_index``; the reward node
 places them there (per-turn rewards; their sum is the trajectory's return). Works with any inner engine
 (hf, vllm, sglang): it only asks it for one continuation per context.
+
+Tool calling is this same loop with :class:`siirl.environment.tools.ToolEnv` as the environment: its
+observations are ``tool`` messages (rendered with the template's ``tool`` role), prompts are re-rendered
+with the tools' schemas, and the tools' final rewards ride along as ``rollout_reward_scores``.
 """
 
 from __future__ import annotations
@@ -18,9 +22,14 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.engine.rollout.batch_ops import expand_prompts, prompt_position_ids
 from siirl.engine.rollout.env_session import EnvSession, EnvSessionRollout, real_prompt_tokens
+from siirl.engine.rollout.tool_prompts import render_tool_prompts
 from siirl.environment import StepResult
+
+#: Per-episode tool counters the tool environment reports in ``info`` (``siirl.environment.tools.env``).
+TOOL_COUNTERS = ("tool_calls", "tool_errors", "tool_timeouts")
 
 logger = logging.getLogger(__name__)
 
@@ -40,44 +49,76 @@ class _Trajectory:
         self.policy += [int(from_policy)] * len(tokens)
 
 
+def _is_messages(observation: Any) -> bool:
+    return isinstance(observation, list) and all(isinstance(m, dict) and "role" in m for m in observation)
+
+
 class ObservationRenderer:
-    """An observation as the chat template renders a new user turn after an assistant turn.
+    """An observation as the chat template renders the turns that follow an assistant turn: a text
+    observation is a new user turn, a list of messages (tool responses) is rendered as those messages.
 
     Rendered as the difference between a two-message conversation and the same with the observation
     appended (plus the generation prompt), so templates that add a default system prompt add none here.
+    ``sanity_check`` (verl's ``tokenization_sanity_check_mode``) says how strictly the extended rendering
+    must start with the earlier one: ``strict`` exactly, ``ignore_strippable`` up to trailing whitespace,
+    ``disable`` not at all.
     """
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, sanity_check: str = "strict") -> None:
         self.tokenizer = tokenizer
+        self.sanity_check = sanity_check
         base = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
         self._base = tokenizer.apply_chat_template(base, tokenize=False)
         self._base_messages = base
 
+    def _suffix(self, full: str) -> str:
+        if full.startswith(self._base) or self.sanity_check == "disable":
+            return full[len(self._base) :]
+        stripped = self._base.rstrip()
+        if self.sanity_check == "ignore_strippable" and full.startswith(stripped):
+            return full[len(stripped) :]
+        raise ValueError(
+            "the chat template renders an earlier conversation differently when extended "
+            "(actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode=strict)"
+        )
+
     def __call__(self, observation: Any) -> list[int]:
-        messages = [*self._base_messages, {"role": "user", "content": str(observation)}]
-        full = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        if not full.startswith(self._base):
-            raise ValueError("the chat template renders an earlier conversation differently when extended")
-        return self.tokenizer(full[len(self._base) :], add_special_tokens=False)["input_ids"]
+        added = observation if _is_messages(observation) else [{"role": "user", "content": str(observation)}]
+        full = self.tokenizer.apply_chat_template(
+            [*self._base_messages, *added], tokenize=False, add_generation_prompt=True
+        )
+        return self.tokenizer(self._suffix(full), add_special_tokens=False)["input_ids"]
 
 
 class MultiTurnRollout(EnvSessionRollout):
     def __init__(
-        self, session: EnvSession, *, max_turns: int, max_response_length: int, max_observation_length: int
+        self,
+        session: EnvSession,
+        *,
+        max_turns: int,
+        max_response_length: int,
+        max_observation_length: int,
+        tool_schemas: list[dict[str, Any]] | None = None,
+        sanity_check: str = "strict",
     ) -> None:
         super().__init__(session, max_turns)
         self.max_observation_length = max_observation_length
         self.width = max_turns * max_response_length + (max_turns - 1) * max_observation_length
-        self.render = ObservationRenderer(session.tokenizer)
+        self.render = ObservationRenderer(session.tokenizer, sanity_check)
+        #: Set = tool-calling rollouts: prompts are re-rendered with these OpenAI function schemas.
+        self.tool_schemas = tool_schemas
 
     def rollout_metrics(self, out: TensorDict) -> dict[str, float]:
-        return {
+        metrics = {
             "env/success_rate": out["task_success"].mean().item(),
             "env/progress": out["env_progress"].mean().item(),
             "env/turns": out["num_turns"].mean().item(),
             "env/errors": out["env_error"].sum().item(),
             "env/trajectory_reward": out["env_turn_rewards"].sum(-1).mean().item(),
         }
+        if self.tool_schemas is not None:
+            metrics.update({f"tools/{key.removeprefix('tool_')}": out[key].sum().item() for key in TOOL_COUNTERS})
+        return metrics
 
     def _turn(self, trajs: list[_Trajectory], venv: Any, validate: bool, last_turn: bool) -> None:
         active = [i for i, t in enumerate(trajs) if not t.done]
@@ -101,6 +142,9 @@ class MultiTurnRollout(EnvSessionRollout):
             traj.add(observation, from_policy=False)
 
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
+        if self.tool_schemas is not None:
+            batch = batch.clone(recurse=False)
+            render_tool_prompts(batch, self.session.tokenizer, self.tool_schemas, self.session.pad_id)
         rows = expand_prompts(batch, self.session.val_n if validate else self.session.train_n)
         count = rows.batch_size[0]
         venv = self.session.venv(count)
@@ -145,4 +189,8 @@ class MultiTurnRollout(EnvSessionRollout):
         rows["env_progress"] = torch.tensor([float(i.get("progress", 0.0)) for i in info])
         rows["env_error"] = torch.tensor([float("error" in i) for i in info])
         rows["num_turns"] = torch.tensor([float(len(t.turn_rewards)) for t in trajs])
+        if self.tool_schemas is not None:
+            for key in TOOL_COUNTERS:
+                rows[key] = torch.tensor([float(i.get(key, 0)) for i in info])
+            set_non_tensor_list(rows, "rollout_reward_scores", [dict(i.get("rollout_reward_scores", {})) for i in info])
         return rows

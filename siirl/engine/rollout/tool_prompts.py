@@ -1,0 +1,39 @@
+"""Prompts of tool-calling rollouts: the row's raw chat rendered with the tools' schemas.
+
+The dataloader renders prompts without tools; a chat template announces tools only when it is given
+their schemas (Qwen's puts them in the system turn), so tool runs re-render each row from its
+``raw_prompt`` (``data.return_raw_chat=true``), as verl's agent loop does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.engine.rollout.batch_ops import prompt_position_ids
+
+
+def render_tool_prompts(rows: TensorDict, tokenizer: Any, schemas: list[dict[str, Any]], pad_id: int) -> None:
+    """Replace ``input_ids`` / ``attention_mask`` / ``position_ids`` of ``rows`` (left-padded, same width)."""
+    if "raw_prompt" not in set(rows.keys()):
+        raise RuntimeError("tool-calling rollouts render the chat with the tools: set data.return_raw_chat=true")
+    width = rows["input_ids"].shape[1]
+    ids = torch.full((rows.batch_size[0], width), pad_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, messages in enumerate(non_tensor_list(rows, "raw_prompt")):
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        text = tokenizer.apply_chat_template(list(messages), tools=schemas, add_generation_prompt=True, tokenize=False)
+        tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if len(tokens) > width:
+            raise RuntimeError(
+                f"a prompt rendered with the tool schemas takes {len(tokens)} tokens > data.max_prompt_length={width}; "
+                "raise data.max_prompt_length"
+            )
+        ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, width - len(tokens) :] = 1
+    rows["input_ids"], rows["attention_mask"] = ids, mask
+    rows["position_ids"] = prompt_position_ids(mask)

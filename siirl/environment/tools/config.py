@@ -1,0 +1,115 @@
+"""The tool YAML (verl's format) -> checked :class:`ToolSpec` s -> tool objects.
+
+    tools:
+      - class_name: verl.tools.gsm8k_tool.Gsm8kTool     # a registered name, its verl / siiRL path, or module:Class
+        config: {type: native}
+        tool_schema: {type: function, function: {name: ..., description: ..., parameters: {...}}}
+
+Every mistake (missing file, bad YAML, a schema without a name, a class that cannot be imported) is one
+``ConfigError`` line naming the file and the entry, raised on the driver before Ray starts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from siirl.environment.tools.base import BaseTool
+from siirl.errors import ConfigError
+from siirl.registry import Registry
+
+KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
+
+#: Built-in tools by name; ``class_name`` may also be ``module:Class`` or a dotted ``package.module.Class``.
+TOOLS: Registry[type] = Registry("tool", open=True)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    class_name: str
+    config: dict[str, Any]
+    schema: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.schema["function"]["name"]
+
+
+def _check_schema(schema: Any, where: str) -> dict[str, Any]:
+    """An OpenAI function schema: ``{type: function, function: {name, description?, parameters?}}``."""
+    if not isinstance(schema, dict) or schema.get("type") != "function":
+        raise ConfigError(f"{where}: tool_schema must be a mapping with type: function")
+    function = schema.get("function")
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+        raise ConfigError(f"{where}: tool_schema.function needs a non-empty name")
+    parameters = function.get("parameters", {"type": "object", "properties": {}})
+    if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
+        raise ConfigError(f"{where}: tool_schema.function.parameters must be a JSON schema of type object")
+    properties = parameters.get("properties", {}) or {}
+    required = parameters.get("required", []) or []
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        raise ConfigError(f"{where}: parameters.properties must be a mapping and parameters.required a list")
+    unknown = [name for name in required if name not in properties]
+    if unknown:
+        raise ConfigError(f"{where}: parameters.required names {unknown[0]!r}, which is not in properties")
+    return schema
+
+
+def load_tool_config(path: str) -> list[ToolSpec]:
+    """The tools a YAML file declares, checked (their classes are not imported here)."""
+    if not path or not os.path.isfile(path):
+        raise ConfigError(f"bad config: {KEY}={path!r}: file not found")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except yaml.YAMLError as exc:
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"bad config: {KEY}={path!r} is not valid YAML ({reason})") from None
+    entries = document.get("tools") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"bad config: {KEY}={path!r} must hold a non-empty list under 'tools'")
+    specs, names = [], set()
+    for index, entry in enumerate(entries):
+        where = f"bad config: {KEY}={path!r}: tools[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("class_name"), str):
+            raise ConfigError(f"{where} needs a class_name")
+        config = entry.get("config") or {}
+        if not isinstance(config, dict):
+            raise ConfigError(f"{where}: config must be a mapping")
+        spec = ToolSpec(entry["class_name"], config, _check_schema(entry.get("tool_schema"), where))
+        if spec.name in names:
+            raise ConfigError(f"{where}: a second tool named {spec.name!r}")
+        names.add(spec.name)
+        specs.append(spec)
+    return specs
+
+
+def resolve_tool_class(class_name: str) -> type:
+    """A registered name (or alias), ``module:Class``, or a dotted ``package.module.Class``."""
+    import siirl.environment.tools.gsm8k  # noqa: F401 - registers the built-in tools
+
+    if class_name in TOOLS or ":" in class_name:
+        return TOOLS.get(class_name)
+    module, _, attr = class_name.rpartition(".")
+    if not module:
+        return TOOLS.get(class_name)  # unknown bare name: the registry's one-line error lists the built-ins
+    return TOOLS.get(f"{module}:{attr}")
+
+
+def check_tool_classes(specs: list[ToolSpec], path: str) -> None:
+    """Every ``class_name`` resolves to a class (driver-side check; nothing is instantiated)."""
+    for spec in specs:
+        try:
+            target = resolve_tool_class(spec.class_name)
+        except ConfigError as exc:
+            raise ConfigError(f"bad config: {KEY}={path!r}: tool {spec.name!r}: {exc}") from None
+        if not isinstance(target, type):
+            raise ConfigError(f"bad config: {KEY}={path!r}: tool {spec.name!r}: {spec.class_name} is not a class")
+
+
+def build_tools(specs: list[ToolSpec]) -> dict[str, BaseTool]:
+    """Tool name (the schema's function name, what the policy calls) -> tool object."""
+    return {spec.name: resolve_tool_class(spec.class_name)(spec.config, spec.schema) for spec in specs}

@@ -1,0 +1,161 @@
+"""``ToolEnv``: tool calling as an environment of the multi-turn rollout (one code path for both).
+
+Each ``step`` gets one policy turn as text. Tool calls in it (parsed in the configured chat format) run,
+each bounded by ``tool_timeout_s``; their responses come back as ``tool`` messages, which the rollout
+renders with the chat template's ``tool`` role and never trains on. A turn without a tool call ends the
+episode. A call that is unreadable, names an unknown tool, raises or times out does not end anything: its
+error text is that call's tool turn, and it is counted (``tool_errors`` / ``tool_timeouts`` in ``info``).
+
+Rewards, as in verl: the step reward is the sum of the executed calls' step rewards (the rollout places
+it on the turn's last policy token); ``info["rollout_reward_scores"]`` holds ``{tool: calc_reward}`` of
+every tool instance the trajectory created, kept current after each step, for the score function.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from siirl.environment.base import StepResult
+from siirl.environment.registry import register_env
+from siirl.environment.tools.base import ToolTimeout, call_all_bounded, call_bounded, response_text
+from siirl.environment.tools.config import build_tools, load_tool_config
+from siirl.environment.tools.parser import TOOL_PARSERS, ToolCall
+
+logger = logging.getLogger(__name__)
+
+#: Episode counters reported in ``info`` (and by the rollout as ``tools/<name>`` metrics).
+COUNTERS = ("tool_calls", "tool_errors", "tool_timeouts")
+
+
+def truncate(text: str, limit: int, keep: str) -> str:
+    """``text`` cut to ``limit`` characters, keeping its start (left), end (right) or both ends (middle)."""
+    if len(text) <= limit:
+        return text
+    if keep == "left":
+        return text[:limit] + "...(truncated)"
+    if keep == "right":
+        return "(truncated)..." + text[-limit:]
+    half = limit // 2
+    return text[:half] + "...(truncated)..." + text[len(text) - half :]
+
+
+@register_env("tools")
+class ToolEnv:
+    def __init__(
+        self,
+        tool_config_path: str,
+        format: str = "hermes",
+        max_parallel_calls: int = 1,
+        max_tool_response_length: int = 256,
+        tool_response_truncate_side: str = "middle",
+        tool_timeout_s: float = 10.0,
+        max_user_turns: int | None = None,
+    ) -> None:
+        self.tools = build_tools(load_tool_config(tool_config_path))
+        self.parse = TOOL_PARSERS.get(format)
+        self.max_parallel_calls, self.timeout_s = max_parallel_calls, tool_timeout_s
+        self.response_limit, self.keep = max_tool_response_length, tool_response_truncate_side
+        self.max_user_turns = max_user_turns
+        self._tools_kwargs: dict[str, Any] = {}
+        self._instances: dict[str, str] = {}
+        self._counts = dict.fromkeys(COUNTERS, 0)
+        self._tool_turns = 0
+
+    # ----- episode -----
+
+    def reset(self, task: Mapping[str, Any], seed: int | None = None) -> StepResult:
+        self._release_all()
+        self._tools_kwargs = dict(task.get("tools_kwargs") or {})
+        self._counts = dict.fromkeys(COUNTERS, 0)
+        self._tool_turns = 0
+        for name, kwargs in self._tools_kwargs.items():  # verl creates the row's tools up front
+            if kwargs is not None and name in self.tools:
+                self._instance(name)
+        return StepResult("", info=self._info())
+
+    def step(self, action: Any) -> StepResult:
+        calls = self.parse(str(action))
+        out_of_turns = self.max_user_turns is not None and self._tool_turns >= self.max_user_turns
+        if not calls or out_of_turns:
+            info = self._info()
+            self._release_all()
+            return StepResult("", reward=0.0, done=True, info=info)
+        self._tool_turns += 1
+        texts, rewards = self._run_calls(calls[: self.max_parallel_calls])
+        messages = [{"role": "tool", "content": truncate(t, self.response_limit, self.keep)} for t in texts]
+        return StepResult(messages, reward=float(sum(rewards)), done=False, info=self._info())
+
+    def close(self) -> None:
+        self._release_all()
+
+    # ----- calls -----
+
+    def _kwargs(self, name: str, stage: str) -> dict[str, Any]:
+        return dict((self._tools_kwargs.get(name) or {}).get(f"{stage}_kwargs") or {})
+
+    def _instance(self, name: str) -> str:
+        if name not in self._instances:
+            created = call_bounded(self.tools[name].create, self.timeout_s, None, **self._kwargs(name, "create"))
+            self._instances[name] = created[0] if isinstance(created, tuple) else created
+        return self._instances[name]
+
+    def _failed(self, call: ToolCall, error: BaseException | str) -> str:
+        kind = "tool_timeouts" if isinstance(error, ToolTimeout) else "tool_errors"
+        self._counts[kind] += 1
+        detail = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        if kind == "tool_timeouts":
+            detail = f"tool {call.name!r} {error}"
+        return f"Error when executing tool: {detail}"
+
+    def _run_calls(self, calls: list[ToolCall]) -> tuple[list[str], list[float]]:
+        """One response text and step reward per call; failures answer with their error text, reward 0."""
+        texts: list[str | None] = [None] * len(calls)
+        rewards = [0.0] * len(calls)
+        jobs, runnable = [], []
+        for index, call in enumerate(calls):
+            self._counts["tool_calls"] += 1
+            if call.error:
+                texts[index] = self._failed(call, call.error)
+            elif call.name not in self.tools:
+                texts[index] = self._failed(call, f"unknown tool {call.name!r}; available: {', '.join(self.tools)}")
+            else:
+                try:
+                    instance = self._instance(call.name)
+                except Exception as exc:  # noqa: BLE001 - a user tool may raise anything
+                    texts[index] = self._failed(call, exc)
+                    continue
+                jobs.append((self.tools[call.name].execute, (instance, call.arguments), self._kwargs(call.name, "execute")))
+                runnable.append(index)
+        for index, (value, error) in zip(runnable, call_all_bounded(jobs, self.timeout_s)):
+            if error is not None:
+                texts[index] = self._failed(calls[index], error)
+                continue
+            response, reward = (value[0], value[1]) if isinstance(value, tuple) else (value, 0.0)
+            texts[index], rewards[index] = response_text(response), float(reward or 0.0)
+        return [t or "" for t in texts], rewards
+
+    def _scores(self) -> dict[str, float]:
+        """``{tool: calc_reward}`` of the created instances; a failing calc_reward scores 0 and is counted."""
+        scores = {}
+        for name, instance in self._instances.items():
+            try:
+                scores[name] = float(
+                    call_bounded(self.tools[name].calc_reward, self.timeout_s, instance, **self._kwargs(name, "calc_reward"))
+                )
+            except Exception as exc:  # noqa: BLE001 - a user tool may raise anything
+                self._failed(ToolCall(name), exc)
+                scores[name] = 0.0
+        return scores
+
+    def _info(self) -> dict[str, Any]:
+        return {"rollout_reward_scores": self._scores(), **self._counts}
+
+    def _release_all(self) -> None:
+        for name, instance in self._instances.items():
+            try:
+                call_bounded(self.tools[name].release, self.timeout_s, instance, **self._kwargs(name, "release"))
+            except Exception as exc:  # noqa: BLE001 - releasing must not end the episode
+                logger.warning("tool %r: release failed: %s: %s", name, type(exc).__name__, exc)
+        self._instances.clear()
