@@ -23,7 +23,7 @@ from omegaconf.errors import OmegaConfBaseException
 from siirl.errors import ConfigError
 from siirl.params.defaults import fill_embedded_defaults
 from siirl.params.root import SiirlConfig, register_schema
-from siirl.params.validate import validate_config
+from siirl.params.validate import refuse_unsupported, validate_config
 from siirl.params.verl_keys import apply_verl_keys
 
 PRIMARY_CONFIG = "siirl"
@@ -98,8 +98,22 @@ def _user_config(config_path: str, config_name: str) -> dict[str, Any]:
     with initialize_config_dir(config_dir=str(folder), version_base=None):
         tree = OmegaConf.to_container(compose(config_name=config_name.removesuffix(".yaml")))
     tree.pop("hydra", None)
+    _drop_targets(tree)
     _listify_paths(tree)
     return tree
+
+
+def _drop_targets(node: Any) -> None:
+    """verl's YAML names the dataclass each section instantiates (``_target_: verl....Config``); siiRL's
+    schema is the typed tree already, so those entries carry nothing here. Everything else in the file
+    follows the same rules as a command-line override."""
+    if isinstance(node, dict):
+        node.pop("_target_", None)
+        for value in node.values():
+            _drop_targets(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_targets(value)
 
 
 def _primary_with(user: dict[str, Any], folder: Path) -> None:
@@ -120,6 +134,7 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
         with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
             return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
     user = _user_config(config_path or ".", config_name)
+    refuse_unsupported(overrides, user)
     with tempfile.TemporaryDirectory(prefix="siirl_config_") as folder:
         _primary_with(user, Path(folder))
         with initialize_config_dir(config_dir=folder, version_base=None):
@@ -143,6 +158,7 @@ def compose_config(
         # '+key=value' may add keys Hydra's struct mode lets through; the schema may not.
         cfg = OmegaConf.merge(OmegaConf.structured(SiirlConfig), OmegaConf.to_container(cfg))
     except (HydraException, OmegaConfBaseException) as exc:
+        refuse_unsupported(overrides, None)
         message = _one_line(exc)
         headline = str(exc).splitlines()[0] if str(exc) else ""
         if "Could not find" in headline or "Could not load" in headline:
