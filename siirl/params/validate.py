@@ -86,8 +86,10 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "global_profiler.tool": (
         lambda v: v is not None,
-        "is not supported; verl's profilers (nsys, npu, torch_memory) drive CUDA/Ascend tools siiRL does not "
-        "wrap; per-step timings are in metrics.jsonl (timing_s/...)",
+        (
+            "is not supported; verl's profilers (nsys, npu, torch_memory) drive CUDA/Ascend tools siiRL does "
+            "not wrap; per-step timings are in metrics.jsonl (timing_s/...)"
+        ),
     ),
     "algorithm.use_pf_ppo": (
         lambda v: v is True,

@@ -8,11 +8,17 @@ from pathlib import Path
 
 import pytest
 import ray
+from launch_scripts import (
+    FIXTURES,
+    documented_unsupported,
+    expectations,
+    fixture_names,
+    replays,
+    write_task_data,
+)
 
 from siirl.errors import SiirlUserError
 from siirl.main_dag import prepare
-
-from launch_scripts import FIXTURES, documented_unsupported, expectations, fixture_names, replays, write_task_data
 
 EXPECTED = expectations()
 
