@@ -18,6 +18,7 @@ from typing import Any
 from siirl.errors import ConfigError, SiirlUserError
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.params import SiirlConfig
+from siirl.params.data import data_tokenizer_model
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
 
     check_attention_names(cfg)
-    check_tool_template(cfg, load_tokenizer(cfg.actor_rollout_ref.model))
+    check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
@@ -160,7 +161,7 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     from siirl.engine.workers.model_loading import load_tokenizer
 
     dp = _data_dp_size(plan)
-    tokenizer = load_tokenizer(cfg.actor_rollout_ref.model)
+    tokenizer = load_tokenizer(data_tokenizer_model(cfg))
     loader = build_train_dataloader(cfg.data, tokenizer, 0, dp)
     # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
     next(iter(loader))

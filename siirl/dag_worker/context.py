@@ -20,6 +20,7 @@ from siirl.device import DeviceBackend
 from siirl.execution.dag import TaskGraph
 from siirl.execution.roles import ROLES, model_key
 from siirl.execution.scheduler.plan import ExecutionPlan
+from siirl.params.data import data_tokenizer_model
 from siirl.params.root import SiirlConfig
 
 logger = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ def build_context(
 
     me = plan.worker(rank)
     backend.manual_seed(cfg.trainer.seed + rank)
-    tokenizer = load_tokenizer(cfg.actor_rollout_ref.model)
+    tokenizer = load_tokenizer(data_tokenizer_model(cfg))
     data_coord = me.coords.get("rollout") or next(iter(me.coords.values()))
     ctx = WorkerContext(
         cfg=cfg, plan=plan, rank=rank, backend=backend, tokenizer=tokenizer, graph=me.graph,

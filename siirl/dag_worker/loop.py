@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from siirl.dag_worker import builtin_nodes
+from siirl.dag_worker import builtin_nodes, val_generations
 from siirl.dag_worker.agent_nodes import validate_team
 from siirl.dag_worker.checkpoint import CheckpointManager, checkpoint_root, rng_state, set_rng_state
 from siirl.dag_worker.layouts import node_layout_key, role_layouts
@@ -120,6 +120,7 @@ class TrainingLoop:
         self.ctx.policy().refresh()
         self.ctx.validating = True
         total, count, solved, episodes = 0.0, 0, 0.0, 0
+        shown = int(self.cfg.trainer.log_val_generations) if self.rank == 0 else 0
         try:
             for batch in self.ctx.val_loader:
                 self.progress.beat(self.step, "validation")
@@ -130,6 +131,10 @@ class TrainingLoop:
                 out = builtin_nodes.compute_reward(generated.batch, ctx=self.ctx).batch
                 scores = out["token_level_scores"].sum(-1)
                 total, count = total + scores.sum().item(), count + scores.numel()
+                if shown > 0:
+                    rows = val_generations.sample_rows(out, scores, self.ctx.tokenizer, shown)
+                    val_generations.write_rows(self.run_dir, self.step, rows)
+                    shown -= len(rows)
         finally:
             self.ctx.validating = False
         sums = torch.tensor([total, float(count), solved, float(episodes)], dtype=torch.float64)

@@ -47,6 +47,8 @@ class AlgorithmConfig:
     #: Cap of the clip_filter_like_weight factor (batch size over informative responses).
     cpgd_max_weight: float = 3.0
     embodied: EmbodiedConfig = field(default_factory=EmbodiedConfig)
+    #: verl's policy-filtered PPO (reweights samples by reward); not implemented, true is refused.
+    use_pf_ppo: bool = False
 
 
 @dataclass

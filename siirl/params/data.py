@@ -1,6 +1,6 @@
 """``data.*``: where the parquet files are and how prompts become tensors."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass
@@ -23,6 +23,12 @@ class DataConfig:
     seed: int = 1
     #: Drop prompts longer than max_prompt_length (counted and logged) instead of failing.
     filter_overlong_prompts: bool = True
+    #: verl's process count for filtering over-long prompts; siiRL filters each worker's shard as it
+    #: loads it, so any positive count behaves the same.
+    filter_overlong_prompts_workers: int = 1
+    #: verl's: load the tokenizer/processor the data side uses with trust_remote_code (siiRL's data side
+    #: uses the policy's tokenizer, loaded with actor_rollout_ref.model.trust_remote_code).
+    trust_remote_code: bool = False
     #: What to do with an over-long prompt that is not filtered: error | left | right (truncate that side).
     truncation: str = "error"
     #: Render ``prompt`` messages with the tokenizer's chat template.
@@ -32,3 +38,11 @@ class DataConfig:
     def prompts_per_generation(self) -> int:
         """Prompts the dataloader yields per generation chunk (``gen_batch_size``, else the train batch)."""
         return self.train_batch_size if self.gen_batch_size is None else self.gen_batch_size
+
+def data_tokenizer_model(cfg):
+    """The policy's model section as the data side loads its tokenizer: as in verl, ``data.trust_remote_code``
+    lets the tokenizer run the model repo's code even when the model section does not."""
+    model = cfg.actor_rollout_ref.model
+    if cfg.data.trust_remote_code and not model.trust_remote_code:
+        return replace(model, trust_remote_code=True)
+    return model

@@ -27,7 +27,7 @@ from siirl.params.override_screen import screen_overrides
 from siirl.params.rollout_keys import resolve_rollout_lengths
 from siirl.params.root import SiirlConfig, register_schema
 from siirl.params.schema_keys import schema_keys
-from siirl.params.validate import validate_config
+from siirl.params.validate import refuse_unsupported, validate_config
 from siirl.params.verl_keys import apply_verl_keys
 
 PRIMARY_CONFIG = "siirl"
@@ -102,8 +102,22 @@ def _user_config(config_path: str, config_name: str) -> dict[str, Any]:
     with initialize_config_dir(config_dir=str(folder), version_base=None):
         tree = OmegaConf.to_container(compose(config_name=config_name.removesuffix(".yaml")))
     tree.pop("hydra", None)
+    _drop_targets(tree)
     _listify_paths(tree)
     return tree
+
+
+def _drop_targets(node: Any) -> None:
+    """verl's YAML names the dataclass each section instantiates (``_target_: verl....Config``); siiRL's
+    schema is the typed tree already, so those entries carry nothing here. Everything else in the file
+    follows the same rules as a command-line override."""
+    if isinstance(node, dict):
+        node.pop("_target_", None)
+        for value in node.values():
+            _drop_targets(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_targets(value)
 
 
 def _primary_with(user: dict[str, Any], folder: Path) -> None:
@@ -124,6 +138,7 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
         with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
             return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
     user = _user_config(config_path or ".", config_name)
+    refuse_unsupported(overrides, user)
     with tempfile.TemporaryDirectory(prefix="siirl_config_") as folder:
         _primary_with(user, Path(folder))
         with initialize_config_dir(config_dir=folder, version_base=None):
@@ -141,13 +156,16 @@ def compose_config(
     (it travels to the Ray workers)."""
     register_schema()
     groups = [path.name for path in config_dir().iterdir() if path.is_dir()]
-    overrides = screen_overrides([_listify_override(o) for o in overrides or []], schema_keys(SiirlConfig), groups)
+    overrides = [_listify_override(o) for o in overrides or []]
+    refuse_unsupported(overrides, None)  # a Megatron script is told so, not about the megatron.* keys it sets
+    overrides = screen_overrides(overrides, schema_keys(SiirlConfig), groups)
     try:
         cfg = _compose(overrides, config_path, config_name)
         OmegaConf.resolve(cfg)
         # '+key=value' may add keys Hydra's struct mode lets through; the schema may not.
         cfg = OmegaConf.merge(OmegaConf.structured(SiirlConfig), OmegaConf.to_container(cfg))
     except (HydraException, OmegaConfBaseException) as exc:
+        refuse_unsupported(overrides, None)
         message = _one_line(exc)
         headline = str(exc).splitlines()[0] if str(exc) else ""
         if "Could not find" in headline or "Could not load" in headline:

@@ -8,7 +8,7 @@ from siirl.params.algorithm import AlgorithmConfig, CustomRewardFunctionConfig, 
 from siirl.params.data import DataConfig
 from siirl.params.environment import EnvConfig
 from siirl.params.model import ActorRolloutRefConfig, CriticConfig
-from siirl.params.trainer import DagConfig, TrainerConfig
+from siirl.params.trainer import DagConfig, GlobalProfilerConfig, TrainerConfig
 
 SCHEMA_NAME = "siirl_schema"
 
@@ -24,6 +24,7 @@ class SiirlConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     dag: DagConfig = field(default_factory=DagConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
+    global_profiler: GlobalProfilerConfig = field(default_factory=GlobalProfilerConfig)
 
 
 def or_defaults(cfg: SiirlConfig | None) -> SiirlConfig:

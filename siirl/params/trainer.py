@@ -1,7 +1,7 @@
 """``trainer.*`` (run length, placement, checkpoints, logging) and ``dag.*``."""
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 
 @dataclass
@@ -47,6 +47,18 @@ class TrainerConfig:
     #: Log level of the DAG workers (the SIIRL_LOG_LEVEL environment variable wins); per-step detail
     #: goes to metrics.jsonl / TensorBoard and the driver's progress bar either way.
     log_level: str = "WARNING"
+    #: verl's: the first N validation samples of each validation pass (prompt, response, score) go to
+    #: <output_dir>/val_generations.jsonl; 0 = none.
+    log_val_generations: int = 0
+    #: verl's: balance each step's sequences across data-parallel ranks. siiRL always balances (the C++
+    #: partitioner keeps a prompt's responses together); false is refused rather than ignored.
+    balance_batch: bool = True
+    #: verl's: delete the local checkpoint after resuming from it. siiRL keeps it (retention is
+    #: max_ckpt_to_keep); true is refused.
+    del_local_ckpt_after_load: bool = False
+    #: verl's switch between its two worker implementations (auto | enable | disable); siiRL has one, so
+    #: every value means the same here.
+    use_legacy_worker_impl: str = "auto"
     #: Intra-op threads of each DAG worker; 0 = the node's cores divided by its workers (no oversubscription).
     cpu_threads_per_worker: int = 0
     #: Seconds without progress from any DAG worker before the driver warns, naming the ranks silent the
@@ -63,3 +75,16 @@ class DagConfig:
     #: Multi-agent graphs: auto | own (each agent on its own share of the DAG workers) | shared (every
     #: worker holds every agent); auto = own when the workers split equally among the agents.
     agent_placement: str = "auto"
+
+
+@dataclass
+class GlobalProfilerConfig:
+    """verl's ``global_profiler.*``. Its tools (nsys, npu, torch_memory) are CUDA / Ascend profilers driven
+    by verl's workers; siiRL records where each step's time goes in its metrics instead
+    (``timing_s/...``), so only ``tool=null`` (no profiler) is accepted and the other keys are inert."""
+
+    tool: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional, not "str | None"
+    steps: Optional[list[int]] = None  # noqa: UP045
+    profile_continuous_steps: bool = False
+    save_path: str = "outputs/profile"
+    global_tool_config: dict[str, Any] = field(default_factory=dict)

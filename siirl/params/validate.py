@@ -67,6 +67,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.n_devices_per_node": _POSITIVE,
     "trainer.total_epochs": _POSITIVE,
     "trainer.critic_warmup": _NON_NEGATIVE,
+    "trainer.log_val_generations": _NON_NEGATIVE,
+    "trainer.use_legacy_worker_impl": _one_of("auto", "enable", "disable"),
+    "data.filter_overlong_prompts_workers": _POSITIVE,
     "actor_rollout_ref.rollout.multi_turn.max_turns": _POSITIVE,
     "actor_rollout_ref.rollout.multi_turn.max_observation_length": _POSITIVE,
     "actor_rollout_ref.rollout.multi_turn.max_user_turns": (lambda v: v is None or v >= 0, "null or >= 0"),
@@ -106,6 +109,25 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: v != "sync",
         "is not implemented; rollouts run inside each DAG worker (mode=sync only)",
     ),
+    "trainer.balance_batch": (
+        lambda v: v is False,
+        "is not supported; siiRL always balances a step's sequences across ranks (keep true)",
+    ),
+    "trainer.del_local_ckpt_after_load": (
+        lambda v: v is True,
+        "is not supported; siiRL keeps checkpoints it resumed from (trainer.max_ckpt_to_keep prunes them)",
+    ),
+    "global_profiler.tool": (
+        lambda v: v is not None,
+        (
+            "is not supported; verl's profilers (nsys, npu, torch_memory) drive CUDA/Ascend tools siiRL does "
+            "not wrap; per-step timings are in metrics.jsonl (timing_s/...)"
+        ),
+    ),
+    "algorithm.use_pf_ppo": (
+        lambda v: v is True,
+        "is not implemented (policy-filtered PPO); use DAPO's algorithm.filter_groups to drop groups instead",
+    ),
     "reward_model.strategy": (
         lambda v: v == "megatron",
         "is not implemented; the reward model runs with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
@@ -134,6 +156,36 @@ def _check_dapo_keys(cfg: DictConfig) -> None:
             f"bad config: reward_model.overlong_buffer.len={buffer.len} must be in (0, data.max_response_length="
             f"{data.max_response_length})"
         )
+
+
+#: A key path through one of these sections asks for a feature siiRL does not implement (verl's Megatron
+#: scripts set ``actor_rollout_ref.actor.megatron.*`` next to ``strategy=megatron``).
+UNSUPPORTED_SECTIONS = {"megatron": "Megatron-LM training is not implemented; siiRL trains with FSDP2 or replicated"}
+
+
+def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -> None:
+    """Name an unsupported feature the input asks for, before any unknown-key error it also causes: a
+    Megatron script fails on ``strategy=megatron``, not on the first ``megatron.*`` key the schema lacks."""
+    raw = OmegaConf.create(user_tree or {})
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        key = key.lstrip("+~")
+        for section, why in UNSUPPORTED_SECTIONS.items():
+            if section in key.split("."):
+                raise ConfigError(f"bad config: {key}: {why}")
+        if sep and key in UNSUPPORTED:
+            OmegaConf.update(raw, key, value.strip("'\""), force_add=True)
+    for key, (is_set, why) in UNSUPPORTED.items():
+        value = OmegaConf.select(raw, key, default=None)
+        if value is not None and is_set(value):
+            raise ConfigError(f"bad config: {key}={value!r} {why}")
+    for section, why in UNSUPPORTED_SECTIONS.items():
+        if _has_section(user_tree or {}, section):
+            raise ConfigError(f"bad config: the config file sets {section}.*: {why}")
+
+
+def _has_section(tree: Any, section: str) -> bool:
+    return isinstance(tree, dict) and any(k == section or _has_section(v, section) for k, v in tree.items())
 
 
 def validate_config(cfg: DictConfig) -> None:

@@ -1,0 +1,100 @@
+"""Every published verl / siiRL launch script, its overrides unchanged (paths swapped, the CPU size added),
+plans in-process or is refused in ONE line for a documented reason; expectations.json records which."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import ray
+from launch_scripts import (
+    FIXTURES,
+    documented_unsupported,
+    expectations,
+    fixture_names,
+    replays,
+    write_task_data,
+)
+
+from siirl.errors import SiirlUserError
+from siirl.main_dag import prepare
+
+EXPECTED = expectations()
+
+
+@pytest.fixture(scope="module")
+def task_data(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    folder = tmp_path_factory.mktemp("launch_scripts")
+    return folder, write_task_data(folder / "data")
+
+
+def _outcome(replay) -> str | None:
+    """None when the replay plans, else the one-line refusal."""
+    try:
+        prepare(replay.overrides, replay.config_path, replay.config_name)
+    except SiirlUserError as exc:
+        return str(exc)
+    return None
+
+
+def _pending_names(keys: list[str]) -> set[str]:
+    """How a refusal may name a pending key: its full path, or the first part the schema lacks."""
+    names = set(keys)
+    for key in keys:
+        names.update(part for part in key.split(".")[1:])
+    return names
+
+
+def test_every_fixture_has_an_expectation():
+    names = {replay_name for name in fixture_names() for replay_name in _labels(name)}
+    assert names == set(EXPECTED), sorted(names ^ set(EXPECTED))
+
+
+def _labels(name: str) -> list[str]:
+    from launch_scripts import load_fixture
+
+    count = len(load_fixture(name)["invocations"])
+    return [name if n == 0 else f"{name}#{n}" for n in range(count)]
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_script_plans_or_is_refused_in_one_line(name, task_data):
+    folder, data = task_data
+    documented = {span for item in documented_unsupported() for span in item}
+    for replay in replays(name, folder, data, [f"trainer.output_dir={folder / 'out'}"]):
+        expected = EXPECTED[replay.name]
+        error = _outcome(replay)
+        assert not ray.is_initialized()
+        if expected["outcome"] == "plans":
+            assert error is None, f"{replay.name} should plan: {error}"
+            continue
+        assert error is not None, f"{replay.name} now plans: set its outcome to 'plans' in {FIXTURES.name}/expectations.json"
+        assert "\n" not in error, error
+        if expected["outcome"] == "refused":
+            assert expected["feature"] in documented, f"{expected['feature']} is not in the docs' Unsupported list"
+            assert expected["feature"] in error, error
+        elif "error_contains" in expected:  # pending on something else the script needs (a file, a fix)
+            assert expected["error_contains"] in error, error
+        else:  # pending: refused on a verl key not implemented yet, named in the expectations
+            assert any(f"'{part}'" in error or f"{part}=" in error or f"key: {part}" in error
+                       for part in _pending_names(expected["unknown_keys"])), error
+
+
+def test_extractor_reads_bash_as_bash():
+    """Defaults, arithmetic, arrays re-read by eval, quoting, fd redirections and "$@"."""
+    spec = importlib.util.spec_from_file_location("extract", FIXTURES / "extract.py")
+    extract = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extract)
+    script = (
+        'N=${N:-4}\nexport LEN=$((1024 * 2 / N))\nname="run a"  # comment\n'
+        "CMD=(\n  python3 -m siirl.main_dag\n  # a comment's quote\n  data.max_prompt_length=\\$LEN\n"
+        "  trainer.experiment_name=\\\"\\$name\\\"\n)\n"
+        'eval "${CMD[@]}" "$@"\n'
+        "python3 -m verl.trainer.main_ppo \\\n  trainer.logger='[\"console\"]' x=${N:+set} 2>&1 | tee log\n"
+    )
+    facts = extract.extract(script)
+    first, second = (call["overrides"] for call in facts["invocations"])
+    assert first == ["data.max_prompt_length=512", "trainer.experiment_name=run a"]
+    assert second == ['trainer.logger=["console"]', "x=set"]
+    assert facts["forwards_script_args"]
