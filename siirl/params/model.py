@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from siirl.params.environment import MultiTurnConfig
+from siirl.params.fsdp import FSDPConfig
 
 #: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
 REMOVE_PADDING_LAYOUTS = ("auto", "packed", "trimmed")
@@ -24,6 +25,13 @@ class ModelConfig:
     #: length-trimmed) | packed (one prompt copy per response) | trimmed
     remove_padding_layout: str = "auto"
     trust_remote_code: bool = False
+
+
+@dataclass
+class FSDPModelConfig(ModelConfig):
+    """A model section that carries its own ``fsdp_config`` (verl's ``critic.model``, ``reward_model.model``)."""
+
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -85,6 +93,7 @@ class ActorConfig:
     kl_loss_type: str = "low_var_kl"
     grad_clip: float = 1.0
     optim: OptimConfig = field(default_factory=OptimConfig)
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -127,7 +136,9 @@ class RefConfig:
     log_prob_micro_batch_size_per_gpu: int = 64
     log_prob_use_dynamic_bsz: bool = True
     log_prob_max_token_len_per_gpu: int = 8192
-    param_offload: bool = False
+    #: siiRL's earlier spelling of ``fsdp_config.param_offload``; folded into it when the config loads.
+    param_offload: bool | None = None
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -143,7 +154,7 @@ class CriticConfig:
     enable: bool = False
     #: auto | fsdp (= fsdp2) | replicate, as ``actor_rollout_ref.actor.strategy`` (megatron: refused)
     strategy: str = "auto"
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: FSDPModelConfig = field(default_factory=FSDPModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
     ppo_mini_batch_size: int = 16
     ppo_micro_batch_size_per_gpu: int = 64

@@ -23,6 +23,7 @@ from transformers import (
 
 from siirl.device import DeviceBackend
 from siirl.errors import SiirlUserError
+from siirl.params.fsdp import FSDP_SECTIONS
 from siirl.params.model import ModelConfig
 from siirl.registry import Registry
 
@@ -30,7 +31,12 @@ logger = logging.getLogger(__name__)
 
 #: ``model.dtype`` names (``auto``: the backend's preference); config validation reads the same table.
 DTYPES: Registry[torch.dtype] = Registry(
-    "model dtype", config_keys=("actor_rollout_ref.model.dtype", "critic.model.dtype", "reward_model.model.dtype"), also_allowed=("auto",)
+    "model dtype",
+    config_keys=(
+        "actor_rollout_ref.model.dtype", "critic.model.dtype", "reward_model.model.dtype",
+        *(f"{section}.{key}" for section in FSDP_SECTIONS.values() for key in ("model_dtype", "dtype")),
+    ),
+    also_allowed=("auto",),
 )
 for _names, _dtype in (
     (("float32", "fp32"), torch.float32),
