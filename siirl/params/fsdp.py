@@ -85,8 +85,10 @@ _REFUSALS: tuple[tuple[str, Callable[[Any, DictConfig], bool], str], ...] = (
     (
         "fsdp_size",
         lambda v, cfg: v != -1 and v < _world_size(cfg),
-        "asks for hybrid sharding (shard groups smaller than the world), which is not implemented; "
-        "use -1 (one shard group)",
+        (
+            "asks for hybrid sharding (shard groups smaller than the world), which is not implemented; "
+            "use -1 (one shard group)"
+        ),
     ),
     (
         "wrap_policy.min_num_params",

@@ -82,6 +82,15 @@ def _listify_override(override: str) -> str:
     return override
 
 
+def _append_or_override(override: str) -> str:
+    """``+key=value`` -> ``++key=value``: verl scripts append keys verl's YAML lacked at the time (``+actor_rollout_ref.
+    actor.fsdp_config.model_dtype=bf16``) that siiRL's schema has; Hydra refuses to append an existing key. A key
+    the schema lacks is still refused when the composed config is merged into it."""
+    if override.startswith("+") and not override.startswith("++"):
+        return f"+{override}"
+    return override
+
+
 def _listify_paths(tree: dict[str, Any]) -> None:
     for dotted in PATH_LIST_KEYS:
         section, _, leaf = dotted.partition(".")
@@ -136,7 +145,7 @@ def compose_config(
     ``SiirlConfig`` dataclasses, so every consumer reads typed attributes and the object pickles as is
     (it travels to the Ray workers)."""
     register_schema()
-    overrides = [_listify_override(o) for o in overrides or []]
+    overrides = [_append_or_override(_listify_override(o)) for o in overrides or []]
     try:
         cfg = _compose(overrides, config_path, config_name)
         OmegaConf.resolve(cfg)

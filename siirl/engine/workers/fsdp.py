@@ -8,13 +8,20 @@ so state dicts and weight sync use the same keys as ``save_pretrained``. The mod
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.fsdp import (
+    CPUOffloadPolicy,
+    FSDPModule,
+    MixedPrecisionPolicy,
+    OffloadPolicy,
+    fully_shard,
+)
 from torch.distributed.tensor import DTensor
 
 from siirl.params.fsdp import FSDPConfig
@@ -55,7 +62,7 @@ def shard_model(
     # The root keeps FSDP's own default: its gathered parameters are needed again at once by backward.
     fully_shard(model, mesh=mesh, mp_policy=mp_policy, offload_policy=offload)
     if fsdp.forward_prefetch:
-        for block, following in zip(blocks, blocks[1:]):
+        for block, following in itertools.pairwise(blocks):
             block.set_modules_to_forward_prefetch([following])
     return model
 
