@@ -115,11 +115,11 @@ def check_fsdp_sections(cfg: DictConfig) -> None:
             value = OmegaConf.select(cfg, f"{section}.{key}")
             if refused(value, cfg):
                 raise ConfigError(f"bad config: {section}.{key}={value!r} {why}")
-        offload = OmegaConf.select(cfg, f"{section}.param_offload") or OmegaConf.select(cfg, f"{section}.offload_policy")
+        offload = next((k for k in ("param_offload", "offload_policy") if OmegaConf.select(cfg, f"{section}.{k}")), None)
         strategy = OmegaConf.select(cfg, STRATEGY_KEYS[role])
         if offload and strategy == "replicate":
             raise ConfigError(
-                f"bad config: {section}.param_offload=true shards the model with FSDP2 and keeps the shards in "
+                f"bad config: {section}.{offload}=true shards the model with FSDP2 and keeps the shards in "
                 f"host memory, but {STRATEGY_KEYS[role]}=replicate keeps a whole copy per device; use strategy=auto or fsdp"
             )
         if role in FROZEN_ROLES and OmegaConf.select(cfg, f"{section}.optimizer_offload"):
