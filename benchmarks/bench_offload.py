@@ -45,11 +45,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "engine"))
 
-from engine_testutils import free_port, make_batch  # noqa: E402
+from engine_testutils import free_port, make_batch
 
-from siirl.engine.workers import ActorWorker, ReferenceWorker  # noqa: E402
-from siirl.params.fsdp import FSDPConfig  # noqa: E402
-from siirl.params.model import ActorConfig, ModelConfig, OptimConfig, RefConfig  # noqa: E402
+from siirl.engine.workers import ActorWorker, ReferenceWorker
+from siirl.params.fsdp import FSDPConfig
+from siirl.params.model import ActorConfig, ModelConfig, OptimConfig, RefConfig
 
 WORLD, VOCAB = 2, 32
 LAYOUTS = {

@@ -69,10 +69,11 @@ class FSDPConfig:
     #: FSDP1 only; FSDP2 always keeps the original parameters (any value is accepted, as verl's fsdp2 does).
     use_orig_params: bool = False
 
-    @property
-    def host_offload(self) -> bool:
-        """Whether ``fully_shard`` gets ``CPUOffloadPolicy`` (either verl spelling asks for it)."""
-        return bool(self.param_offload or self.offload_policy)
+
+def host_offload(fsdp: FSDPConfig) -> bool:
+    """Whether ``fully_shard`` gets ``CPUOffloadPolicy`` (either verl spelling asks for it). A function, not a
+    property: sections also arrive as OmegaConf nodes, which carry fields only."""
+    return bool(fsdp.param_offload or fsdp.offload_policy)
 
 
 def _world_size(cfg: DictConfig) -> int:

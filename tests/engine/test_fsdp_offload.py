@@ -15,7 +15,7 @@ from torch.distributed.fsdp._fully_shard._fsdp_common import TrainingState
 from torch.distributed.fsdp._fully_shard._fsdp_param import ShardedState
 
 from siirl.engine.workers import ActorWorker, ReferenceWorker
-from siirl.params.fsdp import FSDPConfig
+from siirl.params.fsdp import FSDPConfig, host_offload
 from siirl.params.model import RefConfig
 
 ROWS, WORLD = 16, 2
@@ -65,10 +65,10 @@ def _rank_main(rank: int, world: int, model_dir: str, out_dir: str) -> None:
     for name, (strategy, fsdp, _) in VARIANTS.items():
         actor, params = _train(rank, strategy, fsdp, mcfg)
         assert actor.strategy.name == ("replicate" if strategy == "replicate" else "fsdp"), name
-        if fsdp.host_offload:
+        if host_offload(fsdp):
             _check_host_offload(actor)
         if fsdp.optimizer_offload:  # on the CPU backend host and device are one memory: nothing to move
-            assert fsdp.host_offload or (actor.state_offload is not None and not actor.state_offload.active)
+            assert host_offload(fsdp) or (actor.state_offload is not None and not actor.state_offload.active)
         if rank == 0:
             save_file(params, str(Path(out_dir) / f"{name}.safetensors"))
 

@@ -36,7 +36,7 @@ from siirl.engine.workers.padding_free import (
 from siirl.engine.workers.parallel_strategy import build_strategy, count_parameters
 from siirl.engine.workers.stage_timer import StageTimer
 from siirl.errors import ConfigError
-from siirl.params.fsdp import FSDPConfig
+from siirl.params.fsdp import FSDPConfig, host_offload
 from siirl.params.model import ActorConfig, CriticConfig, ModelConfig, RefConfig, RolloutConfig
 
 logger = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ class FSDPWorker:
             model.set_attn_implementation(attn)
         self.logits_to_keep = supports_logits_to_keep(model)
         self.log_probs_fn = self.backend.fused_log_probs() or logprobs_from_logits
-        self.strategy = build_strategy(strategy, model, self.dp, self.compute_dtype, trainable, fsdp.host_offload)
+        self.strategy = build_strategy(strategy, model, self.dp, self.compute_dtype, trainable, host_offload(fsdp))
         self.model = self.strategy.wrap(model, self.device, fsdp)
         #: Set by trainable workers with ``optimizer_offload`` (``offload_optimizer_state``).
         self.state_offload: OptimizerStateOffload | None = None
@@ -232,7 +232,7 @@ class FSDPWorker:
     def offload_optimizer_state(self, optimizer: torch.optim.Optimizer) -> None:
         """Keep ``optimizer``'s state off the device between updates when ``optimizer_offload`` asks for it
         (host parameter offload has it on the host already)."""
-        if self.fsdp.optimizer_offload and not self.fsdp.host_offload:
+        if self.fsdp.optimizer_offload and not host_offload(self.fsdp):
             self.state_offload = OptimizerStateOffload(optimizer, self.device)
 
     def mini_batch_rows(self, ppo_mini_batch_size: int, rollout_n: int) -> int:

@@ -24,7 +24,7 @@ from torch.distributed.fsdp import (
 )
 from torch.distributed.tensor import DTensor
 
-from siirl.params.fsdp import FSDPConfig
+from siirl.params.fsdp import FSDPConfig, host_offload
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def shard_model(
         reduce_dtype=torch.float32,
     )
     on_accelerator = mesh.device_type != "cpu"
-    offload: OffloadPolicy = CPUOffloadPolicy(pin_memory=on_accelerator) if fsdp.host_offload else OffloadPolicy()
+    offload: OffloadPolicy = CPUOffloadPolicy(pin_memory=on_accelerator) if host_offload(fsdp) else OffloadPolicy()
     block_names = set(getattr(model, "_no_split_modules", None) or ())
     blocks = [m for m in model.modules() if type(m).__name__ in block_names]
     if not blocks:
