@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from siirl.params.environment import EmbodiedConfig
-from siirl.params.model import ModelConfig
+from siirl.params.model import FSDPModelConfig
 
 
 @dataclass
@@ -64,7 +64,7 @@ class OverlongBufferConfig:
 
 
 @dataclass
-class RewardModelModelConfig(ModelConfig):
+class RewardModelModelConfig(FSDPModelConfig):
     """``reward_model.model``: the sequence classifier (``path``, its own tokenizer and loading options, as
     for the critic) plus verl's ``input_tokenizer``."""
 

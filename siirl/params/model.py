@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from siirl.params.environment import MultiTurnConfig
+from siirl.params.fsdp import FSDPConfig
 
 #: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
 REMOVE_PADDING_LAYOUTS = ("auto", "packed", "trimmed")
@@ -36,6 +37,13 @@ class ModelConfig:
     #: torch_npu on Ascend); false = the portable PyTorch path everywhere.
     use_fused_kernels: bool = True
     fused_kernel_options: FusedKernelOptions = field(default_factory=lambda: FusedKernelOptions())
+
+
+@dataclass
+class FSDPModelConfig(ModelConfig):
+    """A model section that carries its own ``fsdp_config`` (verl's ``critic.model``, ``reward_model.model``)."""
+
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -103,6 +111,7 @@ class ActorConfig:
     kl_loss_type: str = "low_var_kl"
     grad_clip: float = 1.0
     optim: OptimConfig = field(default_factory=OptimConfig)
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -180,7 +189,9 @@ class RefConfig:
     log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
     log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     log_prob_max_token_len_per_gpu: int = 8192
-    param_offload: bool = False
+    #: siiRL's earlier spelling of ``fsdp_config.param_offload``; folded into it when the config loads.
+    param_offload: bool | None = None
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -196,7 +207,7 @@ class CriticConfig:
     enable: bool = False
     #: auto | fsdp (= fsdp2) | replicate, as ``actor_rollout_ref.actor.strategy`` (megatron: refused)
     strategy: str = "auto"
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: FSDPModelConfig = field(default_factory=FSDPModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
     ppo_mini_batch_size: int = 16
     #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
 from siirl.params.enums import WorkflowType
+from siirl.params.fsdp import check_fsdp_sections
 from siirl.params.model import REMOVE_PADDING_LAYOUTS
 from siirl.params.old_log_prob import OLD_LOG_PROB_KEY
 from siirl.params.old_log_prob import SOURCES as OLD_LOG_PROB_SOURCES
@@ -198,6 +199,7 @@ def validate_config(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if not ok(value):
             raise ConfigError(f"bad config: {key}={value!r} is invalid; expected {allowed}")
+    check_fsdp_sections(cfg)
     if cfg.data.train_batch_size % max(cfg.actor_rollout_ref.actor.ppo_mini_batch_size, 1):
         raise ConfigError(
             "bad config: data.train_batch_size must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "

@@ -60,9 +60,25 @@ def _assistant_turns(cfg: DictConfig) -> None:
     multi_turn.max_turns = int(multi_turn.max_assistant_turns)
 
 
+def _ref_param_offload(cfg: DictConfig) -> None:
+    """siiRL's flat ``actor_rollout_ref.ref.param_offload`` is verl's ``ref.fsdp_config.param_offload``: the
+    engine reads only the latter, so the flat key is folded into it (two different values are refused)."""
+    ref = cfg.actor_rollout_ref.ref
+    if ref.param_offload is None:
+        return
+    if ref.param_offload != ref.fsdp_config.param_offload and ref.fsdp_config.param_offload:
+        raise ConfigError(
+            "bad config: actor_rollout_ref.ref.param_offload=false contradicts "
+            "actor_rollout_ref.ref.fsdp_config.param_offload=true; set only the fsdp_config key"
+        )
+    ref.fsdp_config.param_offload = ref.param_offload
+    ref.param_offload = None
+
+
 def apply_verl_keys(cfg: DictConfig) -> None:
     """Rewrite the verl spellings in ``cfg`` in place (see the module docstring)."""
     _canonical_workflow(cfg)
     _retention(cfg)
     _resume_path(cfg)
     _assistant_turns(cfg)
+    _ref_param_offload(cfg)

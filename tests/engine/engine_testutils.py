@@ -16,7 +16,7 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from siirl.params.model import ActorConfig, CriticConfig, ModelConfig, OptimConfig
+from siirl.params.model import ActorConfig, CriticConfig, FSDPModelConfig, ModelConfig, OptimConfig
 
 PAD, EOS = 0, 1
 VOCAB = 32
@@ -63,7 +63,7 @@ def actor_config(**overrides: Any) -> Any:
 
 def critic_config(path: Path, **overrides: Any) -> Any:
     optim = OptimConfig(lr=overrides.pop("lr", 1e-2))
-    return CriticConfig(model=ModelConfig(path=str(path)), optim=optim, **overrides)
+    return CriticConfig(model=FSDPModelConfig(path=str(path)), optim=optim, **overrides)
 
 
 def make_batch(

@@ -83,6 +83,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
             local_rank=local_rank,
             init_seed=init_seed,
             strategy=str(actor_cfg.strategy),
+            fsdp=actor_cfg.fsdp_config,
         )
         self.cfg = actor_cfg
         self.rollout_n = rollout_n
@@ -93,6 +94,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
             log_prob_batching(log_prob_cfg) if log_prob_cfg is not None else self.train_batching
         )
         self.optimizer = build_optimizer(self.model, actor_cfg.optim)
+        self.offload_optimizer_state(self.optimizer)
         self.lr_scheduler = build_lr_scheduler(self.optimizer, actor_cfg.optim)
         # load_config resolves 'auto' from the estimator; a bare ActorConfig has none, so auto is vanilla.
         mode = str(actor_cfg.policy_loss.loss_mode)

@@ -26,6 +26,7 @@ from siirl.device import DeviceBackend, get_backend
 from siirl.engine.workers.distributed import DataParallelGroup
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
 from siirl.engine.workers.model_loading import resolve_dtype
+from siirl.engine.workers.offload import OptimizerStateOffload
 from siirl.engine.workers.padding_free import (
     HeadReduce,
     choose_layout,
@@ -35,6 +36,7 @@ from siirl.engine.workers.padding_free import (
 from siirl.engine.workers.parallel_strategy import build_strategy, count_parameters
 from siirl.engine.workers.stage_timer import StageTimer
 from siirl.errors import ConfigError
+from siirl.params.fsdp import FSDPConfig, host_offload
 from siirl.params.micro_batch_keys import micro_batching
 from siirl.params.model import ActorConfig, CriticConfig, ModelConfig, RefConfig, RolloutConfig
 
@@ -114,7 +116,8 @@ def _enable_activation_checkpointing(model: nn.Module) -> None:
 
 
 class FSDPWorker:
-    """An HF model over the worker's data-parallel group: ``fully_shard``-ed or replicated (``strategy``)."""
+    """An HF model over the worker's data-parallel group: ``fully_shard``-ed or replicated (``strategy``),
+    sharded, placed and typed as its ``fsdp_config`` section (``fsdp``) says."""
 
     def __init__(
         self,
@@ -125,7 +128,7 @@ class FSDPWorker:
         trainable: bool,
         process_group: dist.ProcessGroup | None = None,
         local_rank: int = 0,
-        cpu_offload: bool = False,
+        fsdp: FSDPConfig | None = None,
         init_seed: int = 0,
         strategy: str = "auto",
     ) -> None:
@@ -133,9 +136,12 @@ class FSDPWorker:
         self.backend.set_device(local_rank)
         self.device = self.backend.device(local_rank)
         self.dp = DataParallelGroup(process_group, self.device)
-        self.compute_dtype = resolve_dtype(str(model_cfg.dtype), self.backend)
-        # Trainable models keep fp32 master weights; FSDP casts them to compute_dtype per forward.
-        param_dtype = torch.float32 if trainable else self.compute_dtype
+        self.fsdp = fsdp = fsdp or FSDPConfig()
+        self.compute_dtype = resolve_dtype(str(model_cfg.dtype if fsdp.dtype == "auto" else fsdp.dtype), self.backend)
+        # Trainable models keep fp32 master weights unless model_dtype says otherwise; FSDP (or autocast)
+        # casts them to compute_dtype per forward.
+        default_param_dtype = torch.float32 if trainable else self.compute_dtype
+        param_dtype = default_param_dtype if fsdp.model_dtype == "auto" else resolve_dtype(fsdp.model_dtype, self.backend)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)  # new heads get the same initial values on every rank
             model = loader(model_cfg, self.backend, param_dtype)
@@ -156,9 +162,10 @@ class FSDPWorker:
         self.logits_to_keep = supports_logits_to_keep(model)
         fused = self.backend.fused_log_probs() if bool(model_cfg.use_fused_kernels) else None
         self.log_probs_fn = fused or logprobs_from_logits
-        offload = cpu_offload and self.device.type != "cpu"  # host-resident already on the CPU backend
-        self.strategy = build_strategy(strategy, model, self.dp, self.compute_dtype, trainable, offload)
-        self.model = self.strategy.wrap(model, self.device, offload)
+        self.strategy = build_strategy(strategy, model, self.dp, self.compute_dtype, trainable, host_offload(fsdp))
+        self.model = self.strategy.wrap(model, self.device, fsdp)
+        #: Set by trainable workers with ``optimizer_offload`` (``offload_optimizer_state``).
+        self.state_offload: OptimizerStateOffload | None = None
         self.update_count = 0
         self.timer = StageTimer()
         logger.info(
@@ -214,10 +221,17 @@ class FSDPWorker:
             if result is None:
                 result = values.new_zeros((batch.batch_size[0], *values.shape[1:]), device=out_device)
             result[torch.tensor(rows, dtype=torch.long)] = values.to(out_device)
+        self.strategy.after_forward_only(self.model)
         assert result is not None  # a non-empty batch has at least one real micro-batch
         return result
 
     # ----- training -----
+
+    def offload_optimizer_state(self, optimizer: torch.optim.Optimizer) -> None:
+        """Keep ``optimizer``'s state off the device between updates when ``optimizer_offload`` asks for it
+        (host parameter offload has it on the host already)."""
+        if self.fsdp.optimizer_offload and not host_offload(self.fsdp):
+            self.state_offload = OptimizerStateOffload(optimizer, self.device)
 
     def mini_batch_rows(self, ppo_mini_batch_size: int, rollout_n: int) -> int:
         """Per-rank rows of one optimiser step: ``ppo_mini_batch_size`` prompts x n over the dp group."""
@@ -271,6 +285,9 @@ class FSDPWorker:
                 f"every data-parallel rank must train on the same non-zero number of rows, got {low}..{high}"
             )
         minis = self._mini_batches(rows, mini_rows, epochs, shuffle)
+        if self.state_offload is not None:
+            with self.timer.phase("data_movement"):
+                self.state_offload.load()
         mask = batch["response_mask"]
         with self.timer.phase("collectives"):  # the loss scales of every optimizer step at once
             counts = self.dp.sum_ints([c for index in minis for c in (int(mask[index].sum().item()), len(index))])
@@ -280,6 +297,9 @@ class FSDPWorker:
                 mini = batch[index]
             scale = LossScale(max(counts[2 * k], 1), counts[2 * k + 1], self.dp.size)
             steps.append(self._mini_batch_step(mini, keys, batching, optimizer, grad_clip, micro_loss, scale))
+        if self.state_offload is not None:
+            with self.timer.phase("data_movement"):
+                self.state_offload.offload()
         self.update_count += 1
         metrics = self._combine_step_metrics(steps, prefix)
         metrics[f"{prefix}/lr"] = optimizer.param_groups[0]["lr"]

@@ -119,15 +119,24 @@ class CheckpointMixin:
     optimizer: torch.optim.Optimizer
     lr_scheduler: LambdaLR
     dp: Any
+    state_offload: Any
 
     def state_dict_for_checkpoint(self) -> dict[str, Any]:
         return training_state(self.model, self.optimizer, self.lr_scheduler)
 
     def load_checkpoint_state(self, state: dict[str, Any]) -> None:
         apply_training_state(self.model, self.optimizer, self.lr_scheduler, state)
+        if self.state_offload is not None:  # loaded onto the device; it waits on the host between updates
+            self.state_offload.offload()
 
     def save_checkpoint(self, path: str | Path) -> None:
-        save_state(self.state_dict_for_checkpoint(), path, self.dp.group)
+        if self.state_offload is not None:  # the state dict is read where the optimizer steps
+            self.state_offload.load()
+        try:
+            save_state(self.state_dict_for_checkpoint(), path, self.dp.group)
+        finally:
+            if self.state_offload is not None:
+                self.state_offload.offload()
 
     def load_checkpoint(self, path: str | Path) -> None:
         state = self.state_dict_for_checkpoint()

@@ -49,11 +49,13 @@ class CriticWorker(CheckpointMixin, FSDPWorker):
             local_rank=local_rank,
             init_seed=init_seed,
             strategy=str(critic_cfg.strategy),
+            fsdp=critic_cfg.model.fsdp_config,
         )
         self.cfg = critic_cfg
         self.rollout_n = rollout_n
         self.batching = train_batching(critic_cfg)
         self.optimizer = build_optimizer(self.model, critic_cfg.optim)
+        self.offload_optimizer_state(self.optimizer)
         self.lr_scheduler = build_lr_scheduler(self.optimizer, critic_cfg.optim)
 
     def compute_values(self, batch: TensorDict) -> torch.Tensor:

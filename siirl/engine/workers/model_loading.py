@@ -23,6 +23,7 @@ from transformers import (
 
 from siirl.device import DeviceBackend
 from siirl.errors import SiirlUserError
+from siirl.params.fsdp import FSDP_SECTIONS
 from siirl.params.model import ModelConfig
 from siirl.registry import Registry
 
@@ -36,6 +37,7 @@ DTYPES: Registry[torch.dtype] = Registry(
         "actor_rollout_ref.rollout.dtype",
         "critic.model.dtype",
         "reward_model.model.dtype",
+        *(f"{section}.{key}" for section in FSDP_SECTIONS.values() for key in ("model_dtype", "dtype")),
     ),
     also_allowed=("auto",),
 )

@@ -8,6 +8,9 @@
   this is far cheaper than FSDP's per-block collectives (on gloo each costs a round trip over TCP).
 - ``auto`` (the default): ``replicate`` when the data-parallel group has one rank or the model is small
   (at most ``REPLICATE_MAX_PARAMS`` parameters) and no parameter offload is asked for, else ``fsdp``.
+  ``fsdp_config.param_offload=true`` is FSDP2's host offload, so it picks ``fsdp`` on every device (on the
+  CPU backend that is what keeps a frozen model from holding its full parameters while another trains);
+  an explicit ``replicate`` with it is refused when the config loads (``siirl.params.fsdp``).
 
 Both keep fp32 master weights for training; under ``replicate`` a lower compute dtype runs through
 ``torch.autocast`` (FSDP2 casts with its mixed-precision policy instead).
@@ -25,7 +28,8 @@ import torch.distributed as dist
 from torch import nn
 
 from siirl.engine.workers.distributed import DataParallelGroup
-from siirl.engine.workers.fsdp import full_named_parameters, shard_model, to_local_float
+from siirl.engine.workers.fsdp import full_named_parameters, reshard_all, shard_model, to_local_float
+from siirl.params.fsdp import FSDPConfig
 from siirl.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -45,8 +49,11 @@ class ParallelStrategy(ABC):
         self.dp, self.compute_dtype, self.trainable = dp, compute_dtype, trainable
 
     @abstractmethod
-    def wrap(self, model: nn.Module, device: torch.device, cpu_offload: bool) -> nn.Module:
+    def wrap(self, model: nn.Module, device: torch.device, fsdp: FSDPConfig) -> nn.Module:
         """Place ``model`` on ``device`` in this strategy's layout (sharded or whole)."""
+
+    def after_forward_only(self, model: nn.Module) -> None:
+        """Drop what a no-grad pass left gathered (nothing to drop where the model is whole anyway)."""
 
     def forward_context(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
@@ -73,8 +80,11 @@ STRATEGIES: Registry[type[ParallelStrategy]] = Registry(
 class FSDPStrategy(ParallelStrategy):
     name = "fsdp"
 
-    def wrap(self, model: nn.Module, device: torch.device, cpu_offload: bool) -> nn.Module:
-        return shard_model(model, self.dp.mesh, self.compute_dtype, cpu_offload=cpu_offload)
+    def wrap(self, model: nn.Module, device: torch.device, fsdp: FSDPConfig) -> nn.Module:
+        return shard_model(model, self.dp.mesh, self.compute_dtype, fsdp)
+
+    def after_forward_only(self, model: nn.Module) -> None:
+        reshard_all(model)
 
 
 @STRATEGIES.register("replicate")
@@ -83,7 +93,7 @@ class ReplicateStrategy(ParallelStrategy):
     lockstep_micro_batches = False
     autocast = False
 
-    def wrap(self, model: nn.Module, device: torch.device, cpu_offload: bool) -> nn.Module:
+    def wrap(self, model: nn.Module, device: torch.device, fsdp: FSDPConfig) -> nn.Module:
         self.autocast = next(model.parameters()).dtype != self.compute_dtype
         return model.to(device)
 

@@ -18,8 +18,9 @@ class ReferenceWorker(FSDPWorker):
     compute dtype, without gradients or optimizer.
 
     ``ref_cfg`` is the ``RefConfig`` section: its ``log_prob_*`` keys size the micro-batches and
-    ``param_offload`` keeps the shards in host memory between forwards (FSDP2 ``CPUOffloadPolicy``; on the
-    CPU backend the parameters live there anyway).
+    ``fsdp_config.param_offload`` shards the model (also under ``strategy=auto``) with its shards in host
+    memory (FSDP2 ``CPUOffloadPolicy``): while the actor trains, the reference holds only its shard, on the
+    host.
     """
 
     def __init__(
@@ -40,7 +41,7 @@ class ReferenceWorker(FSDPWorker):
             trainable=False,
             process_group=process_group,
             local_rank=local_rank,
-            cpu_offload=bool(ref_cfg.param_offload),
+            fsdp=ref_cfg.fsdp_config,
             strategy=strategy,
         )
         self.temperature = float(temperature)

@@ -134,6 +134,7 @@ class RewardModelWorker(FSDPWorker):
                 process_group=process_group,
                 local_rank=local_rank,
                 strategy=str(rm_cfg.strategy),
+                fsdp=model_cfg.fsdp_config,
             )
         except ModelLoadError as exc:
             raise ModelLoadError(f"reward_model.model.path: {exc}") from None

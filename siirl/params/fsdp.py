@@ -1,0 +1,130 @@
+"""verl's ``fsdp_config`` section: how one model is sharded, where its state lives and in which dtype.
+
+The same section sits under verl's paths (``actor_rollout_ref.actor``, ``actor_rollout_ref.ref``,
+``critic.model``, ``reward_model.model``). Keys with a meaning under FSDP2 are implemented by the engine
+(``siirl.engine.workers.fsdp``); keys that only steer verl's FSDP1 engine, or features siiRL lacks, are
+accepted at their no-op value and refused otherwise in one line (``check_fsdp_sections``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from siirl.errors import ConfigError
+
+#: Where verl puts the section, per model role.
+FSDP_SECTIONS = {
+    "actor": "actor_rollout_ref.actor.fsdp_config",
+    "reference": "actor_rollout_ref.ref.fsdp_config",
+    "critic": "critic.model.fsdp_config",
+    "reward_model": "reward_model.model.fsdp_config",
+}
+#: The strategy key each section's model follows (the reference follows the actor's).
+STRATEGY_KEYS = {
+    "actor": "actor_rollout_ref.actor.strategy",
+    "reference": "actor_rollout_ref.actor.strategy",
+    "critic": "critic.strategy",
+    "reward_model": "reward_model.strategy",
+}
+#: Sections of models without an optimizer: ``optimizer_offload`` has nothing to move there.
+FROZEN_ROLES = ("reference", "reward_model")
+
+
+@dataclass
+class WrapPolicyConfig:
+    #: FSDP1's size-based auto-wrap; FSDP2 (siiRL, and verl's fsdp2) makes each transformer block a unit.
+    min_num_params: int = 0
+
+
+@dataclass
+class FSDPConfig:
+    #: Sharded parameters and gradients live in host memory (FSDP2 ``CPUOffloadPolicy``); each unit is
+    #: copied to the device for its forward / backward and the optimizer steps on the host.
+    param_offload: bool = False
+    #: Optimizer state (Adam moments) moved to host memory between updates, back for the next one.
+    optimizer_offload: bool = False
+    #: verl's FSDP2 name for the same ``CPUOffloadPolicy`` as ``param_offload``.
+    offload_policy: bool = False
+    #: Free each block's gathered parameters after its forward (re-gather in backward); false keeps them
+    #: until backward (less communication, more memory).
+    reshard_after_forward: bool = True
+    #: Ranks in one shard group; -1 (or the whole world) = one group. Hybrid sharding is not implemented.
+    fsdp_size: int = -1
+    #: Issue the next block's all-gather while the current block computes.
+    forward_prefetch: bool = False
+    #: dtype the parameters are kept in (master weights); auto: fp32 for trained models, the compute dtype
+    #: for frozen ones.
+    model_dtype: str = "auto"
+    #: Compute dtype of this model (FSDP mixed-precision param dtype); auto: ``model.dtype``.
+    dtype: str = "auto"
+    wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
+    #: Old verl key; gradients follow ``param_offload`` under FSDP2.
+    grad_offload: bool = False
+    #: verl's FSDP engine version; siiRL's FSDP is always FSDP2, so both names mean it.
+    strategy: str = "fsdp"
+    #: FSDP1 only; FSDP2 always keeps the original parameters (any value is accepted, as verl's fsdp2 does).
+    use_orig_params: bool = False
+
+
+def host_offload(fsdp: FSDPConfig) -> bool:
+    """Whether ``fully_shard`` gets ``CPUOffloadPolicy`` (either verl spelling asks for it). A function, not a
+    property: sections also arrive as OmegaConf nodes, which carry fields only."""
+    return bool(fsdp.param_offload or fsdp.offload_policy)
+
+
+def _world_size(cfg: DictConfig) -> int:
+    per_node = cfg.trainer.n_gpus_per_node or cfg.trainer.n_devices_per_node
+    return int(cfg.trainer.nnodes) * int(per_node)
+
+
+#: (key under the section, is the value refused?, why) - a key absent here is implemented for every value.
+_REFUSALS: tuple[tuple[str, Callable[[Any, DictConfig], bool], str], ...] = (
+    (
+        "fsdp_size",
+        lambda v, cfg: v != -1 and v < _world_size(cfg),
+        (
+            "asks for hybrid sharding (shard groups smaller than the world), which is not implemented; "
+            "use -1 (one shard group)"
+        ),
+    ),
+    (
+        "wrap_policy.min_num_params",
+        lambda v, cfg: v != 0,
+        "is FSDP1's size-based wrapping; siiRL's FSDP2 makes each transformer block a unit (as verl's fsdp2); use 0",
+    ),
+    (
+        "grad_offload",
+        lambda v, cfg: bool(v),
+        "was removed from verl; under FSDP2 gradients live with the parameters: set param_offload=true",
+    ),
+    (
+        "strategy",
+        lambda v, cfg: v not in ("fsdp", "fsdp2"),
+        "is verl's FSDP engine version; siiRL's FSDP is FSDP2, so fsdp or fsdp2",
+    ),
+)
+
+
+def check_fsdp_sections(cfg: DictConfig) -> None:
+    """Raise ``ConfigError`` for the first ``fsdp_config`` value siiRL cannot honour as written."""
+    for role, section in FSDP_SECTIONS.items():
+        for key, refused, why in _REFUSALS:
+            value = OmegaConf.select(cfg, f"{section}.{key}")
+            if refused(value, cfg):
+                raise ConfigError(f"bad config: {section}.{key}={value!r} {why}")
+        offload = next((k for k in ("param_offload", "offload_policy") if OmegaConf.select(cfg, f"{section}.{k}")), None)
+        strategy = OmegaConf.select(cfg, STRATEGY_KEYS[role])
+        if offload and strategy == "replicate":
+            raise ConfigError(
+                f"bad config: {section}.{offload}=true shards the model with FSDP2 and keeps the shards in "
+                f"host memory, but {STRATEGY_KEYS[role]}=replicate keeps a whole copy per device; use strategy=auto or fsdp"
+            )
+        if role in FROZEN_ROLES and OmegaConf.select(cfg, f"{section}.optimizer_offload"):
+            raise ConfigError(
+                f"bad config: {section}.optimizer_offload=true: the {role.replace('_', ' ')} has no optimizer; "
+                "use param_offload=true"
+            )
