@@ -102,10 +102,16 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
 
 
 def build_reference(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
-    """The frozen reference policy: the policy's own base model, without optimiser."""
+    """The frozen reference policy: the policy's own base model, without optimiser. Under LoRA it is the
+    actor's model with its adapters off (the base weights never train), so no second copy is loaded."""
     from siirl.engine.workers import ReferenceWorker
+    from siirl.engine.workers.reference import BaseModelReference
 
     arr = ctx.cfg.actor_rollout_ref
+    host = ROLES.get("reference").served_by(ctx.cfg)
+    if host is not None:
+        policy = ctx.models[model_key(ROLES.get(host), agent)]
+        return BaseModelReference(policy.actor, arr.ref, temperature=arr.rollout.temperature)
     return ReferenceWorker(
         agent_model_config(ctx.cfg, ctx.graph, agent), arr.ref, ctx.backend,
         process_group=_group(ctx, ROLES.get("reference"), agent), temperature=arr.rollout.temperature,

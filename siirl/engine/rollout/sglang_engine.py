@@ -96,6 +96,7 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
                 enable_memory_saver=self.memory_saver,
                 random_seed=dist.get_rank() if dist.is_available() and dist.is_initialized() else 0,
                 log_level="error",
+                load_format=str(rollout_cfg.load_format),
             )
         staged = "tags" in inspect.signature(self.engine.resume_memory_occupation).parameters
         self.memory = StagedMemory(self._resume, staged=staged)

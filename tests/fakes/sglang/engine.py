@@ -19,7 +19,7 @@ CALLS: list[tuple[str, Any]] = []
 SERVER_ARGS = {
     "model_path": None, "tokenizer_path": None, "skip_tokenizer_init": False, "trust_remote_code": False,
     "tp_size": 1, "base_gpu_id": 0, "dtype": "auto", "mem_fraction_static": None, "disable_cuda_graph": False,
-    "enable_memory_saver": False, "random_seed": None, "log_level": "error",
+    "enable_memory_saver": False, "random_seed": None, "log_level": "error", "load_format": "auto",
 }
 SAMPLING_KEYS = {"n", "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop", "stop_token_ids",
                  "ignore_eos", "skip_special_tokens", "sampling_seed"}
