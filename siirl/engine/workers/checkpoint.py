@@ -35,6 +35,9 @@ def training_state(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler
     """Sharded (DTensor) model and optimizer state plus the scheduler position; tensors only. Frozen
     parameters (a LoRA base model, read again from the model dir) are left out: only what trains is saved."""
     model_sd, optim_sd = get_state_dict(model, optimizer, options=StateDictOptions(ignore_frozen_params=True))
+    if _frozen(model):  # a tied frozen weight (lm_head = embed_tokens) survives under its second name
+        frozen = {name for name, p in model.named_parameters(remove_duplicate=False) if not p.requires_grad}
+        model_sd = {name: value for name, value in model_sd.items() if name not in frozen}
     return {
         "model": model_sd,
         "optimizer": optim_sd["state"],
