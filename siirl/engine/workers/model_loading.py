@@ -98,6 +98,10 @@ def _load(
     auto_cls: Any, model_cfg: ModelConfig, dtype: torch.dtype, backend: DeviceBackend, generation: bool = False, **extra: Any
 ) -> Any:
     path = model_dir(model_cfg)
+    if getattr(model_cfg, "use_shm", False):  # the policy's ``use_shm`` (verl's key)
+        from siirl.engine.workers.shm_copy import shm_copy
+
+        path = shm_copy(path)
     trust = bool(model_cfg.trust_remote_code)
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust, **extra)
     attn = resolve_attn_implementation(str(model_cfg.attn_implementation), backend)
