@@ -40,14 +40,19 @@ def requested_models(graph: TaskGraph, cfg: Any) -> dict[str, tuple[RoleSpec, st
         agent = node_agent(node.config)
         for name in _node_roles(node, cfg):
             spec = ROLES.get(name)
+            host = spec.served_by(cfg) if spec.served_by is not None else None
+            if host is not None:  # the serving model is built before the role that borrows it
+                host_spec = ROLES.get(host)
+                wanted.setdefault(model_key(host_spec, agent), (host_spec, agent, set()))
             if spec.builder:
                 wanted.setdefault(model_key(spec, agent), (spec, agent, set()))[2].add(name)
     return wanted
 
 
 def build_models(ctx: Any, graph: TaskGraph) -> dict[str, Any]:
-    """Every model this worker's graph uses, built in execution order (the same order on every rank)."""
-    models = {}
+    """Every model this worker's graph uses, built in execution order (the same order on every rank) into
+    ``ctx.models``, so a role served by another's model finds it there."""
+    models = ctx.models
     for key, (spec, agent, roles) in requested_models(graph, ctx.cfg).items():
         models[key] = import_ref(spec.builder, f"{spec.key} builder")(ctx, key, agent, roles)
     logger.info("worker %d built: %s", ctx.rank, ", ".join(models) or "no models")
