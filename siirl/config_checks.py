@@ -23,6 +23,7 @@ from siirl.engine.workers.model_loading import resolve_dtype
 from siirl.environment.outputs import env_mode
 from siirl.environment.tools import check_tool_classes, load_tool_config
 from siirl.errors import ConfigError
+from siirl.execution.roles import uses_lora
 from siirl.params import compose_config
 from siirl.params.old_log_prob import OLD_LOG_PROB_KEY
 from siirl.params.root import SiirlConfig
@@ -130,6 +131,8 @@ def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
     dtype = resolve_dtype(str(cfg.actor_rollout_ref.model.dtype), backend)
     engine = str(cfg.actor_rollout_ref.rollout.name)
     quality = ROLLOUT_ENGINES.get(engine).sampled_log_probs(dtype)
+    if uses_lora(cfg) and quality == "exact":
+        quality = "approximate"  # the engine runs merged weights, the actor W x + B A x: rounding differs
     mode = env_mode(cfg)
     if requested == "rollout" and (quality == "unsupported" or mode is not None):
         where = f"the '{engine}' rollout engine" if mode is None else "environment-driven rollouts"
@@ -156,6 +159,16 @@ def check_tools(cfg: SiirlConfig) -> None:
         )
 
 
+def check_lora_rollout(cfg: SiirlConfig) -> None:
+    """An engine that serves LoRA adapters keeps the base weights it loaded, so they must be real ones."""
+    rollout = cfg.actor_rollout_ref.rollout
+    if uses_lora(cfg) and ROLLOUT_ENGINES.get(str(rollout.name)).takes_lora_adapters and rollout.load_format == "dummy":
+        raise ConfigError(
+            f"bad config: actor_rollout_ref.rollout.load_format=dummy with LoRA on the '{rollout.name}' engine "
+            "would leave its base weights random (only the adapter is synced); use safetensors or auto"
+        )
+
+
 def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_loggers(list(cfg.trainer.logger))
@@ -164,6 +177,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_remax_baseline(cfg)
     choose_rollout_engine(cfg)
     check_group_filter_metric(cfg)
+    check_lora_rollout(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)
 

@@ -97,11 +97,13 @@ def check_inputs(cfg: SiirlConfig) -> None:
     """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function, output dir."""
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.reward import load_custom_reward_fn
+    from siirl.engine.workers.lora import check_lora_targets
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
 
     check_attention_names(cfg)
     check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
+    check_lora_targets(cfg.actor_rollout_ref.model)
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
     for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):

@@ -41,14 +41,19 @@ def requested_models(graph: TaskGraph, cfg: Any) -> dict[str, tuple[RoleSpec, st
         agent = node_agent(node.config)
         for name in _node_roles(node, cfg):
             spec = ROLES.get(name)
+            host = spec.served_by(cfg) if spec.served_by is not None else None
+            if host is not None:  # the serving model is built before the role that borrows it
+                host_spec = ROLES.get(host)
+                wanted.setdefault(model_key(host_spec, agent), (host_spec, agent, set()))
             if spec.builder:
                 wanted.setdefault(model_key(spec, agent), (spec, agent, set()))[2].add(name)
     return wanted
 
 
 def build_models(ctx: Any, graph: TaskGraph) -> dict[str, Any]:
-    """Every model this worker's graph uses, built in execution order (the same order on every rank)."""
-    models = {}
+    """Every model this worker's graph uses, built in execution order (the same order on every rank) into
+    ``ctx.models``, so a role served by another's model finds it there."""
+    models = ctx.models
     for key, (spec, agent, roles) in requested_models(graph, ctx.cfg).items():
         models[key] = import_ref(spec.builder, f"{spec.key} builder")(ctx, key, agent, roles)
     logger.info("worker %d built: %s", ctx.rank, ", ".join(models) or "no models")
@@ -111,10 +116,16 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
 
 
 def build_reference(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
-    """The frozen reference policy: the policy's own base model, without optimiser."""
+    """The frozen reference policy: the policy's own base model, without optimiser. Under LoRA it is the
+    actor's model with its adapters off (the base weights never train), so no second copy is loaded."""
     from siirl.engine.workers import ReferenceWorker
+    from siirl.engine.workers.reference import BaseModelReference
 
     arr = ctx.cfg.actor_rollout_ref
+    host = ROLES.get("reference").served_by(ctx.cfg)
+    if host is not None:
+        policy = ctx.models[model_key(ROLES.get(host), agent)]
+        return BaseModelReference(policy.actor, arr.ref, temperature=arr.rollout.temperature)
     return ReferenceWorker(
         agent_model_config(ctx.cfg, ctx.graph, agent), arr.ref, ctx.backend,
         process_group=_group(ctx, ROLES.get("reference"), agent), temperature=arr.rollout.temperature,

@@ -25,10 +25,14 @@ class Policy:
     stale: bool = True
 
     def refresh(self) -> None:
-        """Wake the engine and, after this policy's last update, stream the actor's weights in (no disk)."""
+        """Wake the engine and, after this policy's last update, stream the actor's weights in (no disk):
+        under LoRA the adapter alone to an engine that serves adapters, else the merged weights."""
         self.rollout.wake_up()
         if self.stale:
-            self.rollout.sync_weights(self.actor.named_parameters_for_sync())
+            if self.rollout.takes_lora_adapters and getattr(self.actor, "lora", False):
+                self.rollout.sync_lora_adapter(*self.actor.lora_adapter())
+            else:
+                self.rollout.sync_weights(self.actor.named_parameters_for_sync())
             self.stale = False
 
     def done(self) -> None:

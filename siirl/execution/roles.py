@@ -35,6 +35,9 @@ class RoleSpec:
     builder: str = ""
     #: The model's trainable state is checkpointed (its ``checkpoint_target()`` is saved and restored).
     checkpointed: bool = False
+    #: ``fn(cfg)`` -> the role whose model also serves this one, or None when it has a model of its own
+    #: (under LoRA the reference is the actor's model with its adapters off): that slot is built first.
+    served_by: Callable[[SiirlConfig], str | None] | None = None
 
 
 ROLES: Registry[RoleSpec] = Registry("model role")
@@ -48,6 +51,17 @@ def model_key(spec: RoleSpec, agent: str = "") -> str:
 def uses_reference(cfg: SiirlConfig) -> bool:
     """A reference policy is loaded only when a KL term needs it (in the loss or in the reward)."""
     return bool(cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward)
+
+
+def uses_lora(cfg: SiirlConfig) -> bool:
+    """The policy trains LoRA adapters on a frozen base model (``actor_rollout_ref.model.lora_rank``)."""
+    from siirl.params.lora import lora_enabled
+
+    return lora_enabled(cfg.actor_rollout_ref.model)
+
+
+def _reference_host(cfg: SiirlConfig) -> str | None:
+    return "actor" if uses_lora(cfg) else None
 
 
 def uses_critic(cfg: SiirlConfig) -> bool:
@@ -101,6 +115,7 @@ ROLES.register("actor", "rollout")(RoleSpec(
 ))
 ROLES.register("reference")(RoleSpec(
     "reference", "actor_rollout_ref.ref", _reference, NodeRole.REFERENCE, f"{_BUILD}:build_reference",
+    served_by=_reference_host,
 ))
 ROLES.register("critic")(RoleSpec(
     "critic", "critic", _critic, NodeRole.CRITIC, f"{_BUILD}:build_critic", checkpointed=True,

@@ -8,6 +8,9 @@ from siirl.params.fsdp import FSDPConfig
 
 #: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
 REMOVE_PADDING_LAYOUTS = ("auto", "packed", "trimmed")
+#: ``rollout.load_format`` values: how vLLM / SGLang read the model dir at start-up (``dummy``: random
+#: weights, replaced by the first weight sync). The HF engine always reads the dir.
+ROLLOUT_LOAD_FORMATS = ("auto", "safetensors", "pt", "dummy")
 
 
 @dataclass
@@ -44,6 +47,23 @@ class FSDPModelConfig(ModelConfig):
     """A model section that carries its own ``fsdp_config`` (verl's ``critic.model``, ``reward_model.model``)."""
 
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+
+
+@dataclass
+class PolicyModelConfig(ModelConfig):
+    """``actor_rollout_ref.model``: the policy's model plus verl's LoRA and loading keys."""
+
+    #: LoRA rank of the adapters trained through peft; 0 = full fine-tuning (verl's default).
+    lora_rank: int = 0
+    lora_alpha: int = 16
+    #: Module names (or suffixes) that get adapters, or ``all-linear`` (every linear layer but the LM head).
+    target_modules: Any = "all-linear"
+    #: Module names (or suffixes) left without adapters; null = none.
+    exclude_modules: Any = None
+    #: A saved peft adapter (adapter_config.json + weights) to start from; its rank and targets win.
+    lora_adapter_path: str = ""
+    #: Read the model files from a copy in /dev/shm, made once per host and shared by its workers.
+    use_shm: bool = False
 
 
 @dataclass
@@ -178,6 +198,11 @@ class RolloutConfig:
     log_prob_max_token_len_per_gpu: int = 8192
     #: Bucket size (MB) for streaming weights from the trainer into the engine.
     weight_sync_bucket_mb: int = 512
+    #: auto | safetensors | pt | dummy: how vLLM / SGLang load the model dir (see ROLLOUT_LOAD_FORMATS).
+    load_format: str = "auto"
+    #: verl's memory-saving LoRA sync (merge and send one layer at a time). siiRL always syncs parameter
+    #: by parameter, merging each adapted layer as it goes, so both values behave alike.
+    layered_summon: bool = False
     stop: list[str] = field(default_factory=list)
     val_kwargs: ValSamplingConfig = field(default_factory=ValSamplingConfig)
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
@@ -196,7 +221,7 @@ class RefConfig:
 
 @dataclass
 class ActorRolloutRefConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: PolicyModelConfig = field(default_factory=PolicyModelConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     ref: RefConfig = field(default_factory=RefConfig)

@@ -17,7 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 from siirl.errors import ConfigError
 from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import check_fsdp_sections
-from siirl.params.model import REMOVE_PADDING_LAYOUTS
+from siirl.params.lora import check_lora_keys
+from siirl.params.model import REMOVE_PADDING_LAYOUTS, ROLLOUT_LOAD_FORMATS
 from siirl.params.old_log_prob import OLD_LOG_PROB_KEY
 from siirl.params.old_log_prob import SOURCES as OLD_LOG_PROB_SOURCES
 
@@ -48,6 +49,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "critic.loss_agg_horizon": _NON_NEGATIVE,
     "actor_rollout_ref.actor.optim.lr": _NON_NEGATIVE,
     "actor_rollout_ref.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
+    "actor_rollout_ref.rollout.load_format": _one_of(*ROLLOUT_LOAD_FORMATS),
     "critic.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "reward_model.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "reward_model.micro_batch_size_per_gpu": _POSITIVE,
@@ -200,6 +202,7 @@ def validate_config(cfg: DictConfig) -> None:
         if not ok(value):
             raise ConfigError(f"bad config: {key}={value!r} is invalid; expected {allowed}")
     check_fsdp_sections(cfg)
+    check_lora_keys(cfg)
     if cfg.data.train_batch_size % max(cfg.actor_rollout_ref.actor.ppo_mini_batch_size, 1):
         raise ConfigError(
             "bad config: data.train_batch_size must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "

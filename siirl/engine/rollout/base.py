@@ -31,6 +31,9 @@ class RolloutEngine(ABC):
     #: Set by the worker when the PPO old log-probs come from the rollout: sampling then also writes
     #: ``rollout_log_probs`` / ``rollout_entropys`` (rows, R), 0 past each response.
     records_log_probs: bool = False
+    #: The engine serves the policy's LoRA adapter over its own copy of the base weights
+    #: (``sync_lora_adapter``) rather than taking merged full weights (``sync_weights``).
+    takes_lora_adapters: bool = False
 
     @classmethod
     def sampled_log_probs(cls, dtype: torch.dtype) -> str:
@@ -51,6 +54,10 @@ class RolloutEngine(ABC):
     @abstractmethod
     def sync_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Copy full parameters (HF names) into the engine's model, without touching disk."""
+
+    def sync_lora_adapter(self, config: Any, tensors: dict[str, torch.Tensor]) -> None:
+        """Serve the adapter (a peft ``LoraConfig`` and its tensors under peft's saved names) from now on."""
+        raise NotImplementedError(f"{type(self).__name__} takes merged weights (sync_weights), not LoRA adapters")
 
     @abstractmethod
     def sleep(self) -> None:

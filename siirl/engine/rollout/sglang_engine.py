@@ -90,6 +90,7 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
             "disable_cuda_graph": bool(rollout_cfg.enforce_eager),
             "enable_memory_saver": self.memory_saver,
             "random_seed": dist.get_rank() if dist.is_available() and dist.is_initialized() else 0,
+            "load_format": str(rollout_cfg.load_format),
             **sglang_knobs(rollout_cfg, max_response_length),
         }
         with scoped_env(self.backend.rollout_env("sglang", local_rank)):

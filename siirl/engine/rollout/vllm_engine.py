@@ -13,6 +13,11 @@ vLLM API used: ``LLM(...)``, ``LLM.generate(prompts=[TokensPrompt(prompt_token_i
 sampling_params=SamplingParams(...))`` -> ``RequestOutput.outputs[i].token_ids``, ``LLM.apply_model``
 (older releases: ``llm_engine.model_executor.driver_worker[.worker].model_runner.model``),
 ``LLM.sleep(level=1)``, ``LLM.wake_up(tags=[...])``, ``LLM.reset_prefix_cache()``.
+
+Under LoRA (``actor_rollout_ref.model.lora_rank``) the engine keeps the base weights it loaded
+(``rollout.load_format``) and serves the policy's adapter: ``enable_lora`` / ``max_lora_rank`` /
+``max_loras=1`` in the engine arguments, and every request carries ``LoRARequest(name, id, path)`` of the
+adapter last synced (a new id and folder per sync; vLLM caches adapters by id).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from siirl.device import DeviceBackend, get_backend
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.engine_knobs import rollout_dtype, vllm_knobs
+from siirl.engine.rollout.lora_adapters import AdapterFolders
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vllm_batch import (
     dtype_name,
@@ -41,14 +47,26 @@ from siirl.engine.rollout.vllm_batch import (
     scoped_env,
 )
 from siirl.engine.rollout.weight_sync import NamedTensors, StagedMemory
+from siirl.engine.workers.lora import configured_rank
 from siirl.engine.workers.model_loading import load_tokenizer, resolve_dtype
 from siirl.errors import ConfigError
+from siirl.params.lora import lora_enabled
 from siirl.params.model import ModelConfig, RolloutConfig
 
 logger = logging.getLogger(__name__)
 
 #: Keep vLLM's engine core in this process: ``apply_model`` then reaches the model without pickling.
 ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+#: The ``max_lora_rank`` values vLLM accepts; an adapter's rank is rounded up to the next one.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def max_lora_rank(rank: int) -> int:
+    """The smallest ``max_lora_rank`` vLLM accepts that holds ``rank``."""
+    for allowed in VLLM_LORA_RANKS:
+        if rank <= allowed:
+            return allowed
+    raise ConfigError(f"actor_rollout_ref.model.lora_rank={rank} exceeds vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}")
 
 
 def weight_loader(llm: Any) -> Callable[[NamedTensors], object]:
@@ -67,6 +85,8 @@ def _accepts(fn: Callable, name: str) -> bool:
 class VLLMRolloutEngine(ColocatedRolloutEngine):
     """Arguments as for :class:`~siirl.engine.rollout.hf.HFRolloutEngine`; ``local_rank`` is the
     device index this process sees (0 once pinned)."""
+
+    takes_lora_adapters = True
 
     def __init__(
         self,
@@ -93,6 +113,9 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self.pad_id = int(self.tokenizer.pad_token_id)
         self.eos_ids = eos_token_ids(model_path, self.tokenizer)
         self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
+        self.lora_rank = configured_rank(model_cfg) if lora_enabled(model_cfg) else 0
+        self.adapters = AdapterFolders() if self.lora_rank else None
+        self._lora_request: Any = None
         env = {**ENGINE_ENV, **self.backend.rollout_env("vllm", local_rank)}
         with scoped_env(env):
             self.llm = self.vllm.LLM(**self._engine_args(model_cfg, model_path, tokenizer_path))
@@ -120,9 +143,12 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             "gpu_memory_utilization": float(self.cfg.gpu_memory_utilization),
             "enforce_eager": bool(self.cfg.enforce_eager),
             "enable_sleep_mode": self.sleep_enabled,
+            "load_format": str(self.cfg.load_format),
             "seed": 0,
             **vllm_knobs(self.cfg, self.max_response_length),
         }
+        if self.lora_rank:
+            args.update(enable_lora=True, max_lora_rank=max_lora_rank(self.lora_rank), max_loras=1)
         if dist.is_available() and dist.is_initialized():
             world = dist.get_world_size()
             if world % self.tp_size:
@@ -173,6 +199,20 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
     def _reset_cache(self) -> None:
         self.llm.reset_prefix_cache()
 
+    def sync_lora_adapter(self, config: Any, tensors: dict[str, Any]) -> None:
+        """Write the adapter to a new folder; requests from now on name it with a new id."""
+        if self.adapters is None:
+            raise ConfigError("sync_lora_adapter: this vLLM engine was built without LoRA (lora_rank=0)")
+        self.memory.ensure(StagedMemory.WEIGHTS)
+        version, folder = self.adapters.write(config, tensors)
+        from vllm.lora.request import LoRARequest
+
+        self._lora_request = LoRARequest(lora_name=f"policy_v{version}", lora_int_id=version, lora_path=folder)
+
+    def close(self) -> None:
+        if self.adapters is not None:
+            self.adapters.close()
+
     # ----- generation -----
 
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
@@ -180,7 +220,10 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         params = self.val_params if validate else self.train_params
         self._prepare_generation()
         requests = [{"prompt_token_ids": prompt} for prompt in prompts]
-        outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=False)
+        if self.lora_rank and self._lora_request is None:
+            raise RuntimeError("vLLM LoRA engine: generate before the first sync_lora_adapter")
+        lora = {"lora_request": self._lora_request} if self._lora_request is not None else {}
+        outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=False, **lora)
         samples = [
             list(completion.token_ids)
             for request in outputs

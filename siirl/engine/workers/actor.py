@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -20,12 +22,21 @@ from siirl.engine.workers.base import (
 )
 from siirl.engine.workers.checkpoint import CheckpointMixin
 from siirl.engine.workers.fsdp import full_named_parameters
-from siirl.engine.workers.model_loading import load_causal_lm
+from siirl.engine.workers.lora import (
+    adapter_config,
+    adapter_tensors,
+    is_lora_model,
+    merged_named_parameters,
+    write_adapter,
+)
+from siirl.engine.workers.model_loading import load_policy_lm
 from siirl.engine.workers.optim import build_lr_scheduler, build_optimizer
 from siirl.engine.workers.padding_free import HeadReduce
-from siirl.params.model import ActorConfig, ModelConfig, RefConfig, RolloutConfig
+from siirl.params.model import ActorConfig, ModelConfig, PolicyModelConfig, RefConfig, RolloutConfig
 
 LogProbsFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: Folder of a checkpoint's actor component holding the adapter as peft saves it (LoRA runs).
+ADAPTER_DIR = "lora_adapter"
 
 UPDATE_KEYS = (*FORWARD_KEYS, "response_mask", "old_log_probs", "advantages")
 
@@ -58,12 +69,13 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
     section: their ``log_prob_use_dynamic_bsz`` / ``log_prob_micro_batch_size_per_gpu`` /
     ``log_prob_max_token_len_per_gpu``) sizes the micro-batches of ``compute_log_prob`` (default: the training sizes). ``rollout_n`` converts
     ``ppo_mini_batch_size`` from prompts to responses; ``temperature`` is the sampling temperature, so that
-    log-probs are those of the distribution the responses were drawn from.
+    log-probs are those of the distribution the responses were drawn from. With LoRA keys set in
+    ``model_cfg`` (``PolicyModelConfig``) only peft adapters train (``siirl.engine.workers.lora``).
     """
 
     def __init__(
         self,
-        model_cfg: ModelConfig,
+        model_cfg: ModelConfig | PolicyModelConfig,
         actor_cfg: ActorConfig,
         backend: DeviceBackend | str,
         *,
@@ -77,7 +89,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         super().__init__(
             model_cfg,
             backend,
-            load_causal_lm,
+            load_policy_lm,
             trainable=True,
             process_group=process_group,
             local_rank=local_rank,
@@ -173,6 +185,27 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         self.lr_scheduler.step()
         return metrics
 
+    @property
+    def lora(self) -> bool:
+        """Whether only peft adapters train (the base model is frozen)."""
+        return is_lora_model(self.model)
+
     def named_parameters_for_sync(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Full (unsharded) parameters in HF naming, gathered one at a time; every dp rank must iterate."""
+        """Full (unsharded) parameters in HF naming, gathered one at a time; every dp rank must iterate.
+        Under LoRA, the base weights with the adapters merged in."""
+        if self.lora:
+            return merged_named_parameters(self.model)
         return full_named_parameters(self.model)
+
+    def lora_adapter(self) -> tuple[Any, dict[str, torch.Tensor]]:
+        """(peft ``LoraConfig``, full adapter tensors) for engines that take adapters; a collective on
+        every dp rank."""
+        return adapter_config(self.model), adapter_tensors(self.model)
+
+    def save_checkpoint(self, path: str | Path) -> None:
+        """The training shards, plus under LoRA the adapter as a peft folder (usable as lora_adapter_path)."""
+        super().save_checkpoint(path)
+        if self.lora:
+            tensors = adapter_tensors(self.model)  # gathered on every rank, written by the first
+            if self.dp.rank == 0:
+                write_adapter(adapter_config(self.model), tensors, Path(path) / ADAPTER_DIR)

@@ -18,7 +18,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save_file
 from torch import nn
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 from torch.distributed.tensor import DTensor
 from torch.optim.lr_scheduler import LambdaLR
 
@@ -27,9 +27,17 @@ from siirl.engine.workers.optim import restore_lr_scheduler
 from siirl.errors import CheckpointError
 
 
+def _frozen(model: nn.Module) -> bool:
+    return any(not p.requires_grad for p in model.parameters())
+
+
 def training_state(model: nn.Module, optimizer: torch.optim.Optimizer, scheduler: LambdaLR) -> dict[str, Any]:
-    """Sharded (DTensor) model and optimizer state plus the scheduler position; tensors only."""
-    model_sd, optim_sd = get_state_dict(model, optimizer)
+    """Sharded (DTensor) model and optimizer state plus the scheduler position; tensors only. Frozen
+    parameters (a LoRA base model, read again from the model dir) are left out: only what trains is saved."""
+    model_sd, optim_sd = get_state_dict(model, optimizer, options=StateDictOptions(ignore_frozen_params=True))
+    if _frozen(model):  # a tied frozen weight (lm_head = embed_tokens) survives under its second name
+        frozen = {name for name, p in model.named_parameters(remove_duplicate=False) if not p.requires_grad}
+        model_sd = {name: value for name, value in model_sd.items() if name not in frozen}
     return {
         "model": model_sd,
         "optimizer": optim_sd["state"],
@@ -44,12 +52,14 @@ def apply_training_state(
     missing = {"model", "optimizer", "lr_scheduler"} - set(state)
     if missing:
         raise ValueError(f"training state lacks {sorted(missing)}")
-    _, current = get_state_dict(model, optimizer)
+    options = StateDictOptions(ignore_frozen_params=True, strict=not _frozen(model))
+    _, current = get_state_dict(model, optimizer, options=options)
     set_state_dict(
         model,
         optimizer,
         model_state_dict=state["model"],
         optim_state_dict={"state": state["optimizer"], "param_groups": current["param_groups"]},
+        options=options,
     )
     restore_lr_scheduler(scheduler, int(state["lr_scheduler"]["last_epoch"]))
 

@@ -107,6 +107,10 @@ def _load(
     auto_cls: Any, model_cfg: ModelConfig, dtype: torch.dtype, backend: DeviceBackend, generation: bool = False, **extra: Any
 ) -> Any:
     path = model_dir(model_cfg)
+    if getattr(model_cfg, "use_shm", False):  # the policy's ``use_shm`` (verl's key)
+        from siirl.engine.workers.shm_copy import shm_copy
+
+        path = shm_copy(path)
     trust = bool(model_cfg.trust_remote_code)
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust, **extra)
     attn = resolve_attn_implementation(str(model_cfg.attn_implementation), backend)
@@ -132,6 +136,15 @@ def load_causal_lm(
     model = _load(AutoModelForCausalLM, model_cfg, dtype, backend, generation)
     model.config.use_cache = False
     return model
+
+
+def load_policy_lm(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
+    """The trained policy's causal LM; with LoRA keys set, wrapped with trainable peft adapters."""
+    from siirl.engine.workers.lora import apply_lora
+    from siirl.params.lora import lora_enabled
+
+    model = load_causal_lm(model_cfg, backend, dtype)
+    return apply_lora(model, model_cfg) if lora_enabled(model_cfg) else model
 
 
 def load_value_model(model_cfg: ModelConfig, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:

@@ -42,8 +42,9 @@ def build_optimizer(model: nn.Module, optim_cfg: OptimConfig) -> torch.optim.Ada
     betas = tuple(float(b) for b in optim_cfg.betas)
     if len(betas) != 2:
         raise ConfigError(f"optim.betas needs two values, got {list(optim_cfg.betas)}")
+    # Frozen parameters (a LoRA base model) get no optimizer state.
     return torch.optim.AdamW(
-        model.parameters(),
+        [p for p in model.parameters() if p.requires_grad],
         lr=float(optim_cfg.lr),
         betas=betas,
         eps=float(optim_cfg.eps),

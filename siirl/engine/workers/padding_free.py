@@ -216,7 +216,9 @@ def select_shared_prompts(
 
 
 def supports_logits_to_keep(model: nn.Module) -> bool:
-    return "logits_to_keep" in inspect.signature(model.forward).parameters
+    """Whether the HF model's forward takes ``logits_to_keep`` (a peft wrapper passes it through)."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "logits_to_keep" in inspect.signature(inner.forward).parameters
 
 
 HeadReduce = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

@@ -51,3 +51,30 @@ class ReferenceWorker(FSDPWorker):
         """Reference log-probs of ``responses``: ``(B, R)``, 0 on padding."""
         self.model.eval()
         return self.forward_batch(batch, self.batching, log_prob_reduce(self.temperature, False, self.log_probs_fn))
+
+
+class BaseModelReference:
+    """The reference of a LoRA policy: the actor's own model with its adapters switched off.
+
+    The base weights never train under LoRA, so they are the initial policy; no second copy is loaded and
+    the forward runs on the actor's (sharded or replicated) model with the ``RefConfig`` micro-batching.
+    """
+
+    def __init__(self, actor: FSDPWorker, ref_cfg: RefConfig, temperature: float = 1.0) -> None:
+        if not hasattr(actor.model, "disable_adapter"):
+            raise TypeError(f"{type(actor).__name__} has no adapters to disable (LoRA is off)")
+        self.actor = actor
+        self.temperature = float(temperature)
+        self.batching = log_prob_batching(ref_cfg)
+
+    def compute_ref_log_prob(self, batch: TensorDict) -> torch.Tensor:
+        """Log-probs of ``responses`` under the base model: ``(B, R)``, 0 on padding."""
+        actor = self.actor
+        was_training = actor.model.training
+        actor.model.eval()
+        try:
+            with actor.model.disable_adapter():
+                reduce = log_prob_reduce(self.temperature, False, actor.log_probs_fn)
+                return actor.forward_batch(batch, self.batching, reduce)
+        finally:
+            actor.model.train(was_training)

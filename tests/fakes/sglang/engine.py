@@ -19,7 +19,7 @@ CALLS: list[tuple[str, Any]] = []
 SERVER_ARGS = {
     "model_path": None, "tokenizer_path": None, "skip_tokenizer_init": False, "trust_remote_code": False,
     "tp_size": 1, "base_gpu_id": 0, "dtype": "auto", "mem_fraction_static": None, "disable_cuda_graph": False,
-    "enable_memory_saver": False, "random_seed": None, "log_level": "error", "context_length": None,
+    "enable_memory_saver": False, "random_seed": None, "log_level": "error", "context_length": None, "load_format": "auto",
     "max_prefill_tokens": 16384, "max_running_requests": None, "chunked_prefill_size": None,
     "disable_radix_cache": False, "cuda_graph_bs": None, "attention_backend": None,
 }

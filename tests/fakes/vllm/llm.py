@@ -1,6 +1,8 @@
 """``vllm.LLM``: the offline engine, in-process, recording every call in ``vllm.CALLS`` in order.
 
-Modelled behaviour: engine arguments checked like ``EngineArgs`` (an unknown one is a ``TypeError``);
+Modelled behaviour: engine arguments checked like ``EngineArgs`` (an unknown one is a ``TypeError``;
+``max_lora_rank`` must be one of vLLM's allowed values; ``load_format="dummy"`` starts from random weights);
+a ``lora_request`` needs ``enable_lora`` and runs its adapter folder over the base weights (``_adapter``);
 ``distributed_executor_backend="external_launcher"`` needs an initialised ``torch.distributed`` world
 divisible by the TP size; sleep mode must be enabled to sleep; generating while weights or KV cache are
 released, or loading weights while they are released, fails; ``wake_up(tags=...)`` brings back parts.
@@ -16,6 +18,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from vllm._adapter import applied, deltas, read_adapter
 from vllm._tiny_lm import TinyLM
 from vllm.outputs import CompletionOutput, RequestOutput
 from vllm.sampling_params import SamplingParams
@@ -31,6 +34,8 @@ ENGINE_ARGS: dict[str, Any] = {
     "enable_prefix_caching": None, "disable_log_stats": False, "compilation_config": None,
     "disable_mm_preprocessor_cache": False,
 }
+MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+LOAD_FORMATS = ("auto", "pt", "safetensors", "npcache", "dummy")
 
 
 class _Model:
@@ -62,6 +67,10 @@ class LLM:
         enforce_eager: bool = False,
         enable_sleep_mode: bool = False,
         distributed_executor_backend: str | None = None,
+        load_format: str = "auto",
+        enable_lora: bool = False,
+        max_lora_rank: int = 16,
+        max_loras: int = 1,
         **kwargs: Any,
     ) -> None:
         unknown = sorted(set(kwargs) - set(ENGINE_ARGS))
@@ -73,6 +82,8 @@ class LLM:
             "trust_remote_code": trust_remote_code, "tensor_parallel_size": tensor_parallel_size, "dtype": dtype,
             "seed": seed, "gpu_memory_utilization": gpu_memory_utilization, "enforce_eager": enforce_eager,
             "enable_sleep_mode": enable_sleep_mode, "distributed_executor_backend": distributed_executor_backend,
+            "load_format": load_format, "enable_lora": enable_lora, "max_lora_rank": max_lora_rank,
+            "max_loras": max_loras,
         }
         env = {key: os.environ.get(key) for key in OBSERVED_ENV}
         CALLS.append(("LLM", {**args, "env": env}))
@@ -87,7 +98,16 @@ class LLM:
         self.enable_sleep_mode = enable_sleep_mode
         self.skip_tokenizer_init = skip_tokenizer_init
         self.released: set[str] = set()
+        if load_format not in LOAD_FORMATS:
+            raise ValueError(f"unknown load_format {load_format!r}")
+        if max_lora_rank not in MAX_LORA_RANKS:
+            raise ValueError(f"max_lora_rank={max_lora_rank} is not one of {MAX_LORA_RANKS}")
         self.lm = TinyLM(model, dtype)
+        if load_format == "dummy":
+            with torch.no_grad():
+                for param in self.lm.params.values():
+                    param.uniform_(-1e-3, 1e-3)
+        self._adapters: dict[int, dict[str, torch.Tensor]] = {}
         self.model = _Model(self, self.lm)
         self._seed = 0 if seed is None else seed
         self._request_ids = itertools.count()
@@ -100,14 +120,36 @@ class LLM:
         return [func(self.model)]
 
     def generate(
-        self, prompts: Sequence[dict], sampling_params: SamplingParams | None = None, use_tqdm: bool = True, **_: Any
+        self, prompts: Sequence[dict], sampling_params: SamplingParams | None = None, use_tqdm: bool = True,
+        lora_request: Any = None,
     ) -> list[RequestOutput]:
         if self.released:
             raise RuntimeError(f"generate while {sorted(self.released)} are released by sleep(); wake_up first")
         params = sampling_params or SamplingParams()
+        update = self._adapter_update(lora_request)
         if self.skip_tokenizer_init and (params.stop or params.detokenize):
             raise ValueError("stop strings / detokenize need the tokenizer (skip_tokenizer_init=True)")
-        CALLS.append(("generate", {"prompts": [list(p["prompt_token_ids"]) for p in prompts], "params": params}))
+        CALLS.append(("generate", {"prompts": [list(p["prompt_token_ids"]) for p in prompts], "params": params,
+                                   "lora_request": lora_request}))
+        with applied(self.lm.params, update):
+            return self._generate(prompts, params)
+
+    def _adapter_update(self, request: Any) -> dict[str, torch.Tensor]:
+        """The weight updates of ``request``'s adapter, read once per id as vLLM's adapter cache does."""
+        if request is None:
+            return {}
+        if not self.args["enable_lora"]:
+            raise ValueError("LoRA is not enabled: build the LLM with enable_lora=True")
+        if request.lora_int_id not in self._adapters:
+            if len(self._adapters) >= self.args["max_loras"]:
+                self._adapters.pop(next(iter(self._adapters)))  # least recently added goes, as the LRU
+            config, tensors = read_adapter(request.lora_path, self.args["max_lora_rank"])
+            CALLS.append(("load_lora", {"id": request.lora_int_id, "path": request.lora_path, "r": config["r"],
+                                        "tensors": sorted(tensors)}))
+            self._adapters[request.lora_int_id] = deltas(config, tensors)
+        return self._adapters[request.lora_int_id]
+
+    def _generate(self, prompts: Sequence[dict], params: SamplingParams) -> list[RequestOutput]:
         outputs = []
         for prompt in prompts:
             request_id = next(self._request_ids)

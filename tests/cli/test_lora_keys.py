@@ -1,0 +1,54 @@
+"""verl's LoRA keys: accepted as verl writes them, typed here, and every bad value ONE line before Ray."""
+
+import pytest
+import ray
+
+from siirl.config_checks import load_config
+from siirl.main_dag import EXIT_USER_ERROR, main
+
+LORA = "actor_rollout_ref.model.lora_rank=8"
+
+
+def _refusal(capsys, tmp_path, *overrides: str) -> str:
+    code = main(["--plan", "device=cpu", f"trainer.output_dir={tmp_path}", *overrides])
+    err = capsys.readouterr().err.strip()
+    assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and "\n" not in err, err
+    assert not ray.is_initialized()
+    return err
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["actor_rollout_ref.model.lora_rank=-4"], "lora_rank=-4 is invalid; expected >= 0"),
+        ([LORA, "actor_rollout_ref.model.lora_alpha=0"], "lora_alpha=0 is invalid"),
+        ([LORA, "actor_rollout_ref.model.target_modules=[q_proj,qkv_proj]"], "qkv_proj match no module"),
+        ([LORA, "actor_rollout_ref.model.target_modules=[]"], "must be a non-empty list"),
+        ([LORA, "actor_rollout_ref.model.target_modules=[all-linear,q_proj]"], "all-linear stands alone"),
+        ([LORA, "actor_rollout_ref.model.lora_adapter_path=/no/such/adapter"], "holds no adapter_config.json"),
+        (["actor_rollout_ref.rollout.load_format=hf"], "load_format='hf' is invalid"),
+        ([LORA, "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.load_format=dummy"],
+         "would leave its base weights random"),
+    ],
+)
+def test_bad_lora_values_are_one_line(capsys, tmp_path, overrides, expected):
+    assert expected in _refusal(capsys, tmp_path, *overrides)
+
+
+def test_verl_lora_script_keys_load():
+    cfg = load_config([
+        "device=cpu", "actor_rollout_ref.model.lora_rank=64", "actor_rollout_ref.model.lora_alpha=32",
+        "actor_rollout_ref.model.target_modules=all-linear", "actor_rollout_ref.model.use_shm=True",
+        "actor_rollout_ref.rollout.load_format=safetensors", "actor_rollout_ref.rollout.layered_summon=True",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+    ])
+    model = cfg.actor_rollout_ref.model
+    assert (model.lora_rank, model.lora_alpha, model.target_modules, model.use_shm) == (64, 32, "all-linear", True)
+    # the engine runs merged weights, so the rollout's log-probs are not exact: the actor recomputes them
+    assert cfg.actor_rollout_ref.actor.old_log_prob_source == "recompute"
+    assert load_config(["device=cpu"]).actor_rollout_ref.actor.old_log_prob_source == "rollout"
+
+
+def test_critic_takes_no_lora_keys(capsys):
+    assert main(["--print-config", "device=cpu", "critic.model.lora_rank=8"]) == EXIT_USER_ERROR
+    assert "lora_rank" in capsys.readouterr().err

@@ -1,0 +1,1 @@
+"""``vllm.lora``: adapter requests."""
