@@ -103,6 +103,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
     check_attention_names(cfg)
     check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
+    check_config_overrides(cfg)
     check_lora_targets(cfg.actor_rollout_ref.model)
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
@@ -192,3 +193,20 @@ def pin_resume_checkpoint(cfg: SiirlConfig) -> SiirlConfig:
     if path is None:
         return cfg
     return dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, resume_mode=str(path)))
+
+
+def check_config_overrides(cfg: SiirlConfig) -> None:
+    """``model.override_config`` names attributes of the model's HF config: checked here, before Ray, on the
+    config file alone (no weights are read)."""
+    from transformers import AutoConfig
+
+    from siirl.engine.workers.model_loading import apply_config_overrides, model_dir
+
+    sections = [cfg.actor_rollout_ref.model] + ([cfg.critic.model] if cfg.critic.enable else [])
+    for model_cfg in sections:
+        if model_cfg.override_config:
+            config = AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code))
+            unread = apply_config_overrides(config, dict(model_cfg.override_config))
+            if unread:
+                logger.warning("model.override_config: %s has no %s; set anyway, as verl does, but its model "
+                               "does not read them", type(config).__name__, ", ".join(unread))

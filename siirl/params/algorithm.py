@@ -1,7 +1,7 @@
 """``algorithm.*``, ``reward_model.*`` and ``custom_reward_function.*``."""
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from siirl.params.environment import EmbodiedConfig
 from siirl.params.model import FSDPModelConfig
@@ -61,6 +61,9 @@ class OverlongBufferConfig:
     penalty_factor: float = 1.0
     #: Log ``reward/overlong_reward`` and ``reward/overlong`` (share of penalised responses) each step.
     log: bool = False
+    #: verl's ``reward_kwargs.max_resp_len``: the length the penalty counts to. Here it is always
+    #: ``data.max_response_length``; null or that value is accepted.
+    max_resp_len: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
 
 
 @dataclass

@@ -74,8 +74,9 @@ def _explain_group_error(message: str) -> str:
     return message
 
 
-#: List-valued keys that also accept one plain path, as verl does (``data.train_files=/x.parquet``).
-PATH_LIST_KEYS = ("data.train_files", "data.val_files")
+#: List-valued keys that also accept one plain value, as verl does (``data.train_files=/x.parquet``,
+#: ``trainer.logger=console``).
+PATH_LIST_KEYS = ("data.train_files", "data.val_files", "trainer.logger")
 
 
 def _listify_override(override: str) -> str:

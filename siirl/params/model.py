@@ -36,6 +36,9 @@ class ModelConfig:
     #: length-trimmed) | packed (one prompt copy per response) | trimmed
     remove_padding_layout: str = "auto"
     trust_remote_code: bool = False
+    #: Values set on the model's Hugging Face config before its weights load (verl's key), e.g.
+    #: ``{attention_dropout: 0.0}``; a name the config does not have is refused at load.
+    override_config: dict[str, Any] = field(default_factory=dict)
     #: The device's fused log-prob kernel where it has one (flash-attn's Triton cross-entropy on CUDA,
     #: torch_npu on Ascend); false = the portable PyTorch path everywhere.
     use_fused_kernels: bool = True

@@ -15,7 +15,7 @@ import yaml
 
 from siirl.errors import ConfigError
 from siirl.params.schema_keys import SchemaKeys
-from siirl.params.verl_inert_keys import RENAMED, inert_refusal, is_inert, renamed
+from siirl.params.verl_inert_keys import RENAMED, inert_refusal, is_inert, is_not_read, renamed
 
 
 def _leaf(key: str) -> str:
@@ -77,10 +77,14 @@ def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str]) -> tu
         return f"{'++' if sign else ''}{new_key}={text}", None
     if is_inert(bare):
         return None, inert_refusal(bare, _parse(raw))
+    if is_not_read(bare):
+        return None, None
     if not schema.knows(bare):
         return None, _unknown(bare, schema)
-    # '+key=' on a key the schema already has would be Hydra's "already at" error: it means "set it".
-    return (f"++{bare}={raw}" if sign == "+" else override), None
+    # '+key=' on a key the schema already has would be Hydra's "already at" error: it means "set it"; a
+    # sub-key of a dict-valued field (engine_kwargs.vllm.x, override_config.x) is the user's own, added as is.
+    under_dict = bare not in schema.leaves and bare not in schema.sections
+    return (f"++{bare}={raw}" if sign == "+" or under_dict else override), None
 
 
 def screen_overrides(overrides: list[str], schema: SchemaKeys, groups: Iterable[str]) -> list[str]:

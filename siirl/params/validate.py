@@ -154,6 +154,11 @@ def _check_dapo_keys(cfg: DictConfig) -> None:
             "bad config: reward_model.overlong_buffer.enable=true is applied by the dapo reward manager; set "
             f"reward_model.reward_manager=dapo (got {cfg.reward_model.reward_manager!r})"
         )
+    if buffer.max_resp_len is not None and buffer.max_resp_len != data.max_response_length:
+        raise ConfigError(
+            f"bad config: reward_model.reward_kwargs.max_resp_len={buffer.max_resp_len} differs from "
+            f"data.max_response_length={data.max_response_length}; the overlong penalty counts to the latter"
+        )
     if not 0 < buffer.len < data.max_response_length:
         raise ConfigError(
             f"bad config: reward_model.overlong_buffer.len={buffer.len} must be in (0, data.max_response_length="

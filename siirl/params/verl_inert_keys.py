@@ -4,6 +4,8 @@
   value map, e.g. ``use_cpgd_loss=True`` -> ``policy_loss.loss_mode=cpgd``).
 - ``INERT``: the feature is not implemented; the key is accepted only at the value that leaves it off
   (the override is then dropped) and refused, naming the feature, otherwise.
+- ``NOT_READ``: a speed / memory / serving knob whose every value leaves the results as they are here; it
+  is accepted at any value and dropped (docs/migrating_from_verl.md says what siiRL does instead).
 
 A key (or ``prefix.*`` family) listed here is never an "unknown key": the user meant it, siiRL says why.
 """
@@ -29,6 +31,7 @@ class Inert:
 
 
 _ACTOR, _ROLLOUT, _MODEL = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model."
+_REF = "actor_rollout_ref.ref."
 #: A value-map entry meaning "keep no override".
 DROP = object()
 
@@ -39,13 +42,16 @@ RENAMED: dict[str, Renamed] = {
     _ROLLOUT + "checkpoint_engine.update_weights_bucket_megabytes": Renamed(_ROLLOUT + "weight_sync_bucket_mb"),
     _ACTOR + "use_cpgd_loss": Renamed(_ACTOR + "policy_loss.loss_mode", {True: "cpgd", False: DROP}),
     "critic.use_critic_model": Renamed("critic.enable"),
+    **{
+        f"reward_model.reward_kwargs.overlong_buffer_cfg.{leaf}": Renamed(f"reward_model.overlong_buffer.{leaf}")
+        for leaf in ("enable", "len", "penalty_factor", "log")
+    },
+    "reward_model.reward_kwargs.max_resp_len": Renamed("reward_model.overlong_buffer.max_resp_len"),
 }
 
 _MEGATRON = "Megatron-LM training is not implemented; siiRL trains with FSDP2 (drop the megatron.* keys)"
 _PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
 _ULYSSES = "Ulysses sequence parallelism is not implemented (ulysses_sequence_parallel_size=1 only)"
-_COMPILE = "torch.compile of the log-prob/entropy path is not implemented (use_torch_compile=false only)"
-_ENTROPY_MEMORY = "entropy memory savers (checkpointing/chunking) are not implemented (false only)"
 _EMBODIED = (
     "is the original siiRL's embodied layout; here embodied runs use algorithm.workflow_type=EMBODIED with "
     "env.* and algorithm.embodied.*"
@@ -63,19 +69,25 @@ INERT: dict[str, Inert] = {
     _ACTOR + "profiler.*": Inert((), _PROFILER + "; its options are not read"),
     "critic.profiler.enable": Inert((False,), _PROFILER),
     "critic.profiler.*": Inert((), _PROFILER + "; its options are not read"),
-    _ACTOR + "use_torch_compile": Inert((False,), _COMPILE),
-    _ACTOR + "entropy_checkpointing": Inert((False,), _ENTROPY_MEMORY),
-    _ACTOR + "entropy_from_logits_with_chunking": Inert((False,), _ENTROPY_MEMORY),
     _ACTOR + "calculate_sum_pi_squared": Inert((False,), "the sum-of-pi-squared metric is not computed (false only)"),
     _ACTOR + "freeze_vision_tower": Inert((False,), "vision towers are trained with the policy (false only)"),
     _ACTOR + "tau_pos": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
     _ACTOR + "tau_neg": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
     "actor_rollout_ref.hybrid_engine": Inert((True,), "the rollout engine is always colocated with the actor"),
-    _MODEL + "use_shm": Inert((False,), "copying the model to /dev/shm before loading is not implemented"),
     _MODEL + "mtp.enable": Inert((False,), "multi-token-prediction heads are not implemented (false only)"),
     _MODEL + "mtp.*": Inert((), "multi-token-prediction heads are not implemented"),
     _MODEL + "model_type": Inert((), _EMBODIED),
     "actor_rollout_ref.embodied.*": Inert((), _EMBODIED),
+    "data.dataset_type": Inert((), _EMBODIED),
+    "algorithm.embodied_sampling.*": Inert((), _EMBODIED),
+    "reward_model.reward_kwargs.action_token_len": Inert((), _EMBODIED),
+    "reward_model.reward_kwargs.reward_coef": Inert((), _EMBODIED),
+    "data.image_key": Inert((), "multimodal (image) training is not implemented yet; text prompts only"),
+    _REF + "strategy": Inert(("fsdp", "fsdp2"), "the reference shards as the actor does (actor.strategy)"),
+    _ACTOR + "checkpoint.save_contents": Inert(
+        (["model", "optimizer", "extra"], ["model", "hf_model", "optimizer", "extra"]),
+        "siiRL checkpoints a step whole (model, optimizer and trainer state together)",
+    ),
     _ROLLOUT + "data_parallel_size": Inert((1,), "rollout data parallelism follows the plan (world / tp); 1 only"),
     _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
     _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
@@ -90,16 +102,45 @@ INERT: dict[str, Inert] = {
 }
 
 
-def _family(key: str) -> str | None:
-    """The INERT entry governing ``key``: the key itself, else its longest ``prefix.*``."""
-    if key in INERT:
+_SPEED = "a speed or memory knob; siiRL's log-prob path is not torch.compiled nor chunked, results are the same"
+_RM_ENGINE = (
+    "how verl serves a reward model (its reward loop and engine); siiRL scores it on the reward model's own "
+    "FSDP2 or replicated copy (reward_model.strategy)"
+)
+
+#: Keys accepted at any value and not read: why, per key or ``prefix.*`` family.
+NOT_READ: dict[str, str] = {
+    _ACTOR + "use_torch_compile": _SPEED,
+    _REF + "use_torch_compile": _SPEED,
+    _ACTOR + "entropy_checkpointing": _SPEED,
+    _REF + "entropy_checkpointing": _SPEED,
+    _ACTOR + "entropy_from_logits_with_chunking": _SPEED,
+    _REF + "entropy_from_logits_with_chunking": _SPEED,
+    "reward_model.use_reward_loop": _RM_ENGINE,
+    "reward_model.rollout.*": _RM_ENGINE,
+    "actor_rollout_ref.nccl_timeout": "the DAG workers' process groups wait up to 30 minutes on a collective",
+    "data.auto_repeat": "the dataloader starts the next (reshuffled) epoch whenever one runs out",
+}
+
+
+def _governing(key: str, table: dict) -> str | None:
+    """The entry of ``table`` governing ``key``: the key itself, else its longest ``prefix.*``."""
+    if key in table:
         return key
     parts = key.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         family = ".".join(parts[:cut]) + ".*"
-        if family in INERT:
+        if family in table:
             return family
     return None
+
+
+def _family(key: str) -> str | None:
+    return _governing(key, INERT)
+
+
+def is_not_read(key: str) -> bool:
+    return _governing(key, NOT_READ) is not None
 
 
 def inert_refusal(key: str, value: Any) -> str | None:

@@ -26,7 +26,8 @@ EXPECTED = expectations()
 @pytest.fixture(scope="module")
 def task_data(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     folder = tmp_path_factory.mktemp("launch_scripts")
-    return folder, write_task_data(folder / "data")
+    # as many rows as the largest batch a script asks for (4096 prompts; DAPO generates up to 3x its batch)
+    return folder, write_task_data(folder / "data", train_rows=16384)
 
 
 def _outcome(replay) -> str | None:

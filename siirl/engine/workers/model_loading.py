@@ -103,6 +103,15 @@ def load_tokenizer(model_cfg: ModelConfig) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
+def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> list[str]:
+    """verl's ``model.override_config``: set values on the HF config (as verl does, also names the config
+    class lacks, which its model then does not read). Returns those names, for the caller to report."""
+    unread = sorted(name for name in overrides if not hasattr(config, name))
+    for name, value in overrides.items():
+        setattr(config, name, value)
+    return unread
+
+
 def _load(
     auto_cls: Any, model_cfg: ModelConfig, dtype: torch.dtype, backend: DeviceBackend, generation: bool = False, **extra: Any
 ) -> Any:
@@ -113,6 +122,7 @@ def _load(
         path = shm_copy(path)
     trust = bool(model_cfg.trust_remote_code)
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust, **extra)
+    apply_config_overrides(config, dict(getattr(model_cfg, "override_config", {}) or {}))
     attn = resolve_attn_implementation(str(model_cfg.attn_implementation), backend)
     model = auto_cls.from_pretrained(
         path, config=config, dtype=dtype, attn_implementation=attn, trust_remote_code=trust
