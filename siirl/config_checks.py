@@ -101,6 +101,11 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
             rollout.name, CPU_ROLLOUT_ENGINE, rollout.tensor_model_parallel_size,
         )
         rollout.name, rollout.tensor_model_parallel_size = CPU_ROLLOUT_ENGINE, 1
+    if rollout.mode == "async":
+        logger.warning(
+            "actor_rollout_ref.rollout.mode=async: siiRL rolls out inside each DAG worker, the same generation "
+            "as sync; verl's server-based agent loop is not used"
+        )
     ROLLOUT_ENGINES.get(rollout.name).check_rollout_config(rollout)
 
 

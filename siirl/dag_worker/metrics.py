@@ -198,11 +198,17 @@ class WandbSink:
         self.run.finish()
 
 
+#: The sink every run writes, listed in ``trainer.logger`` or not.
+RECORD_SINK = "jsonl"
+
+
 class MetricsLogger:
     """Fan one step's metrics out to the configured sinks (only on the writing rank)."""
 
     def __init__(self, run_dir: Path, sinks: list[str], enabled: bool, run: RunInfo | None = None) -> None:
-        classes = [SINKS.get(s) for s in sinks]
+        # metrics.jsonl is the run's own record (the reward plot and resume read it), whatever the loggers
+        # a verl script lists (``trainer.logger=[console,wandb]``)
+        classes = [SINKS.get(s) for s in dict.fromkeys([*sinks, RECORD_SINK])]
         run_dir.mkdir(parents=True, exist_ok=True)
         self.sinks = [cls(run_dir, run or RunInfo()) for cls in classes] if enabled else []
 

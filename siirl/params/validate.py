@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
@@ -83,6 +84,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode": _one_of(
         "strict", "ignore_strippable", "disable"
     ),
+    "actor_rollout_ref.rollout.mode": _one_of("sync", "async"),
     "env.num_workers": _NON_NEGATIVE,
     "env.timeout_s": _POSITIVE,
     "dag.agent_placement": _one_of("auto", "own", "shared"),
@@ -107,10 +109,6 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "critic.strategy": (
         lambda v: v == "megatron",
         "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
-    ),
-    "actor_rollout_ref.rollout.mode": (
-        lambda v: v != "sync",
-        "is not implemented; rollouts run inside each DAG worker (mode=sync only)",
     ),
     "trainer.balance_batch": (
         lambda v: v is False,
@@ -171,6 +169,14 @@ def _check_dapo_keys(cfg: DictConfig) -> None:
 UNSUPPORTED_SECTIONS = {"megatron": "Megatron-LM training is not implemented; siiRL trains with FSDP2 or replicated"}
 
 
+def _yaml_value(text: str) -> Any:
+    """An override's value as Hydra reads it (``false`` is a bool), the text itself if it is no YAML."""
+    try:
+        return yaml.safe_load(text) if text else text
+    except yaml.YAMLError:
+        return text
+
+
 def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -> None:
     """Name an unsupported feature the input asks for, before any unknown-key error it also causes: a
     Megatron script fails on ``strategy=megatron``, not on the first ``megatron.*`` key the schema lacks."""
@@ -182,7 +188,7 @@ def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -
             if section in key.split("."):
                 raise ConfigError(f"bad config: {key}: {why}")
         if sep and key in UNSUPPORTED:
-            OmegaConf.update(raw, key, value.strip("'\""), force_add=True)
+            OmegaConf.update(raw, key, _yaml_value(value), force_add=True)
     for key, (is_set, why) in UNSUPPORTED.items():
         value = OmegaConf.select(raw, key, default=None)
         if value is not None and is_set(value):

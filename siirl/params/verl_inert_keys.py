@@ -97,7 +97,7 @@ INERT: dict[str, Inert] = {
         "for training with actor.old_log_prob_source=rollout)"
     ),
     _ROLLOUT + "agent.*": Inert(
-        (), "verl's agent loop (rollout.mode=async) is not implemented; tool rollouts use rollout.multi_turn.*"
+        (), "verl's agent loop is not implemented; tool rollouts use rollout.multi_turn.*"
     ),
 }
 
@@ -120,6 +120,7 @@ NOT_READ: dict[str, str] = {
     "reward_model.rollout.*": _RM_ENGINE,
     "actor_rollout_ref.nccl_timeout": "the DAG workers' process groups wait up to 30 minutes on a collective",
     "data.auto_repeat": "the dataloader starts the next (reshuffled) epoch whenever one runs out",
+    "dag.enable_perf": "the original siiRL's per-node timing switch; siiRL logs them every step (timing_s/node/*)",
 }
 
 

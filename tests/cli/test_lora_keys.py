@@ -10,7 +10,9 @@ LORA = "actor_rollout_ref.model.lora_rank=8"
 
 
 def _refusal(capsys, tmp_path, *overrides: str) -> str:
-    code = main(["--plan", "device=cpu", f"trainer.output_dir={tmp_path}", *overrides])
+    # vLLM is a GPU engine: on device=cpu the run would roll out with hf and never reach vLLM's checks
+    device = "device=cuda" if "actor_rollout_ref.rollout.name=vllm" in overrides else "device=cpu"
+    code = main(["--plan", device, f"trainer.output_dir={tmp_path}", *overrides])
     err = capsys.readouterr().err.strip()
     assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and "\n" not in err, err
     assert not ray.is_initialized()

@@ -120,7 +120,8 @@ def test_embodied_command_plans_on_the_builtin_environment(capsys, tmp_path):
 def test_configuration_block_loads_as_a_config_file():
     from siirl.config_checks import load_config
 
-    cfg = load_config(["device=cpu"], config_path=str(SEEDS), config_name="config_groups")
+    # device=cuda: the block names vLLM, which device=cpu would replace with hf
+    cfg = load_config(["device=cuda"], config_path=str(SEEDS), config_name="config_groups")
     assert list(cfg.data.train_files) == ["/path/to/train.parquet"]
     assert cfg.actor_rollout_ref.actor.optim.lr == pytest.approx(1e-6)
     assert cfg.trainer.n_gpus_per_node == 8 and cfg.actor_rollout_ref.rollout.name == "vllm"

@@ -26,8 +26,8 @@ if not hasattr(replay_helpers, "replays"):
 SCRIPTS = {
     "grpo": "verl/examples/grpo_trainer/run_qwen2-7b",
     "ppo_critic": "verl/examples/ppo_trainer/run_deepseek7b_llm",
-    "dapo": "verl_recipe_dapo/recipe/dapo/run_dapo_qwen2.5_32b",
-    "gspo": "verl/examples/gspo_trainer/test_gspo_3b_math",
+    "dapo": "siirl/examples/dapo_trainer/run_qwen2_5-7b",
+    "gspo": "siirl/examples/gspo_trainer/run_qwen3-1.7b",
     "cpgd": "siirl/examples/cpgd_trainer/run_qwen3-1.7b",
     "rloo": "verl/examples/rloo_trainer/run_qwen2-7b",
     "lora": "verl/examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora",
