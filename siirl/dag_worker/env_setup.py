@@ -35,23 +35,22 @@ def _steps(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
     )
 
 
-def _turns(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
+def _turns(session: EnvSession, cfg: SiirlConfig, **tool_options) -> RolloutEngine:
     multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
     return MultiTurnRollout(
         session,
         max_turns=int(multi_turn.max_turns),
         max_response_length=int(cfg.data.max_response_length),
         max_observation_length=int(multi_turn.max_observation_length),
+        **tool_options,
     )
 
 
 def _tool_turns(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
+    """Multi-turn with the tools' schemas rendered into the prompt."""
     multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
-    return MultiTurnRollout(
-        session,
-        max_turns=int(multi_turn.max_turns),
-        max_response_length=int(cfg.data.max_response_length),
-        max_observation_length=int(multi_turn.max_observation_length),
+    return _turns(
+        session, cfg,
         tool_schemas=[spec.schema for spec in load_tool_config(str(multi_turn.tool_config_path))],
         sanity_check=str(multi_turn.tokenization_sanity_check_mode),
     )

@@ -5,25 +5,9 @@ from pathlib import Path
 import pytest
 
 from siirl.main_dag import EXIT_USER_ERROR, main
+from tests.e2e.gsm8k_tool_yaml import GSM8K_TOOL_YAML
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
-GSM8K_TOOL_YAML = """tools:
-  - class_name: "verl.tools.gsm8k_tool.Gsm8kTool"
-    config:
-      type: native
-    tool_schema:
-      type: "function"
-      function:
-        name: "calc_gsm8k_reward"
-        description: "A tool for calculating the reward of gsm8k."
-        parameters:
-          type: "object"
-          properties:
-            answer:
-              type: "string"
-              description: "The model's answer to the GSM8K math problem, must be a digits"
-          required: ["answer"]
-"""
 
 
 @pytest.fixture
