@@ -13,6 +13,8 @@ import importlib
 import logging
 from operator import attrgetter
 
+import torch
+
 from siirl.algorithms import estimator_needs
 from siirl.algorithms.group_filter_metrics import from_rule_reward
 from siirl.dag_worker.metrics import check_loggers
@@ -106,7 +108,13 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
             "actor_rollout_ref.rollout.mode=async: siiRL rolls out inside each DAG worker, the same generation "
             "as sync; verl's server-based agent loop is not used"
         )
-    ROLLOUT_ENGINES.get(rollout.name).check_rollout_config(rollout)
+    engine = ROLLOUT_ENGINES.get(rollout.name)
+    if rollout.calculate_log_probs and engine.sampled_log_probs(torch.float32) == "unsupported":
+        raise ConfigError(
+            f"bad config: actor_rollout_ref.rollout.calculate_log_probs=true needs the log-probs the engine samples "
+            f"with, which the '{rollout.name}' rollout engine does not record (the hf engine does)"
+        )
+    engine.check_rollout_config(rollout)
 
 
 def check_group_filter_metric(cfg: SiirlConfig) -> None:

@@ -208,6 +208,19 @@ def compute_advantage(
     return NodeOutput(full, metrics=_scoped(metrics, agent))
 
 
+def rollout_probs_diff(rollout_log_probs: torch.Tensor, log_probs: torch.Tensor, mask: torch.Tensor) -> dict:
+    """verl's ``training/rollout_probs_diff_*``: how far the token probabilities the rollout sampled with are
+    from the actor's (``rollout.calculate_log_probs=true``); large values mean the engines disagree."""
+    if not mask.any():
+        return {}
+    diff = (rollout_log_probs.exp() - log_probs.exp()).abs()[mask]
+    return {
+        "training/rollout_probs_diff_max": diff.max().item(),
+        "training/rollout_probs_diff_mean": diff.mean().item(),
+        "training/rollout_probs_diff_std": diff.std().item() if diff.numel() > 1 else 0.0,
+    }
+
+
 @per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",))
 def compute_old_log_prob(
     batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
@@ -217,7 +230,8 @@ def compute_old_log_prob(
     start = time.perf_counter()
     agent = _agent(node_config)
     full, batch, policy = batch, _rows(batch, agent), ctx.policy(agent)
-    if policy.old_log_probs_from_rollout and "rollout_log_probs" in batch.keys():  # noqa: SIM118
+    recorded = "rollout_log_probs" in batch.keys()  # noqa: SIM118
+    if policy.old_log_probs_from_rollout and recorded:
         out = {"old_log_probs": batch["rollout_log_probs"], "entropys": batch["rollout_entropys"]}
     else:
         out = policy.actor.compute_log_prob(batch)
@@ -225,6 +239,8 @@ def compute_old_log_prob(
     mask = batch["response_mask"].bool()
     entropy = out.get("entropys", None)
     metrics = {"actor/entropy": entropy[mask].mean().item()} if entropy is not None else {}
+    if recorded and not policy.old_log_probs_from_rollout:
+        metrics.update(rollout_probs_diff(batch["rollout_log_probs"], batch["old_log_probs"], mask))
     _timed(metrics, "old_log_prob", start)
     return NodeOutput(full, metrics=_scoped(metrics, agent))
 

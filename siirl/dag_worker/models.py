@@ -109,9 +109,9 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
         )
         policy.rollout = engine if agent else wrap_rollout(engine, cfg, ctx.tokenizer)
         # Exact only while the rollout copy is this worker's actor, synced before every rollout.
-        engine.records_log_probs = policy.old_log_probs_from_rollout = (
-            str(arr.actor.old_log_prob_source) == "rollout" and policy.rollout is engine
-        )
+        policy.old_log_probs_from_rollout = str(arr.actor.old_log_prob_source) == "rollout" and policy.rollout is engine
+        # verl's calculate_log_probs: recorded too, to compare with the actor's recomputation (a metric)
+        engine.records_log_probs = policy.old_log_probs_from_rollout or bool(arr.rollout.calculate_log_probs)
     return policy
 
 

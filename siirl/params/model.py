@@ -193,6 +193,9 @@ class RolloutConfig:
     #: Wake a sleeping engine weights first and KV cache just before generating (halves peak memory).
     multi_stage_wake_up: bool = True
     engine_kwargs: EngineKwargs = field(default_factory=EngineKwargs)
+    #: verl's key: the rollout records the log-probs it samples with, and the old-log-prob node logs how far
+    #: they are from the actor's (``training/rollout_probs_diff_*``). HF engine only.
+    calculate_log_probs: bool = False
     #: Sequences generated per forward batch by the HF engine.
     micro_batch_size: int = 256
     #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.

@@ -92,10 +92,6 @@ INERT: dict[str, Inert] = {
     _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
     _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
     _ROLLOUT + "prometheus.*": Inert((), "the engine's Prometheus metrics server is not started"),
-    _ROLLOUT + "calculate_log_probs": Inert(
-        (False,), "recording the engine's log-probs for inspection is not implemented (the hf engine records them "
-        "for training with actor.old_log_prob_source=rollout)"
-    ),
     _ROLLOUT + "agent.*": Inert(
         (), "verl's agent loop is not implemented; tool rollouts use rollout.multi_turn.*"
     ),

@@ -60,7 +60,6 @@ def test_plus_on_a_known_key_sets_it():
         ("critic.ulysses_sequence_parallel_size=4", "Ulysses sequence parallelism"),
         ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=2", "Ulysses sequence parallelism"),
         ("actor_rollout_ref.rollout.mode=server", "expected one of sync, async"),
-        ("actor_rollout_ref.rollout.calculate_log_probs=True", "calculate_log_probs"),
         ("actor_rollout_ref.actor.profiler.enable=True", "profiling"),
         ("actor_rollout_ref.model.fused_kernel_options.impl_backend=cuda", "torch, triton"),
         ("actor_rollout_ref.rollout.response_length=64", "data.max_response_length"),
@@ -127,3 +126,21 @@ def test_speed_and_serving_knobs_are_accepted_at_any_value(caplog):
         ])
     assert cfg.actor_rollout_ref.rollout.mode == "async"
     assert sum("rollout.mode=async" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_calculate_log_probs_needs_an_engine_that_records_them():
+    assert load_config(["device=cpu", "actor_rollout_ref.rollout.calculate_log_probs=True"]).actor_rollout_ref.rollout.calculate_log_probs
+    with pytest.raises(ConfigError, match="'vllm' rollout engine does not record"):
+        load_config(["device=cuda", "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.calculate_log_probs=True"])
+
+
+def test_rollout_probs_diff_is_verls_metric():
+    import torch
+
+    from siirl.dag_worker.builtin_nodes import rollout_probs_diff
+
+    rollout = torch.log(torch.tensor([[0.5, 0.2, 1.0]]))
+    actor = torch.log(torch.tensor([[0.4, 0.2, 0.1]]))
+    got = rollout_probs_diff(rollout, actor, torch.tensor([[True, True, False]]))
+    assert abs(got["training/rollout_probs_diff_max"] - 0.1) < 1e-6
+    assert abs(got["training/rollout_probs_diff_mean"] - 0.05) < 1e-6

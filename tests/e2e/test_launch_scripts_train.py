@@ -34,9 +34,14 @@ SCRIPTS = {
 }
 
 
-def _train_batch_size(overrides: list[str]) -> int:
-    sizes = [int(o.partition("=")[2]) for o in overrides if o.partition("=")[0].lstrip("+") == "data.train_batch_size"]
-    return sizes[-1] if sizes else 32
+def _prompts_per_step(overrides: list[str]) -> int:
+    """The prompts one step reads: the train batch, or DAPO's larger generation batch."""
+    sizes = {"data.train_batch_size": 32}
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+") in ("data.train_batch_size", "data.gen_batch_size"):
+            sizes[key.lstrip("+")] = int(value)
+    return max(sizes.values())
 
 
 def _cases() -> list:
@@ -56,7 +61,7 @@ def test_two_steps_of_a_published_script(name, tmp_path, ray_session):
     from siirl.main_dag import main
 
     overrides = replay_helpers.load_fixture(name)["invocations"][0]["overrides"]
-    rows = 2 * _train_batch_size(overrides)
+    rows = 2 * _prompts_per_step(overrides)
     data = replay_helpers.write_task_data(tmp_path / "data", train_rows=rows, val_rows=16)
     run_dir = tmp_path / "run"
     (replay,) = replay_helpers.replays(name, tmp_path, data, ["trainer.total_training_steps=2", f"trainer.output_dir={run_dir}"])
