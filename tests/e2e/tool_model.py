@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from siirl.tasks import default_model_path
+from tests.fakes_loader import fake_module
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fakes"))
-from faulty_tools import TOOL_CHAT_TEMPLATE
+TOOL_CHAT_TEMPLATE = fake_module("faulty_tools").TOOL_CHAT_TEMPLATE
 
 TOOL_SCHEMA = {"type": "function", "function": {"name": "calc_gsm8k_reward"}}
 

@@ -59,13 +59,10 @@ class ScriptedPolicy(RolloutEngine):
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    import sys
-
-    sys.path.insert(0, str(FAKES))
-    from faulty_tools import TOOL_CHAT_TEMPLATE
+    from tests.fakes_loader import fake_module
 
     tok = load_tokenizer(ModelConfig(path=default_model_path()))
-    tok.chat_template = TOOL_CHAT_TEMPLATE
+    tok.chat_template = fake_module("faulty_tools").TOOL_CHAT_TEMPLATE
     return tok
 
 
