@@ -85,10 +85,10 @@ MISTAKE_FAMILIES: dict[str, Callable[[int, int, random.Random], str]] = {
 
 #: Sampling weights of the families in training: mostly numeric near misses, the ones hard to rank.
 TRAIN_WEIGHTS = {
-    "off_by_one": 10,
-    "off_by_ten": 20,
+    "off_by_one": 25,
+    "off_by_ten": 15,
     "units_shift": 30,
-    "tens_shift": 25,
+    "tens_shift": 15,
     "digit_slip": 7,
     "operand": 4,
     "garbage": 4,
