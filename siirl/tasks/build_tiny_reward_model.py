@@ -252,7 +252,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    model, tokenizer, metrics = train(args.seed, RewardTrainConfig(sft_steps=args.sft_steps, steps=args.steps))
+    model, tokenizer, metrics = train(
+        args.seed, RewardTrainConfig(sft_steps=args.sft_steps, steps=args.steps)
+    )
     save(model, tokenizer, args.out)
     kinds = ", ".join(f"{k} {metrics[f'pairwise/{k}']:.3f}" for k in MISTAKE_FAMILIES)
     print(
