@@ -182,8 +182,8 @@ def test_missing_path_names_the_key(tiny_model_dir):
 
 def test_shipped_tiny_reward_model_ranks_right_above_wrong(single_process_group):
     """Right answers outscore wrong ones (off by one or ten, a repeated digit, an echoed operand, garbage)
-    about as often as the build measured on held-out problems (pairwise accuracy ~0.9; off-by-one, a
-    units-digit check, is the tiny model's weak spot)."""
+    about as often as the build measured on held-out problems (pairwise accuracy ~0.98, off-by-one ~1.0:
+    the near misses a policy makes are the ones a reward-model run must rank)."""
     path = default_reward_model_path()
     tokenizer = AutoTokenizer.from_pretrained(path)
     problems = [(12, 34), (7, 5), (58, 27), (90, 9), (3, 96), (45, 45)]
@@ -197,4 +197,5 @@ def test_shipped_tiny_reward_model_ranks_right_above_wrong(single_process_group)
             )
     scores = RewardModelWorker(rm_config(path), "cpu").compute_rm_score(policy_batch(prompts, responses))
     per_answer = scores.sum(-1).view(len(problems), 6)
-    assert (per_answer[:, :1] > per_answer[:, 1:]).float().mean() >= 0.8, per_answer
+    assert (per_answer[:, 0] > per_answer[:, 1]).all(), per_answer
+    assert (per_answer[:, :1] > per_answer[:, 1:]).float().mean() >= 0.9, per_answer
