@@ -1,21 +1,16 @@
 """verl's DAPO recipe keys load with verl's meaning, or end as ONE line (exit 2) before Ray starts."""
 
 import pytest
-import ray
+from cli_testutils import one_line_refusal
 
 from siirl.config_checks import load_config
 from siirl.execution.dag.builtin_pipelines import select_pipeline
-from siirl.main_dag import EXIT_USER_ERROR, main
 
 DAPO = ["algorithm.workflow_type=dapo", "algorithm.filter_groups.enable=True"]
 
 
 def _refusal(capsys, *overrides: str, flag: str = "--print-config") -> str:
-    code = main([flag, "device=cpu", *overrides])
-    err = capsys.readouterr().err.strip()
-    assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and "\n" not in err, err
-    assert not ray.is_initialized()
-    return err
+    return one_line_refusal(capsys, flag, "device=cpu", *overrides)
 
 
 def test_the_recipe_keys_load():

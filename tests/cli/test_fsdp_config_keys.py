@@ -2,10 +2,9 @@
 exit 2, before Ray starts."""
 
 import pytest
-import ray
+from cli_testutils import one_line_refusal
 
 from siirl.config_checks import load_config
-from siirl.main_dag import EXIT_USER_ERROR, main
 from siirl.params.fsdp import FSDP_SECTIONS
 
 ACTOR, REF, CRITIC = (FSDP_SECTIONS[r] for r in ("actor", "reference", "critic"))
@@ -18,11 +17,7 @@ def _section(cfg, path: str):
 
 
 def _refusal(capsys, *overrides: str) -> str:
-    code = main(["--print-config", "device=cpu", *overrides])
-    err = capsys.readouterr().err.strip()
-    assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and "\n" not in err, err
-    assert not ray.is_initialized()
-    return err
+    return one_line_refusal(capsys, "--print-config", "device=cpu", *overrides)
 
 
 @pytest.mark.parametrize("section", FSDP_SECTIONS.values())

@@ -1,7 +1,7 @@
 """verl's LoRA keys: accepted as verl writes them, typed here, and every bad value ONE line before Ray."""
 
 import pytest
-import ray
+from cli_testutils import one_line_refusal
 
 from siirl.config_checks import load_config
 from siirl.main_dag import EXIT_USER_ERROR, main
@@ -12,11 +12,7 @@ LORA = "actor_rollout_ref.model.lora_rank=8"
 def _refusal(capsys, tmp_path, *overrides: str) -> str:
     # vLLM is a GPU engine: on device=cpu the run would roll out with hf and never reach vLLM's checks
     device = "device=cuda" if "actor_rollout_ref.rollout.name=vllm" in overrides else "device=cpu"
-    code = main(["--plan", device, f"trainer.output_dir={tmp_path}", *overrides])
-    err = capsys.readouterr().err.strip()
-    assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and "\n" not in err, err
-    assert not ray.is_initialized()
-    return err
+    return one_line_refusal(capsys, "--plan", device, f"trainer.output_dir={tmp_path}", *overrides)
 
 
 @pytest.mark.parametrize(

@@ -4,20 +4,15 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-import ray
+from cli_testutils import one_line_refusal
 
 from siirl.config_checks import load_config
 from siirl.dag_worker.checkpoint import checkpoint_root
 from siirl.errors import ConfigError
-from siirl.main_dag import EXIT_USER_ERROR, main
 
 
 def _refusal(capsys, *overrides: str) -> str:
-    code = main(["--print-config", "device=cpu", *overrides])
-    err = capsys.readouterr().err.strip()
-    assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and "\n" not in err, err
-    assert not ray.is_initialized()
-    return err
+    return one_line_refusal(capsys, "--print-config", "device=cpu", *overrides)
 
 
 @pytest.mark.parametrize("name", ["swanlab", "mlflow"])
