@@ -166,7 +166,6 @@ def compose_config(
         # '+key=value' may add keys Hydra's struct mode lets through; the schema may not.
         cfg = OmegaConf.merge(OmegaConf.structured(SiirlConfig), OmegaConf.to_container(cfg))
     except (HydraException, OmegaConfBaseException) as exc:
-        refuse_unsupported(overrides, None)
         message = _one_line(exc)
         headline = str(exc).splitlines()[0] if str(exc) else ""
         if "Could not find" in headline or "Could not load" in headline:

@@ -49,6 +49,7 @@ RENAMED: dict[str, Renamed] = {
     "reward_model.reward_kwargs.max_resp_len": Renamed("reward_model.overlong_buffer.max_resp_len"),
 }
 
+#: (``*.megatron.*`` keys are refused before this screen, by ``siirl.params.validate.refuse_unsupported``.)
 _MEGATRON = "Megatron-LM training is not implemented; siiRL trains with FSDP2 (drop the megatron.* keys)"
 _PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
 _ULYSSES = "Ulysses sequence parallelism is not implemented (ulysses_sequence_parallel_size=1 only)"
@@ -58,9 +59,6 @@ _EMBODIED = (
 )
 
 INERT: dict[str, Inert] = {
-    _ACTOR + "megatron.*": Inert((), _MEGATRON),
-    "actor_rollout_ref.ref.megatron.*": Inert((), _MEGATRON),
-    "critic.megatron.*": Inert((), _MEGATRON),
     _ACTOR + "optim.override_optimizer_config.*": Inert((), _MEGATRON),
     _ACTOR + "ulysses_sequence_parallel_size": Inert((1,), _ULYSSES),
     "actor_rollout_ref.ref.ulysses_sequence_parallel_size": Inert((1,), _ULYSSES),
