@@ -13,8 +13,6 @@ import importlib
 import logging
 from operator import attrgetter
 
-import torch
-
 from siirl.algorithms import estimator_needs
 from siirl.algorithms.group_filter_metrics import from_rule_reward
 from siirl.dag_worker.metrics import check_loggers
@@ -108,13 +106,12 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
             "actor_rollout_ref.rollout.mode=async: siiRL rolls out inside each DAG worker, the same generation "
             "as sync; verl's server-based agent loop is not used"
         )
-    engine = ROLLOUT_ENGINES.get(rollout.name)
-    if rollout.calculate_log_probs and engine.sampled_log_probs(torch.float32) == "unsupported":
+    if rollout.calculate_log_probs and sampled_log_prob_quality(cfg) == "unsupported":
         raise ConfigError(
             f"bad config: actor_rollout_ref.rollout.calculate_log_probs=true needs the log-probs the engine samples "
             f"with, which the '{rollout.name}' rollout engine does not record (the hf engine does)"
         )
-    engine.check_rollout_config(rollout)
+    ROLLOUT_ENGINES.get(rollout.name).check_rollout_config(rollout)
 
 
 def check_group_filter_metric(cfg: SiirlConfig) -> None:
@@ -134,16 +131,22 @@ def check_group_filter_metric(cfg: SiirlConfig) -> None:
     )
 
 
+def sampled_log_prob_quality(cfg: SiirlConfig) -> str:
+    """How the log-probs the rollout engine can record while sampling compare with the actor's, in the
+    policy's dtype on the run's device: ``exact``, ``approximate`` or ``unsupported``."""
+    device = str(cfg.trainer.device)
+    backend = get_backend() if device == "auto" else backend_class(device)
+    dtype = resolve_dtype(str(cfg.actor_rollout_ref.model.dtype), backend)
+    return ROLLOUT_ENGINES.get(str(cfg.actor_rollout_ref.rollout.name)).sampled_log_probs(dtype)
+
+
 def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
     """``auto`` -> ``rollout`` where the engine records exact log-probs (see ``siirl.params.old_log_prob``)."""
     requested = cfg.actor_rollout_ref.actor.old_log_prob_source
     if requested == "recompute":
         return requested
-    device = str(cfg.trainer.device)
-    backend = get_backend() if device == "auto" else backend_class(device)
-    dtype = resolve_dtype(str(cfg.actor_rollout_ref.model.dtype), backend)
     engine = str(cfg.actor_rollout_ref.rollout.name)
-    quality = ROLLOUT_ENGINES.get(engine).sampled_log_probs(dtype)
+    quality = sampled_log_prob_quality(cfg)
     if uses_lora(cfg) and quality == "exact":
         quality = "approximate"  # the engine runs merged weights, the actor W x + B A x: rounding differs
     mode = env_mode(cfg)
