@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from dist_testutils import spawn
 
 from siirl.dag_worker.checkpoint import CheckpointManager, rng_state, set_rng_state
 from siirl.engine.manifest import read_verified
@@ -79,28 +80,17 @@ def test_rng_state_round_trips_through_json():
     assert (random.random(), np.random.rand(), torch.rand(1).item()) == expected
 
 
-def _save_where_rank_1_fails(rank: int, port: int, root: str) -> None:
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+def _save_where_rank_1_fails(rank: int, world_size: int, root: str) -> None:
     manager = CheckpointManager(Path(root), rank=rank)
     manager.save(1, {"actor": Component(rank)}, {"step": 1})
     try:
         manager.save(2, {"actor": Component(rank, crash=rank == 1)}, {"step": 2})
     except CheckpointError as exc:
         (Path(root) / f"error_{rank}.txt").write_text(str(exc))
-    dist.destroy_process_group()
 
 
 def test_one_rank_failing_fails_the_save_on_every_rank_without_hanging(tmp_path):
-    import socket
-
-    import torch.multiprocessing as mp
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    mp.spawn(_save_where_rank_1_fails, args=(port, str(tmp_path)), nprocs=2, join=True)
+    spawn(_save_where_rank_1_fails, 2, str(tmp_path))
     assert "disk full" in (tmp_path / "error_1.txt").read_text()
     assert "another worker" in (tmp_path / "error_0.txt").read_text()
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["global_step_1"]

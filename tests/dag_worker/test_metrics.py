@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from dist_testutils import spawn
 
 from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
@@ -34,27 +35,16 @@ def test_reduce_without_process_group_is_identity():
     assert reduce_metrics({"a": 1.0, "b/max": 2.0}) == {"a": 1.0, "b/max": 2.0}
 
 
-def _reduce_rank(rank: int, port: int, out_dir: str) -> None:
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+def _reduce_rank(rank: int, world_size: int, out_dir: str) -> None:
     got = reduce_metrics({"a": 1.0 + 2 * rank, "len/max": 3.0 - rank, "len/min": 5.0 + rank, "reward/errors": 9.0 + rank})
     # workers of different placement groups report different keys: each key over those that have it
     own = {"a": 1.0 + 2 * rank, f"only{rank}/max": 7.0 + rank, "len/min": 5.0 + rank}
     got["union"] = reduce_metrics(own, same_keys=False)
     (Path(out_dir) / f"{rank}.json").write_text(json.dumps(got))
-    dist.destroy_process_group()
 
 
 def test_reduce_over_two_ranks_means_maxes_mins_and_sums_counters(tmp_path):
-    import socket
-
-    import torch.multiprocessing as mp
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    mp.spawn(_reduce_rank, args=(port, str(tmp_path)), nprocs=2, join=True)
+    spawn(_reduce_rank, 2, str(tmp_path))
     union = {"a": 2.0, "len/min": 5.0, "only0/max": 7.0, "only1/max": 8.0}
     want = {"a": 2.0, "len/max": 3.0, "len/min": 5.0, "reward/errors": 19.0, "union": union}
     assert [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)] == [want, want]

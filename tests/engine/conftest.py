@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch.distributed as dist
-from engine_testutils import free_port, init_group, save_tiny_model
+from dist_testutils import free_port, init_group
+from engine_testutils import save_tiny_model
 
 
 @pytest.fixture(scope="session")

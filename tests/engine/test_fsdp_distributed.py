@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from engine_testutils import actor_config, make_batch, model_config, spawn
+from dist_testutils import spawn
+from engine_testutils import actor_config, make_batch, model_config
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 

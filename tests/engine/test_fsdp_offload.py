@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_testutils import actor_config, make_batch, model_config, spawn
+from dist_testutils import spawn
+from engine_testutils import actor_config, make_batch, model_config
 from safetensors.torch import load_file, save_file
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.fsdp._fully_shard._fsdp_common import TrainingState
@@ -134,7 +135,7 @@ def _gpu_main(rank: int, world: int, model_dir: str, port: int, results) -> None
 @pytest.mark.cuda
 def test_offload_moves_state_off_the_gpu(tiny_model_dir):
     import torch.multiprocessing as mp
-    from engine_testutils import free_port
+    from dist_testutils import free_port
 
     results = mp.Manager().dict()
     mp.spawn(_gpu_main, args=(1, str(tiny_model_dir), free_port(), results), nprocs=1, join=True)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from engine_testutils import actor_config, make_batch, spawn
+from dist_testutils import spawn
+from engine_testutils import actor_config, make_batch
 from safetensors.torch import load_file, save_file
 
 from siirl.engine.manifest import write_manifest
