@@ -29,6 +29,7 @@ from siirl.params.root import SiirlConfig, register_schema
 from siirl.params.schema_keys import schema_keys
 from siirl.params.validate import refuse_unsupported, validate_config
 from siirl.params.verl_keys import apply_verl_keys
+from siirl.user_files import check_config_folder
 
 PRIMARY_CONFIG = "siirl"
 
@@ -100,6 +101,7 @@ def _user_config(config_path: str, config_name: str) -> dict[str, Any]:
     folder = Path(config_path).expanduser().resolve()
     if not (folder / f"{config_name.removesuffix('.yaml')}.yaml").is_file():
         raise ConfigError(f"--config-name {config_name}: no such file in --config-path {folder}")
+    check_config_folder(folder)
     with initialize_config_dir(config_dir=str(folder), version_base=None):
         tree = OmegaConf.to_container(compose(config_name=config_name.removesuffix(".yaml")))
     tree.pop("hydra", None)

@@ -67,7 +67,7 @@ def test_bad_tool_config_is_one_line(capsys, tool_yaml, extra, needle):
 
 @pytest.mark.parametrize(("text", "needle"), [
     (None, "file not found"),
-    ("tools: [{class_name: x", "is not valid YAML"),
+    ("tools: [{class_name: x", "invalid YAML"),
     (GSM8K_TOOL_YAML.replace("verl.tools.gsm8k_tool.Gsm8kTool", "my_missing_pkg.tools.Calc"), "my_missing_pkg"),
 ])
 def test_bad_tool_yaml_is_one_line_before_ray(capsys, tmp_path, text, needle):

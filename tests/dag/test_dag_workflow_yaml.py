@@ -130,11 +130,11 @@ def test_load_errors_are_one_line_with_path(tmp_path, data, expected):
     with pytest.raises(DAGValidationError) as excinfo:
         load_workflow_yaml(path)
     message = str(excinfo.value)
-    assert expected in message and message.startswith(str(path)) and "\n" not in message
+    assert expected in message and str(path) in message and "\n" not in message
 
 
 def test_missing_file_is_a_one_line_error(tmp_path):
-    with pytest.raises(DAGValidationError, match="cannot read workflow file"):
+    with pytest.raises(DAGValidationError, match="workflow file .*absent.yaml: file not found"):
         load_workflow_yaml(tmp_path / "absent.yaml")
 
 

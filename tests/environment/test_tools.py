@@ -83,7 +83,7 @@ def test_verl_gsm8k_yaml_loads_and_maps_to_the_builtin_tool(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "needle"), [
-    ("tools: [", "not valid YAML"),
+    ("tools: [", "invalid YAML"),
     ("other: 1", "non-empty list under 'tools'"),
     ("tools: [{tool_schema: {type: function, function: {name: a}}}]", "needs a class_name"),
     ("tools: [{class_name: gsm8k, tool_schema: {type: function, function: {description: x}}}]", "non-empty name"),

@@ -44,7 +44,7 @@ def test_from_config(user_file):
 @pytest.mark.parametrize(
     ("path_of", "name", "match"),
     [
-        (lambda p: str(p.parent / "missing.py"), "my_score", "file not found: .*missing.py"),
+        (lambda p: str(p.parent / "missing.py"), "my_score", "missing.py: file not found"),
         (lambda p: str(p), "nope", r"'nope' not found in .*my_reward.py \(callables there: \['my_score'\]\)"),
         (lambda p: str(p), "BONUS", "'BONUS' in .*my_reward.py is not callable"),
         (lambda p: "", "my_score", "path is empty"),

@@ -16,6 +16,7 @@ from typing import Any
 
 from siirl.errors import ConfigError
 from siirl.params.algorithm import CustomRewardFunctionConfig
+from siirl.user_files import check_regular_file
 
 
 def _import_once(path: str) -> Any:
@@ -42,8 +43,7 @@ def _import_once(path: str) -> Any:
 def _load_function(path: str, name: str) -> Callable[..., Any]:
     if not path:
         raise ConfigError("custom_reward_function.path is empty; give the path of a .py file")
-    if not os.path.isfile(path):
-        raise ConfigError(f"custom_reward_function.path: file not found: {path}")
+    check_regular_file(path, "custom_reward_function.path:")
     if not path.endswith(".py"):
         raise ConfigError(f"custom_reward_function.path must be a .py file, got {path}")
     module = _import_once(path)

@@ -11,15 +11,13 @@ Every mistake (missing file, bad YAML, a schema without a name, a class that can
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
-
-import yaml
 
 from siirl.environment.tools.base import BaseTool
 from siirl.errors import ConfigError
 from siirl.registry import Registry
+from siirl.user_files import load_user_yaml
 
 KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 
@@ -60,14 +58,9 @@ def _check_schema(schema: Any, where: str) -> dict[str, Any]:
 
 def load_tool_config(path: str) -> list[ToolSpec]:
     """The tools a YAML file declares, checked (their classes are not imported here)."""
-    if not path or not os.path.isfile(path):
-        raise ConfigError(f"bad config: {KEY}={path!r}: file not found")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
-    except yaml.YAMLError as exc:
-        reason = " ".join(str(exc).split())
-        raise ConfigError(f"bad config: {KEY}={path!r} is not valid YAML ({reason})") from None
+    if not path:
+        raise ConfigError(f"bad config: {KEY} is empty; give the path of a tool YAML file")
+    document = load_user_yaml(path, f"bad config: {KEY}:")
     entries = document.get("tools") if isinstance(document, dict) else None
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"bad config: {KEY}={path!r} must hold a non-empty list under 'tools'")

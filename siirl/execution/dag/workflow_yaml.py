@@ -29,11 +29,13 @@ from typing import Any
 
 import yaml
 
+from siirl.errors import ConfigError
 from siirl.execution.dag.contract import NodeContract, as_keys
 from siirl.execution.dag.node import Node
 from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType, parse_enum
 from siirl.execution.dag.role_defaults import default_func
 from siirl.execution.dag.task_graph import TaskGraph
+from siirl.user_files import load_user_yaml
 
 _TOP_KEYS = ("pipeline_id", "dag_id", "description", "nodes")
 _REQUIRED_NODE_KEYS = ("node_id", "node_type", "node_role")
@@ -106,12 +108,11 @@ def load_workflow_yaml(path: str | Path, resolve_executables: bool = True) -> Ta
     """Read a workflow file; every problem is a one-line ``DAGValidationError`` prefixed with the path."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_user_yaml(path, "workflow file")
+    except ConfigError as exc:
+        raise DAGValidationError(str(exc)) from None
+    try:
         return workflow_from_dict(data, resolve_executables, default_id=path.stem)
-    except OSError as exc:
-        raise DAGValidationError(f"{path}: cannot read workflow file ({_one_line(exc)})") from exc
-    except yaml.YAMLError as exc:
-        raise DAGValidationError(f"{path}: invalid YAML ({_one_line(exc)})") from exc
     except DAGValidationError as exc:
         raise DAGValidationError(f"{path}: {exc}") from exc
 

@@ -1,0 +1,129 @@
+"""Read the files a user names (workflow, config and tool YAML, reward modules) with bounds.
+
+A path in a config can point anywhere: ``/dev/zero`` would be read until memory runs out, a FIFO blocks the
+launcher forever, and a few lines of YAML aliases ("billion laughs") expand into billions of nodes once
+OmegaConf copies them. So a user's file must be a regular file below a size limit, and its YAML must parse
+with the safe loader into a tree whose size, counted with aliases expanded, stays bounded. Each refusal is
+one line naming the file and what it is.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from siirl.errors import ConfigError
+
+#: Largest file the launcher reads: far above any real config or reward module.
+MAX_FILE_BYTES = 8 * 1024 * 1024
+#: Largest YAML tree, counted with every alias expanded (a 10k-line config is about 30k nodes).
+MAX_YAML_NODES = 1_000_000
+
+_KINDS = {
+    stat.S_ISDIR: "a directory",
+    stat.S_ISFIFO: "a FIFO (named pipe)",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISSOCK: "a socket",
+}
+
+
+def check_regular_file(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> None:
+    """Refuse a missing path, anything that is not a regular file, or one larger than ``max_bytes``,
+    by looking at it (stat never blocks, unlike opening a FIFO)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path}: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: {exc.strerror or exc}") from None
+    for is_kind, kind in _KINDS.items():
+        if is_kind(info.st_mode):
+            raise ConfigError(f"{what} {path} is {kind}, not a regular file")
+    if info.st_size > max_bytes:
+        raise ConfigError(f"{what} {path} is {info.st_size} bytes; the limit is {max_bytes} bytes")
+
+
+def read_user_text(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The file's text, read no further than the limit even if the file grows while it is read."""
+    check_regular_file(path, what, max_bytes)
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ConfigError(f"{what} {path} is larger than the limit of {max_bytes} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not UTF-8 text (byte {exc.start})") from None
+
+
+def _expanded_size(root: yaml.Node, limit: int) -> int:
+    """Nodes in the tree with aliases expanded; an alias is the same node object reached twice, so each
+    node's size is computed once and reused (iteratively: deep nesting must not exhaust the stack)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if children_done or not children:
+            total = 1 + sum(sizes[id(child)] for child in children)
+            if total > limit:
+                return total
+            sizes[id(node)] = total
+            continue
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def parse_user_yaml(text: str, where: str, max_nodes: int = MAX_YAML_NODES) -> Any:
+    """Plain YAML only: python tags and alias bombs are refused in one line naming ``where``."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None and _expanded_size(root, max_nodes) > max_nodes:
+            raise ConfigError(f"{where}: YAML expands to more than {max_nodes} nodes through its aliases")
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: invalid YAML ({_yaml_reason(exc)})") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: YAML is nested too deeply") from None
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    """PyYAML's message spread over several lines, said in one, with the line it points at."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    return f"line {mark.line + 1}: {problem}" if mark is not None else " ".join(str(problem).split())
+
+
+def load_user_yaml(path: str | Path, what: str) -> Any:
+    """A user's YAML file read and parsed within the bounds above."""
+    return parse_user_yaml(read_user_text(path, what), f"{what} {path}")
+
+
+#: More YAML files than any config tree holds (verl's has about 60): past it, the folder is not a config tree.
+MAX_CONFIG_FILES = 1000
+
+
+def check_config_folder(folder: Path) -> None:
+    """Every YAML file Hydra may load from ``--config-path`` (the primary and its ``defaults`` options) passes
+    the bounds above before Hydra reads any of them: Hydra's own loader has no limits."""
+    files = sorted(path for path in folder.rglob("*.yaml") if not any(p.startswith(".") for p in path.parts))
+    if len(files) > MAX_CONFIG_FILES:
+        raise ConfigError(f"--config-path {folder} holds more than {MAX_CONFIG_FILES} YAML files; name the config folder")
+    for path in files:
+        load_user_yaml(path, "config file")
