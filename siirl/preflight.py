@@ -108,13 +108,34 @@ def check_inputs(cfg: SiirlConfig) -> None:
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
     for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
-        if files and ParquetRows(files, [cfg.data.prompt_key]).num_rows == 0:
+        rows = ParquetRows(files, [cfg.data.prompt_key]) if files else None
+        if rows is not None and rows.num_rows == 0:
             raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
+        if rows is not None and scores_by_rule(cfg):
+            check_ground_truth(rows)
     if cfg.custom_reward_function.path:
         load_custom_reward_fn(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
     check_output_dir(str(cfg.trainer.output_dir))
     if cfg.trainer.default_local_dir:
         check_output_dir(cfg.trainer.default_local_dir, "trainer.default_local_dir")
+
+
+def scores_by_rule(cfg: SiirlConfig) -> bool:
+    """The built-in scorers (chosen by ``data_source``) score the rollouts: they compare with each row's
+    ground truth. A reward model, an environment or the user's own function may not need one."""
+    from siirl.environment.outputs import env_mode
+
+    return not (cfg.reward_model.enable or cfg.custom_reward_function.path or env_mode(cfg) is not None)
+
+
+def check_ground_truth(rows: Any) -> None:
+    """A row without ``reward_model.ground_truth`` would fail the built-in scorer mid-step in a worker."""
+    missing = rows.first_missing("reward_model", "ground_truth")
+    if missing is not None:
+        raise SiirlUserError(
+            f"{rows.describe(missing)} has no reward_model.ground_truth, which the built-in rule rewards compare "
+            "with; add it, or score with custom_reward_function.path or reward_model.enable=true"
+        )
 
 
 def _dp_size(plan: ExecutionPlan, role: str) -> int | None:

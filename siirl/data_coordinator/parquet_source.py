@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from siirl.data_coordinator.errors import DataFileError
@@ -30,6 +31,9 @@ def _open(path: str, required: Sequence[str]) -> pq.ParquetFile:
     except (pa.ArrowException, OSError) as exc:
         raise DataFileError(f"{path} is not a readable parquet file ({_one_line(exc)})") from None
     names = handle.schema_arrow.names
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise DataFileError(f"{path} has the column {twice[0]!r} more than once; columns must be unique")
     missing = [col for col in required if col not in names]
     if missing:
         raise DataFileError(f"{path} has no column {missing[0]!r} (columns: {', '.join(names)})")
@@ -84,6 +88,26 @@ class ParquetRows:
                 values = self._read_group(file_idx, group, [column]).column(column)
                 first, last = max(lo, start), min(hi, end)
                 yield first, values.slice(first - lo, last - first).to_pylist()
+
+    def first_missing(self, column: str, field: str) -> int | None:
+        """Global id of the first row whose ``column`` struct has no ``field`` value (null, or the column
+        absent from its file), scanned one row group at a time with Arrow kernels: no Python rows are built,
+        so a million-row file costs a fraction of a second. None when every row has it."""
+        for file_idx, handle in enumerate(self._files):
+            base = int(self._file_start[file_idx])
+            for group in range(handle.num_row_groups):
+                lo = base + int(self._group_start[file_idx][group])
+                if column not in self._columns[file_idx]:
+                    return lo if self.num_rows > lo else None
+                values = self._read_group(file_idx, group, [column]).column(column)
+                if not pa.types.is_struct(values.type):
+                    return None  # another layout: the loader's own checks apply
+                if values.type.get_field_index(field) < 0:
+                    return lo
+                position = pc.index(pc.is_null(pc.struct_field(values, field)), True).as_py()
+                if position >= 0:
+                    return lo + position
+        return None
 
     def read_table(self, row_ids: Sequence[int] | np.ndarray, columns: Sequence[str]) -> pa.Table:
         """The requested rows as one Arrow table (columnar, compact), in the order of ``row_ids``; a column

@@ -9,6 +9,7 @@ silently ignored.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,9 @@ def _one_of(*values: str) -> tuple[Callable[[Any], bool], str]:
 _POSITIVE = (lambda v: v > 0, "> 0")
 _NON_NEGATIVE = (lambda v: v >= 0, ">= 0")
 _PROBABILITY = (lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+_FINITE_POSITIVE = (lambda v: 0 < v < math.inf, "finite and > 0")
+_FINITE_NON_NEGATIVE = (lambda v: 0 <= v < math.inf, "finite and >= 0")
+_TOP_K = (lambda v: v >= -1, ">= -1 (-1 or 0: no top-k filtering)")
 
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "algorithm.workflow_type": _one_of(*(e.value for e in WorkflowType)),
@@ -40,20 +44,36 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "data.gen_batch_size": (lambda v: v is None or v > 0, "> 0 (or null: data.train_batch_size)"),
     "reward_model.overlong_buffer.penalty_factor": _NON_NEGATIVE,
     "actor_rollout_ref.rollout.n": _POSITIVE,
-    "actor_rollout_ref.rollout.temperature": _NON_NEGATIVE,
+    "actor_rollout_ref.rollout.temperature": (
+        lambda v: 0 < v < math.inf,
+        (
+            "finite and > 0: the policy's log-probs are taken at the sampling temperature; greedy validation is "
+            "actor_rollout_ref.rollout.val_kwargs.temperature=0"
+        ),
+    ),
     "actor_rollout_ref.rollout.top_p": _PROBABILITY,
+    "actor_rollout_ref.rollout.top_k": _TOP_K,
+    "actor_rollout_ref.rollout.val_kwargs.temperature": (
+        lambda v: 0 <= v < math.inf, "finite and >= 0 (0: greedy)"
+    ),
+    "actor_rollout_ref.rollout.val_kwargs.top_p": _PROBABILITY,
+    "actor_rollout_ref.rollout.val_kwargs.top_k": _TOP_K,
+    "actor_rollout_ref.rollout.val_kwargs.n": _POSITIVE,
     "actor_rollout_ref.rollout.tensor_model_parallel_size": _POSITIVE,
     "actor_rollout_ref.actor.ppo_mini_batch_size": _POSITIVE,
     "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": _POSITIVE,
     "actor_rollout_ref.actor.ppo_epochs": _POSITIVE,
     "actor_rollout_ref.actor.loss_agg_horizon": _NON_NEGATIVE,
     "critic.loss_agg_horizon": _NON_NEGATIVE,
-    "actor_rollout_ref.actor.optim.lr": _NON_NEGATIVE,
+    "actor_rollout_ref.actor.optim.lr": _FINITE_NON_NEGATIVE,
+    "critic.optim.lr": _FINITE_NON_NEGATIVE,
     "actor_rollout_ref.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "actor_rollout_ref.rollout.load_format": _one_of(*ROLLOUT_LOAD_FORMATS),
     "critic.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "reward_model.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "reward_model.micro_batch_size_per_gpu": _POSITIVE,
+    "reward_model.timeout_s": _FINITE_POSITIVE,
+    "reward_model.num_workers": _POSITIVE,
     "reward_model.forward_max_token_len_per_gpu": _POSITIVE,
     "actor_rollout_ref.model.fused_kernel_options.impl_backend": (
         lambda v: v in (None, "torch", "triton"), "one of torch, triton (or null)"
@@ -86,7 +106,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "actor_rollout_ref.rollout.mode": _one_of("sync", "async"),
     "env.num_workers": _NON_NEGATIVE,
-    "env.timeout_s": _POSITIVE,
+    "env.timeout_s": _FINITE_POSITIVE,
     "dag.agent_placement": _one_of("auto", "own", "shared"),
     OLD_LOG_PROB_KEY: _one_of(*OLD_LOG_PROB_SOURCES),
 }

@@ -28,10 +28,35 @@ def assert_one_line(code, err, *needles):
         assert needle in err, err
 
 
-def _parquet(path, prompts):
+def _parquet(path, prompts, ground_truths=None):
     rows = len(prompts)
-    pq.write_table(pa.table({"prompt": prompts, "data_source": ["siirl/arith_add"] * rows}), path)
+    truths = ["2"] * rows if ground_truths is None else ground_truths
+    rewards = [{"style": "rule", "ground_truth": truth} for truth in truths]
+    pq.write_table(pa.table({"prompt": prompts, "data_source": ["siirl/arith_add"] * rows, "reward_model": rewards}),
+                   path)
     return path
+
+
+def test_row_without_ground_truth_for_a_rule_reward(capsys, tmp_path):
+    path = _parquet(tmp_path / "gt.parquet", ["1+1="] * 64, ["2"] * 40 + [None] + ["2"] * 23)
+    assert_one_line(*run(capsys, f"data.train_files=[{path}]"), f"{path} row 40 has no reward_model.ground_truth")
+    # a reward model scores without it
+    assert run(capsys, f"data.train_files=[{path}]", "reward_model.enable=true")[0] == 0
+
+
+def test_duplicated_parquet_column(capsys, tmp_path):
+    table = pq.read_table(_parquet(tmp_path / "one.parquet", ["1+1="] * 64))
+    doubled = pa.Table.from_arrays([*table.columns, table.column("data_source")], [*table.column_names, "data_source"])
+    pq.write_table(doubled, tmp_path / "dup.parquet")
+    assert_one_line(*run(capsys, f"data.train_files=[{tmp_path / 'dup.parquet'}]"),
+                    "has the column 'data_source' more than once")
+
+
+def test_custom_pipeline_function_that_raises(capsys, tmp_path, monkeypatch):
+    (tmp_path / "broken_pipeline.py").write_text("def build():\n    raise RuntimeError('no graph today')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert_one_line(*run(capsys, "dag.custom_pipeline_fn=broken_pipeline:build"),
+                    "dag.custom_pipeline_fn 'broken_pipeline:build' raised RuntimeError: no graph today")
 
 
 @pytest.mark.parametrize(

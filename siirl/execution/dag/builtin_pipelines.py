@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from siirl.algorithms import estimator_needs
-from siirl.errors import ConfigError
+from siirl.errors import ConfigError, SiirlUserError
 from siirl.execution.dag.contract import NodeContract, declared_contract
 from siirl.execution.dag.node import resolve_callable, resolve_node_callable
 from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType
@@ -200,7 +200,14 @@ def _run_custom_pipeline_fn(ref: str, cfg: SiirlConfig) -> TaskGraph:
     """Call the user's builder (with the config if it takes a parameter) and check what it returns."""
     builder = resolve_callable(ref, "dag.custom_pipeline_fn")
     takes_config = bool(inspect.signature(builder).parameters)
-    graph = builder(cfg) if takes_config else builder()
+    try:
+        graph = builder(cfg) if takes_config else builder()
+    except SiirlUserError:
+        raise
+    except Exception as exc:
+        raise DAGValidationError(
+            f"dag.custom_pipeline_fn {ref!r} raised {type(exc).__name__}: {' '.join(str(exc).split())}"
+        ) from exc
     if not isinstance(graph, TaskGraph):
         raise DAGValidationError(
             f"dag.custom_pipeline_fn {ref!r} returned {type(graph).__name__}, expected a TaskGraph "
