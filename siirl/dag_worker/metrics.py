@@ -57,7 +57,7 @@ def check_loggers(names: list[str]) -> None:
 
 #: Failure counters (``reward/timeouts``, ``env/errors``, ...): each worker counts its own samples, so the
 #: job's count is their sum, not their mean.
-COUNTER_LEAVES = frozenset({"timeouts", "errors", "crashes", "env_errors"})
+COUNTER_LEAVES = frozenset({"timeouts", "errors", "crashes", "nonfinite", "clipped", "env_errors"})
 
 
 def _reduce_column(key: str, column: torch.Tensor) -> float:

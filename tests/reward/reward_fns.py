@@ -6,6 +6,15 @@ import time
 from siirl.user_interface.rewards import default_compute_score
 
 
+#: Scores a broken function may return: never trained on as they are.
+ODD_SCORES = {"nan": float("nan"), "inf": float("inf"), "huge": 1e300, "-huge": -1e300}
+
+
+def misbehaving_batch_score(data_sources, solution_strs, ground_truths, extra_infos):
+    """Batch form of ``misbehaving_score``: one sample in ``raise`` mode fails the whole call."""
+    return [misbehaving_score(*args) for args in zip(data_sources, solution_strs, ground_truths, extra_infos)]
+
+
 def misbehaving_score(data_source, solution_str, ground_truth, extra_info=None):
     """Behaves per ``extra_info["mode"]``: raise, hang (writing its pid first), die, slow, or score normally."""
     mode = (extra_info or {}).get("mode", "ok")
@@ -19,6 +28,8 @@ def misbehaving_score(data_source, solution_str, ground_truth, extra_info=None):
         os._exit(3)
     if mode == "slow":
         time.sleep(0.5)
+    if mode in ODD_SCORES:
+        return ODD_SCORES[mode]
     return default_compute_score(data_source, solution_str, ground_truth, extra_info)
 
 

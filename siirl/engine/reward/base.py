@@ -9,6 +9,7 @@ function is called (sequentially, once per batch, in a process pool) and may pos
 from __future__ import annotations
 
 import logging
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,8 +19,8 @@ import torch
 from tensordict import TensorDictBase
 
 from siirl.engine.reward.batch_fields import get_ground_truths, get_list, get_str_list
-from siirl.engine.reward.bounded import BoundedCaller, FailureLog
-from siirl.errors import RewardFunctionError
+from siirl.engine.reward.bounded import MAX_ABS_SCORE, BoundedCaller, FailureLog, RewardTimeout
+from siirl.errors import RewardFunctionError, SiirlUserError
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,20 @@ def split_result(result: Any, data_source: str) -> tuple[float, dict[str, Any]]:
         raise RewardFunctionError(
             f"score function for {data_source!r} returned {result!r}; expected a number"
         ) from None
+
+
+#: What ``call_score`` returns for a call that produced no result (a score function may return None).
+FAILED = object()
+
+
+def function_name(fn: Callable[..., Any]) -> str:
+    """How a message names the user's score function."""
+    return repr(fn) if type(fn).__repr__ is not object.__repr__ else getattr(fn, "__qualname__", repr(fn))
+
+
+def _samples(what: str) -> int:
+    """Samples one failed call stands for: ``batch of N`` or one sample."""
+    return int(what.split()[2]) if what.startswith("batch of ") else 1
 
 
 class RewardManager(ABC):
@@ -122,8 +137,23 @@ class RewardManager(ABC):
             raise ValueError(f"{type(self).__name__} needs a tokenizer (pass it to the factory or the call)")
         inputs = self.collect_inputs(batch, tokenizer)
         self.caller.start_step()
+        self.failures.start_step()
         scores, extra = self.score_batch(inputs)
+        self.failures.end_step(len(inputs), function_name(self.compute_score))
         return self.place_scores(batch["response_mask"], scores), extra
+
+    def call_score(self, what: str, *args: Any, **kwargs: Any) -> Any:
+        """One bounded call of the score function for ``what`` (a sample or a batch): its result, or ``FAILED``
+        when it timed out or raised (counted; the caller scores those samples 0). User errors propagate."""
+        try:
+            return self.caller.call(self.compute_score, *args, **kwargs)
+        except RewardTimeout as exc:
+            self.failures.record("timeouts", f"{what}: {exc}", samples=_samples(what))
+        except SiirlUserError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's function may raise anything; counted, not fatal
+            self.failures.record("errors", f"{what}: {type(exc).__name__}: {exc}", samples=_samples(what))
+        return FAILED
 
     def score_batch(self, inputs: RewardInputs) -> tuple[list[float], dict[str, list]]:
         """Scores and per-sample extra info; subclasses that reshape rewards (DAPO) extend this."""
@@ -133,13 +163,26 @@ class RewardManager(ABC):
                 f"{type(self).__name__} produced {len(results)} scores for {len(inputs)} samples"
             )
         split = [split_result(r, ds) for r, ds in zip(results, inputs.data_sources)]
-        scores = [score for score, _ in split]
+        scores = [self._bounded(score, i, ds) for i, ((score, _), ds) in enumerate(zip(split, inputs.data_sources))]
         extra: dict[str, list] = {"score": scores}
         for key in sorted({k for _, e in split for k in e}):
             extra[key] = [e.get(key) for _, e in split]
         # verl's DAPO manager reports a numeric score as the response's accuracy; every manager does here.
         extra["acc"] = [e.get("acc", score) for score, e in split]
         return scores, extra
+
+    def _bounded(self, score: float, index: int, data_source: str) -> float:
+        """NaN/inf scores 0 and a magnitude beyond ``MAX_ABS_SCORE`` is clipped; both are counted."""
+        if not math.isfinite(score):
+            self.failures.record("nonfinite", f"sample {index} (data_source {data_source!r}) scored {score}")
+            return 0.0
+        if abs(score) > MAX_ABS_SCORE:
+            self.failures.record(
+                "clipped", f"sample {index} (data_source {data_source!r}) scored {score:g}",
+                outcome=f"clipped to +-{MAX_ABS_SCORE:g}",
+            )
+            return math.copysign(MAX_ABS_SCORE, score)
+        return score
 
     @staticmethod
     def place_scores(response_mask: torch.Tensor, scores: list[float]) -> torch.Tensor:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from siirl.engine.reward.base import RewardInputs, RewardManager
-from siirl.engine.reward.bounded import RewardTimeout
+from siirl.engine.reward.base import FAILED, RewardInputs, RewardManager
 from siirl.engine.reward.registry import REWARD_MANAGERS
 from siirl.errors import RewardFunctionError
 
@@ -31,16 +30,14 @@ class BatchRewardManager(RewardManager):
         return default_batch_compute_score
 
     def score(self, inputs: RewardInputs) -> list[Any]:
-        try:
-            results = self.caller.call(
-                self.compute_score,
-                data_sources=inputs.data_sources,
-                solution_strs=inputs.solutions,
-                ground_truths=inputs.ground_truths,
-                extra_infos=inputs.extra_infos,
-            )
-        except RewardTimeout as exc:
-            self.failures.record("timeouts", f"batch of {len(inputs)}: {exc}", samples=len(inputs))
+        results = self.call_score(
+            f"batch of {len(inputs)}",
+            data_sources=inputs.data_sources,
+            solution_strs=inputs.solutions,
+            ground_truths=inputs.ground_truths,
+            extra_infos=inputs.extra_infos,
+        )
+        if results is FAILED:
             return [0.0] * len(inputs)
         if isinstance(results, (str, bytes, dict)) or not hasattr(results, "__len__"):
             raise RewardFunctionError(

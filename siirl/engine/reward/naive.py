@@ -5,22 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from siirl.engine.reward.base import RewardInputs, RewardManager
-from siirl.engine.reward.bounded import RewardTimeout
+from siirl.engine.reward.base import FAILED, RewardInputs, RewardManager
 from siirl.engine.reward.registry import REWARD_MANAGERS
 
 
 @REWARD_MANAGERS.register("naive")
 class NaiveRewardManager(RewardManager):
-    """Simplest and easiest to debug: exceptions from the score function propagate unchanged."""
+    """Simplest and easiest to debug: one call at a time, in this process."""
 
     def score(self, inputs: RewardInputs) -> list[Any]:
-        results: list[Any] = []
         samples = zip(inputs.data_sources, inputs.solutions, inputs.ground_truths, inputs.extra_infos)
-        for i, (ds, sol, gt, extra) in enumerate(samples):
-            try:
-                results.append(self.caller.call(self.compute_score, ds, sol, gt, extra))
-            except RewardTimeout as exc:
-                self.failures.record("timeouts", f"sample {i} (data_source {ds!r}): {exc}")
-                results.append(0.0)
-        return results
+        results = [self.call_score(f"sample {i} (data_source {ds!r})", ds, sol, gt, extra)
+                   for i, (ds, sol, gt, extra) in enumerate(samples)]
+        return [0.0 if result is FAILED else result for result in results]
