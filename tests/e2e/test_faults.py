@@ -85,7 +85,11 @@ def test_user_error_in_a_worker_is_one_line_exit_2(tmp_path, capsys, ray_session
 def test_internal_error_in_a_worker_names_type_message_and_log(tmp_path, capsys, ray_session):
     from .e2e_helpers import run_main
 
-    rewards = _reward_file(tmp_path, "raise RuntimeError('verifier exploded')")
+    # a score that explodes when read: an exception escaping the worker's own code, not a failed score call
+    rewards = tmp_path / "rewards.py"
+    rewards.write_text("class Exploding:\n    def __float__(self):\n        raise RuntimeError('verifier exploded')\n\n\n"
+                       "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                       "    return Exploding()\n")
     run_dir = tmp_path / "run"
     code = run_main(run_dir, f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1")
     line = _last_error_line(capsys)
@@ -93,7 +97,7 @@ def test_internal_error_in_a_worker_names_type_message_and_log(tmp_path, capsys,
     assert "failed: RuntimeError: verifier exploded" in line, line
     log = line.split("traceback: ", 1)[1].split(";")[0].rstrip(")")
     text = Path(log).read_text()
-    assert Path(log).parent == run_dir / "logs" and 'rewards.py", line 2' in text and "\x1b[" not in text
+    assert Path(log).parent == run_dir / "logs" and 'rewards.py", line 3' in text and "\x1b[" not in text
 
 
 def test_placement_beyond_cluster_totals_is_refused_at_once(tmp_path, capsys, ray_session):
