@@ -27,3 +27,7 @@ class RewardFunctionError(SiirlUserError):
 
 class ClusterError(SiirlUserError):
     """The Ray cluster cannot be reached or cannot hold the planned workers."""
+
+
+class TrainingDivergedError(SiirlUserError):
+    """Updates kept producing non-finite losses or gradients: the weights diverged (usually the learning rate)."""

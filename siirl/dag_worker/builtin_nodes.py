@@ -22,6 +22,7 @@ from tensordict import TensorDict
 from siirl import algorithms
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
+from siirl.errors import TrainingDivergedError
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import AGENTS_FIELD, ROLLOUT_WRITES, NodeContract, node_contract
 from siirl.execution.roles import uses_reference
@@ -274,6 +275,19 @@ def compute_value(batch: TensorDict, config: Any = None, *, ctx, node_config: An
     return NodeOutput(batch, metrics=_scoped(metrics, agent))
 
 
+def stop_if_diverged(model: Any, section: str, ctx: Any) -> None:
+    """End the job once ``trainer.max_nonfinite_steps`` updates in a row were skipped whole: the weights have
+    diverged, and training on would log NaN and score 0 to the end. Every rank sees the same all-reduced
+    gradient norm, so every rank raises at the same step (no collective is left waiting)."""
+    limit = ctx.cfg.trainer.max_nonfinite_steps
+    if limit and model.nonfinite_streak >= limit:
+        raise TrainingDivergedError(
+            f"step {ctx.step}: the {section} update was skipped {model.nonfinite_streak} steps in a row because "
+            f"its loss or gradient norm is not finite; the weights have diverged (lower {section}.optim.lr, "
+            "or set trainer.max_nonfinite_steps=0 to train on)"
+        )
+
+
 @per_policy(reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=_kl_loss_input)
 def train_actor(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
     """PPO-style policy update; marks the rollout engine's weights stale. During verl's critic warm-up
@@ -287,6 +301,7 @@ def train_actor(batch: TensorDict, config: Any = None, *, ctx, node_config: Any 
     policy = ctx.policy(agent)
     metrics = policy.actor.update_policy(_rows(batch, agent))
     policy.mark_stale()
+    stop_if_diverged(policy.actor, "actor_rollout_ref.actor", ctx)
     _timed(metrics, "update_actor", start)
     return NodeOutput(batch, metrics=_scoped(metrics, agent))
 
@@ -296,7 +311,9 @@ def train_critic(batch: TensorDict, config: Any = None, *, ctx, node_config: Any
     """Clipped value-loss update of the critic."""
     start = time.perf_counter()
     agent = _agent(node_config)
-    metrics = ctx.model("critic", agent).update_critic(_rows(batch, agent))
+    critic = ctx.model("critic", agent)
+    metrics = critic.update_critic(_rows(batch, agent))
+    stop_if_diverged(critic, "critic", ctx)
     _timed(metrics, "update_critic", start)
     return NodeOutput(batch, metrics=_scoped(metrics, agent))
 

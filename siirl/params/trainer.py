@@ -64,6 +64,9 @@ class TrainerConfig:
     #: Seconds without progress from any DAG worker before the driver warns, naming the ranks silent the
     #: longest; at twice this the job ends (exit 1). 0 = never.
     stall_timeout_s: float = 1800.0
+    #: Training steps in a row whose actor (or critic) update was skipped entirely for a non-finite loss or
+    #: gradient norm before the job ends in one line naming the step; 0 = never.
+    max_nonfinite_steps: int = 3
 
 
 @dataclass

@@ -88,6 +88,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     "trainer.cpu_threads_per_worker": _NON_NEGATIVE,
     "trainer.stall_timeout_s": _NON_NEGATIVE,
+    "trainer.max_nonfinite_steps": _NON_NEGATIVE,
     "trainer.n_devices_per_node": _POSITIVE,
     "trainer.total_epochs": _POSITIVE,
     "trainer.critic_warmup": _NON_NEGATIVE,

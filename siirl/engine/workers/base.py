@@ -167,6 +167,9 @@ class FSDPWorker:
         #: Set by trainable workers with ``optimizer_offload`` (``offload_optimizer_state``).
         self.state_offload: OptimizerStateOffload | None = None
         self.update_count = 0
+        #: Updates in a row whose every optimiser step was skipped for a non-finite gradient norm.
+        self.nonfinite_streak = 0
+        self._skip_logged = False
         self.timer = StageTimer()
         logger.info(
             "%s ready: strategy=%s (%d parameters) layout=%s attn=%s dp=%d", type(self).__name__,
@@ -301,7 +304,10 @@ class FSDPWorker:
             with self.timer.phase("data_movement"):
                 self.state_offload.offload()
         self.update_count += 1
+        skipped = sum(not math.isfinite(step["grad_norm"]) for step in steps)
+        self.nonfinite_streak = self.nonfinite_streak + 1 if steps and skipped == len(steps) else 0
         metrics = self._combine_step_metrics(steps, prefix)
+        metrics[f"{prefix}/skipped_updates"] = float(skipped)
         metrics[f"{prefix}/lr"] = optimizer.param_groups[0]["lr"]
         metrics.update(self.timer.metrics(f"timing_s/update_{prefix}"))
         return metrics
@@ -374,9 +380,11 @@ class FSDPWorker:
         grad_norm = self.strategy.clip_grad_norm(self.model, max_norm)
         if math.isfinite(grad_norm):
             optimizer.step()
-        else:
+        elif not self._skip_logged:  # once per worker: the metric counts the rest
+            self._skip_logged = True
             logger.warning(
-                "%s: grad norm is %s, skipping this optimiser step", type(self).__name__, grad_norm
+                "%s: grad norm is %s, skipping this optimiser step (further skips are counted in the "
+                "*/skipped_updates metric, not logged)", type(self).__name__, grad_norm
             )
         optimizer.zero_grad(set_to_none=True)
         return grad_norm
