@@ -52,13 +52,14 @@ class PromptEncoder:
             if not self.apply_chat_template:
                 return prompt
             messages = [{"role": "user", "content": prompt}]
-        elif isinstance(prompt, list) and all(isinstance(m, dict) and "content" in m for m in prompt):
+        elif isinstance(prompt, list) and all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in prompt):
             if not self.apply_chat_template:
                 raise DataError(f"{describe(position)}: chat messages need data.apply_chat_template=true")
             messages = prompt
         else:
             raise DataError(
-                f"{describe(position)}: prompt must be a string or a list of {{role, content}} messages"
+                f"{describe(position)}: prompt must be a string or a list of {{role, content}} messages whose "
+                "content is text"
             )
         return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 

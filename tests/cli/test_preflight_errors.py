@@ -96,6 +96,11 @@ def test_int_prompts(capsys, tmp_path):
     assert_one_line(*run(capsys, f"data.train_files=[{path}]"), str(path), "prompt must be a string")
 
 
+def test_message_content_that_is_not_text(capsys, tmp_path):
+    path = _parquet(tmp_path / "bytes.parquet", [[{"role": "user", "content": b"1+1="}]] * 64)
+    assert_one_line(*run(capsys, f"data.train_files=[{path}]"), f"{path} row 0", "whose content is text")
+
+
 def test_every_prompt_filtered_as_too_long(capsys, tmp_path):
     path = _parquet(tmp_path / "long.parquet", ["word " * 40] * 64)
     assert_one_line(*run(capsys, f"data.train_files=[{path}]"), str(path), "after filtering over-long prompts")
