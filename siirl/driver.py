@@ -19,6 +19,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_init_options
 from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.progress import ProgressBar, StallWatch, create_board
+from siirl.dag_worker.worker_output import worker_log_path
 from siirl.device import DeviceBackend
 from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
@@ -162,6 +163,7 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
                 _rendezvous(workers)
             except RayError as exc:  # worker start-up / process groups
                 raise explain(exc, None, str(cfg.trainer.output_dir)) from None
+            logger.info("worker output (prints, library warnings): %s", worker_log_path(cfg.trainer.output_dir, "<rank>"))
             bar = ProgressBar(board)
             try:
                 stall = StallWatch(board, cfg.trainer.stall_timeout_s)

@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from siirl.dag_worker.builtin_nodes import BuiltinNodeMethods
+from siirl.dag_worker.worker_output import divert_worker_output, worker_log_path
 from siirl.device import get_backend
 from siirl.device.pinning import pin_process
 from siirl.errors import SiirlUserError
@@ -82,9 +83,8 @@ class DAGWorker(BuiltinNodeMethods):
 
     def __init__(self, cfg: SiirlConfig, plan: ExecutionPlan, rank: int, device_name: str) -> None:
         self.cfg = cfg
-        logging.basicConfig(level=os.environ.get("SIIRL_LOG_LEVEL", str(self.cfg.trainer.log_level)),
-                            format=f"%(asctime)s %(levelname)s [rank {rank}] %(name)s: %(message)s",
-                            datefmt="%H:%M:%S")
+        level = os.environ.get("SIIRL_LOG_LEVEL", str(self.cfg.trainer.log_level))
+        divert_worker_output(worker_log_path(cfg.trainer.output_dir, rank), level, rank)
         self.plan, self.rank = plan, rank
         self.me = plan.worker(rank)
         self.backend = get_backend(device_name)

@@ -47,8 +47,12 @@ def _start_long_job(run_dir: Path, *extra: str) -> subprocess.Popen:
 
 
 def test_killed_worker_fails_job_within_60s(tmp_path):
+    """Also (sharing the run): what a user's reward prints goes to the worker log files, not the console."""
     run_dir = tmp_path / "fault"
-    proc = _start_long_job(run_dir)
+    noisy = tmp_path / "noisy_reward.py"
+    noisy.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                     "    print('noisy reward line')\n    return 0.0\n")
+    proc = _start_long_job(run_dir, f"custom_reward_function.path={noisy}")
     victim = int((run_dir / "workers" / "rank_1.pid").read_text())
     os.kill(victim, signal.SIGKILL)
     killed_at = time.monotonic()
@@ -56,6 +60,8 @@ def test_killed_worker_fails_job_within_60s(tmp_path):
     elapsed = time.monotonic() - killed_at
     assert proc.returncode != 0
     assert elapsed < 60, f"job took {elapsed:.0f}s to notice the dead worker"
+    assert "noisy reward line" not in stderr and "noisy reward line" in (run_dir / "logs" / "worker_0.log").read_text()
+    assert "worker output (prints, library warnings)" in stderr
     assert "DAG worker rank 1" in stderr
 
 
