@@ -101,6 +101,11 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
             rollout.name, CPU_ROLLOUT_ENGINE, rollout.tensor_model_parallel_size,
         )
         rollout.name, rollout.tensor_model_parallel_size = CPU_ROLLOUT_ENGINE, 1
+    elif rollout.name == CPU_ROLLOUT_ENGINE and rollout.quantization is not None:
+        logger.warning(
+            "actor_rollout_ref.rollout.quantization=%s is a vLLM/SGLang setting; the hf engine generates in the "
+            "policy's dtype", rollout.quantization,
+        )
     if rollout.mode == "async":
         logger.warning(
             "actor_rollout_ref.rollout.mode=async: siiRL rolls out inside each DAG worker, the same generation "

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from siirl.device import get_backend
@@ -95,3 +97,39 @@ def test_hf_ignores_the_engine_knobs(tiny_model_dir):
     engine = HFRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("hf", **{**KNOBS, "dtype": "auto"}), "cpu",
                              max_response_length=R)
     assert engine.generate(prompt_batch())["responses"].shape[1] == R
+
+
+@pytest.mark.parametrize("fake, engine_class, call", [
+    ("fake_vllm", "siirl.engine.rollout.vllm_engine:VLLMRolloutEngine", "LLM"),
+    ("fake_sglang", "siirl.engine.rollout.sglang_engine:SGLangRolloutEngine", "Engine"),
+])
+def test_quantization_reaches_the_engine_under_its_own_name(fake_cuda, request, tiny_model_dir, fake, engine_class,
+                                                            call):
+    """verl's fp8 rollout: ``rollout.quantization`` is both libraries' ``quantization`` argument."""
+    import importlib
+
+    library = request.getfixturevalue(fake)
+    module, _, name = engine_class.partition(":")
+    engine_type = getattr(importlib.import_module(module), name)
+    engine_type(model_cfg(tiny_model_dir), rollout_cfg(fake[5:], quantization="fp8"), get_backend("cuda"),
+                max_response_length=R)
+    assert _engine_args(library.CALLS, call)["quantization"] == "fp8"
+
+
+def test_vllm_refuses_a_quantization_method_it_does_not_know(fake_cuda, fake_vllm, tiny_model_dir):
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    with pytest.raises(ValueError, match="fp7"):
+        VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp7"), get_backend("cuda"),
+                          max_response_length=R)
+
+
+def test_hf_accepts_quantization_with_one_warning(caplog):
+    from siirl.main_dag import prepare
+
+    with caplog.at_level(logging.WARNING):
+        cfg, *_ = prepare(["device=cpu", "actor_rollout_ref.rollout.name=hf",
+                           "actor_rollout_ref.rollout.quantization=fp8"])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert cfg.actor_rollout_ref.rollout.quantization == "fp8"
+    assert len(warnings) == 1 and "quantization=fp8" in warnings[0], warnings

@@ -32,8 +32,10 @@ SLEEP_TAGS = ("weights", "kv_cache")
 ENGINE_ARGS: dict[str, Any] = {
     "max_model_len": None, "max_num_batched_tokens": None, "max_num_seqs": None, "enable_chunked_prefill": None,
     "enable_prefix_caching": None, "disable_log_stats": False, "compilation_config": None,
-    "disable_mm_preprocessor_cache": False,
+    "disable_mm_preprocessor_cache": False, "quantization": None,
 }
+#: Some of vLLM's ``QUANTIZATION_METHODS`` (an unknown method is refused when the engine is configured).
+QUANTIZATION_METHODS = ("fp8", "torchao", "awq", "gptq", "bitsandbytes", "compressed-tensors", "modelopt")
 MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 LOAD_FORMATS = ("auto", "pt", "safetensors", "npcache", "dummy")
 
@@ -98,6 +100,8 @@ class LLM:
         self.enable_sleep_mode = enable_sleep_mode
         self.skip_tokenizer_init = skip_tokenizer_init
         self.released: set[str] = set()
+        if self.args["quantization"] not in (None, *QUANTIZATION_METHODS):
+            raise ValueError(f"Unknown quantization method: {self.args['quantization']}")
         if load_format not in LOAD_FORMATS:
             raise ValueError(f"unknown load_format {load_format!r}")
         if max_lora_rank not in MAX_LORA_RANKS:
