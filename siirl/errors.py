@@ -27,3 +27,8 @@ class RewardFunctionError(SiirlUserError):
 
 class ClusterError(SiirlUserError):
     """The Ray cluster cannot be reached or cannot hold the planned workers."""
+
+
+class ScoreServiceError(RuntimeError):
+    """A service a score function relies on (e.g. a code sandbox) failed; the reward managers score the
+    sample 0 and count it instead of stopping the step."""

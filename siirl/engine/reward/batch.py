@@ -8,17 +8,19 @@ from typing import Any
 from siirl.engine.reward.base import RewardInputs, RewardManager
 from siirl.engine.reward.bounded import RewardTimeout
 from siirl.engine.reward.registry import REWARD_MANAGERS
-from siirl.errors import RewardFunctionError
+from siirl.errors import RewardFunctionError, ScoreServiceError
 
 
 def default_batch_compute_score(
-    data_sources: list[str], solution_strs: list[str], ground_truths: list[str], extra_infos: list[Any]
+    data_sources: list[str], solution_strs: list[str], ground_truths: list[str], extra_infos: list[Any],
+    **services: Any,
 ) -> list[Any]:
     """Batch form of the data_source registry, used when no batch function is configured."""
     from siirl.user_interface.rewards import default_compute_score
 
     return [
-        default_compute_score(*args) for args in zip(data_sources, solution_strs, ground_truths, extra_infos)
+        default_compute_score(*args, **services)
+        for args in zip(data_sources, solution_strs, ground_truths, extra_infos)
     ]
 
 
@@ -41,6 +43,9 @@ class BatchRewardManager(RewardManager):
             )
         except RewardTimeout as exc:
             self.failures.record("timeouts", f"batch of {len(inputs)}: {exc}", samples=len(inputs))
+            return [0.0] * len(inputs)
+        except ScoreServiceError as exc:
+            self.failures.record("errors", f"batch of {len(inputs)}: {exc}", samples=len(inputs))
             return [0.0] * len(inputs)
         if isinstance(results, (str, bytes, dict)) or not hasattr(results, "__len__"):
             raise RewardFunctionError(

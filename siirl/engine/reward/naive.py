@@ -8,11 +8,13 @@ from typing import Any
 from siirl.engine.reward.base import RewardInputs, RewardManager
 from siirl.engine.reward.bounded import RewardTimeout
 from siirl.engine.reward.registry import REWARD_MANAGERS
+from siirl.errors import ScoreServiceError
 
 
 @REWARD_MANAGERS.register("naive")
 class NaiveRewardManager(RewardManager):
-    """Simplest and easiest to debug: exceptions from the score function propagate unchanged."""
+    """Simplest and easiest to debug: exceptions from the score function propagate unchanged, except a
+    failed scoring service (``ScoreServiceError``, e.g. an unreachable sandbox), which scores 0 and counts."""
 
     def score(self, inputs: RewardInputs) -> list[Any]:
         results: list[Any] = []
@@ -22,5 +24,8 @@ class NaiveRewardManager(RewardManager):
                 results.append(self.caller.call(self.compute_score, ds, sol, gt, extra))
             except RewardTimeout as exc:
                 self.failures.record("timeouts", f"sample {i} (data_source {ds!r}): {exc}")
+                results.append(0.0)
+            except ScoreServiceError as exc:
+                self.failures.record("errors", f"sample {i} (data_source {ds!r}): {exc}")
                 results.append(0.0)
         return results
