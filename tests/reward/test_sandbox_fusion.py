@@ -109,3 +109,11 @@ def test_verl_script_keys_build_a_prime_manager_that_scores_in_its_pool():
 def test_sandbox_limits_must_be_positive(key):
     with pytest.raises(Exception, match=f"reward_model.sandbox_fusion.{key}"):
         prepare(["device=cpu", f"reward_model.sandbox_fusion.{key}=0"])
+
+
+def test_a_reward_timeout_shorter_than_one_test_case_is_warned_about_once(caplog):
+    with caplog.at_level(logging.WARNING):
+        prepare(["device=cpu", "reward_model.sandbox_fusion.url=http://sandbox:8080/run_code"])
+        prepare(["device=cpu", "reward_model.sandbox_fusion.url=http://sandbox:8080/run_code", "reward_model.timeout_s=30"])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "reward_model.timeout_s=10.0" in warnings[0] and "30s" in warnings[0], warnings

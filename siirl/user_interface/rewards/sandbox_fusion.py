@@ -50,6 +50,11 @@ class SandboxFusion:
         if self.max_concurrent < 1:
             raise ValueError(f"max_concurrent must be >= 1, got {self.max_concurrent}")
 
+    @property
+    def longest_request_s(self) -> float:
+        """How long one test case may take: its compile and run limits plus the request's slack."""
+        return 2 * self.run_timeout_s + REQUEST_SLACK_S
+
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_slots": None}
 
@@ -72,7 +77,7 @@ class SandboxFusion:
         attempt = 1
         while True:
             try:
-                with urllib.request.urlopen(request, timeout=2 * self.run_timeout_s + REQUEST_SLACK_S) as reply:
+                with urllib.request.urlopen(request, timeout=self.longest_request_s) as reply:
                     return json.loads(reply.read())
             except urllib.error.HTTPError as exc:
                 if exc.code != 504 or attempt == ATTEMPTS:
