@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import pytest
+import torch
+from transformers import Qwen2ForCausalLM
 
 from siirl.device import get_backend
 from siirl.engine.rollout.hf import HFRolloutEngine
+from siirl.errors import ConfigError
 from siirl.params.model import EngineKwargs
 
-from .accel_testutils import model_cfg, prompt_batch, rollout_cfg
+from .accel_testutils import model_cfg, prompt_batch, rollout_cfg, tiny_qwen2_config
 
 R = 6
 KNOBS = {
@@ -133,3 +137,37 @@ def test_hf_accepts_quantization_with_one_warning(caplog):
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert cfg.actor_rollout_ref.rollout.quantization == "fp8"
     assert len(warnings) == 1 and "quantization=fp8" in warnings[0], warnings
+
+
+def test_quantized_vllm_engine_takes_new_weights_inside_the_update_window(fake_cuda, fake_vllm, tiny_model_dir):
+    """vLLM's quantized layers refuse plain load_weights after start-up (the fake does too): the sync opens
+    vLLM's weight-update window around the buckets, and the engine ends up with the trainer's weights
+    quantized again (fp8 values)."""
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp8"),
+                               get_backend("cuda"), max_response_length=R)
+    torch.manual_seed(5)
+    trainer = Qwen2ForCausalLM(tiny_qwen2_config())
+    engine.sync_weights(trainer.named_parameters())
+    order = [name for name, _ in fake_vllm.CALLS if name in ("start_weight_update", "load_weights",
+                                                              "finish_weight_update")]
+    assert order[0] == "start_weight_update" and order[-1] == "finish_weight_update"
+    assert set(order[1:-1]) == {"load_weights"}
+    weight = "model.layers.0.self_attn.q_proj.weight"
+    sent = trainer.get_parameter(weight).detach().to(engine.llm.lm.params[weight].dtype)
+    assert torch.equal(engine.llm.lm.params[weight], sent.to(torch.float8_e4m3fn).to(sent.dtype))
+    assert not torch.equal(engine.llm.lm.params[weight], sent)
+    assert engine.generate(prompt_batch())["responses"].shape[1] == R
+
+
+def test_quantized_sync_on_a_vllm_without_the_update_window_is_one_line(fake_cuda, fake_vllm, tiny_model_dir,
+                                                                       monkeypatch):
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    monkeypatch.delattr(sys.modules["vllm.llm"]._Worker, "start_weight_update")
+    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp8"),
+                               get_backend("cuda"), max_response_length=R)
+    with pytest.raises(ConfigError, match="quantization=fp8 needs vLLM >= 0.22") as info:
+        engine.sync_weights([("model.norm.weight", torch.ones(32))])
+    assert "\n" not in str(info.value)

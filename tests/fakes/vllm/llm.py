@@ -4,8 +4,10 @@ Modelled behaviour: engine arguments checked like ``EngineArgs`` (an unknown one
 ``max_lora_rank`` must be one of vLLM's allowed values; ``load_format="dummy"`` starts from random weights);
 a ``lora_request`` needs ``enable_lora`` and runs its adapter folder over the base weights (``_adapter``);
 ``distributed_executor_backend="external_launcher"`` needs an initialised ``torch.distributed`` world
-divisible by the TP size; sleep mode must be enabled to sleep; generating while weights or KV cache are
-released, or loading weights while they are released, fails; ``wake_up(tags=...)`` brings back parts.
+divisible by the TP size; a ``quantization`` engine loads new weights only inside the weight-update window
+(``collective_rpc("start_weight_update")`` ... ``"finish_weight_update"``; fp8 rounds them on closing);
+sleep mode must be enabled to sleep; generating while weights or KV cache are released, or loading weights
+while they are released, fails; ``wake_up(tags=...)`` brings back parts.
 """
 
 from __future__ import annotations
@@ -49,9 +51,33 @@ class _Model:
     def load_weights(self, weights):
         if "weights" in self._llm.released:
             raise RuntimeError("load_weights while the weights are released by sleep(); wake_up first")
+        if self._llm.args["quantization"] and not self._llm.updating:
+            raise AttributeError("'Parameter' object has no attribute 'weight_loader' (quantized layers take new "
+                                 "weights only between start_weight_update and finish_weight_update)")
         weights = list(weights)
         CALLS.append(("load_weights", [(n, tuple(t.shape), t.dtype) for n, t in weights]))
         return self.lm.load_weights(weights)
+
+
+class _Worker:
+    """The worker methods ``collective_rpc`` reaches: vLLM's weight-update window (vLLM >= 0.22), inside which
+    quantized layers take checkpoint-format weights and are quantized again when it closes."""
+
+    def __init__(self, llm: LLM) -> None:
+        self._llm = llm
+
+    def start_weight_update(self, is_checkpoint_format: bool = True) -> None:
+        if self._llm.updating:
+            raise RuntimeError("start_weight_update: a weight update is already in progress")
+        CALLS.append(("start_weight_update", is_checkpoint_format))
+        self._llm.updating = True
+
+    def finish_weight_update(self) -> None:
+        if not self._llm.updating:
+            raise RuntimeError("finish_weight_update without start_weight_update")
+        CALLS.append(("finish_weight_update", ()))
+        self._llm.updating = False
+        self._llm.quantize()
 
 
 class LLM:
@@ -111,13 +137,31 @@ class LLM:
             with torch.no_grad():
                 for param in self.lm.params.values():
                     param.uniform_(-1e-3, 1e-3)
+        self.updating = False
+        self.quantize()
         self._adapters: dict[int, dict[str, torch.Tensor]] = {}
         self.model = _Model(self, self.lm)
+        self._worker = _Worker(self)
         self._seed = 0 if seed is None else seed
         self._request_ids = itertools.count()
         runner = SimpleNamespace(model=self.model)
         worker = SimpleNamespace(worker=SimpleNamespace(model_runner=runner))
         self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=worker))
+
+    def quantize(self) -> None:
+        """``quantization="fp8"``: the weight matrices take fp8 (e4m3) values, as vLLM's online fp8 layers
+        hold them after loading."""
+        if self.args["quantization"] != "fp8":
+            return
+        with torch.no_grad():
+            for param in self.lm.params.values():
+                if param.dim() == 2:
+                    param.copy_(param.to(torch.float8_e4m3fn).to(param.dtype))
+
+    def collective_rpc(self, method: str | Callable[..., Any], timeout: float | None = None, args: tuple = (),
+                       kwargs: dict[str, Any] | None = None) -> list[Any]:
+        call = method if callable(method) else getattr(self._worker, method)
+        return [call(*args, **(kwargs or {}))]
 
     def apply_model(self, func: Callable[[Any], Any]) -> list[Any]:
         CALLS.append(("apply_model", ()))
