@@ -103,21 +103,20 @@ def test_hf_ignores_the_engine_knobs(tiny_model_dir):
     assert engine.generate(prompt_batch())["responses"].shape[1] == R
 
 
-@pytest.mark.parametrize("fake, engine_class, call", [
-    ("fake_vllm", "siirl.engine.rollout.vllm_engine:VLLMRolloutEngine", "LLM"),
-    ("fake_sglang", "siirl.engine.rollout.sglang_engine:SGLangRolloutEngine", "Engine"),
-])
-def test_quantization_reaches_the_engine_under_its_own_name(fake_cuda, request, tiny_model_dir, fake, engine_class,
-                                                            call):
-    """verl's fp8 rollout: ``rollout.quantization`` is both libraries' ``quantization`` argument."""
-    import importlib
+def test_quantization_reaches_vllm_under_its_own_name(fake_cuda, fake_vllm, tiny_model_dir):
+    """verl's fp8 rollout: ``rollout.quantization`` is vLLM's ``quantization`` argument."""
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
-    library = request.getfixturevalue(fake)
-    module, _, name = engine_class.partition(":")
-    engine_type = getattr(importlib.import_module(module), name)
-    engine_type(model_cfg(tiny_model_dir), rollout_cfg(fake[5:], quantization="fp8"), get_backend("cuda"),
-                max_response_length=R)
-    assert _engine_args(library.CALLS, call)["quantization"] == "fp8"
+    VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp8"), get_backend("cuda"),
+                      max_response_length=R)
+    assert _engine_args(fake_vllm.CALLS, "LLM")["quantization"] == "fp8"
+
+
+def test_sglang_refuses_quantization_in_one_line(fake_cuda):
+    from siirl.main_dag import prepare
+
+    with pytest.raises(ConfigError, match="quantization=fp8 is not implemented for rollout.name=sglang"):
+        prepare(["device=cuda", "actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.quantization=fp8"])
 
 
 def test_vllm_refuses_a_quantization_method_it_does_not_know(fake_cuda, fake_vllm, tiny_model_dir):

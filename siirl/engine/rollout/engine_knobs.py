@@ -8,7 +8,7 @@ vLLM (``LLM`` / ``EngineArgs``): ``max_model_len``, ``max_num_batched_tokens``, 
 ``compilation_config={"cudagraph_capture_sizes": [...]}``.
 SGLang (``Engine`` / ``ServerArgs``): ``context_length``, ``max_prefill_tokens``, ``max_running_requests``,
 ``chunked_prefill_size=-1`` (chunked prefill off), ``disable_radix_cache``, ``cuda_graph_bs``,
-``log_level``, ``quantization``.
+``log_level`` (``quantization`` is refused there: see ``SGLangRolloutEngine.check_rollout_config``).
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ def sglang_knobs(cfg: RolloutConfig, max_response_length: int) -> dict[str, Any]
         "disable_radix_cache": not cfg.enable_prefix_caching,
         "cuda_graph_bs": None if cfg.cudagraph_capture_sizes is None else [int(s) for s in cfg.cudagraph_capture_sizes],
         "log_level": "error" if cfg.disable_log_stats else "info",
-        "quantization": cfg.quantization,
     })
     return {**args, **dict(cfg.engine_kwargs.sglang)}
 

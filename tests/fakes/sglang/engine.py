@@ -21,7 +21,7 @@ SERVER_ARGS = {
     "tp_size": 1, "base_gpu_id": 0, "dtype": "auto", "mem_fraction_static": None, "disable_cuda_graph": False,
     "enable_memory_saver": False, "random_seed": None, "log_level": "error", "context_length": None, "load_format": "auto",
     "max_prefill_tokens": 16384, "max_running_requests": None, "chunked_prefill_size": None,
-    "disable_radix_cache": False, "cuda_graph_bs": None, "attention_backend": None, "quantization": None,
+    "disable_radix_cache": False, "cuda_graph_bs": None, "attention_backend": None,
 }
 SAMPLING_KEYS = {"n", "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop", "stop_token_ids",
                  "ignore_eos", "skip_special_tokens", "sampling_seed"}
