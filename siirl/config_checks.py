@@ -101,6 +101,11 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
             rollout.name, CPU_ROLLOUT_ENGINE, rollout.tensor_model_parallel_size,
         )
         rollout.name, rollout.tensor_model_parallel_size = CPU_ROLLOUT_ENGINE, 1
+    elif rollout.name == CPU_ROLLOUT_ENGINE and rollout.quantization is not None:
+        logger.warning(
+            "actor_rollout_ref.rollout.quantization=%s is a vLLM/SGLang setting; the hf engine generates in the "
+            "policy's dtype", rollout.quantization,
+        )
     if rollout.mode == "async":
         logger.warning(
             "actor_rollout_ref.rollout.mode=async: siiRL rolls out inside each DAG worker, the same generation "
@@ -185,6 +190,23 @@ def check_lora_rollout(cfg: SiirlConfig) -> None:
         )
 
 
+def warn_short_sandbox_budget(cfg: SiirlConfig) -> None:
+    """A code response is scored when its slowest test case returns; a ``reward_model.timeout_s`` below that
+    scores slow (but possibly passing) responses 0, and in the in-process managers the step's later
+    responses with them."""
+    from siirl.user_interface.rewards.sandbox_fusion import SandboxFusion
+
+    reward = cfg.reward_model
+    if not reward.sandbox_fusion.url:
+        return
+    longest = SandboxFusion(reward.sandbox_fusion.url).longest_request_s
+    if reward.timeout_s < longest:
+        logger.warning(
+            "reward_model.timeout_s=%s is shorter than one SandboxFusion test case may take (%gs: compile and run "
+            "limits plus the request); raise it so slow code is judged, not timed out", reward.timeout_s, longest,
+        )
+
+
 def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_loggers(list(cfg.trainer.logger))
@@ -194,6 +216,7 @@ def check_config(cfg: SiirlConfig) -> None:
     choose_rollout_engine(cfg)
     check_group_filter_metric(cfg)
     check_lora_rollout(cfg)
+    warn_short_sandbox_budget(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)
 

@@ -8,9 +8,15 @@ from typing import Any
 
 from siirl.params.root import SiirlConfig
 
+
 #: Manager name -> the constructor options it takes from the config (others take none).
+def _pool_options(cfg: SiirlConfig) -> dict[str, Any]:
+    return {"num_workers": cfg.reward_model.num_workers, "timeout_s": cfg.reward_model.timeout_s}
+
+
 MANAGER_OPTIONS: dict[str, Callable[[SiirlConfig], dict[str, Any]]] = {
-    "parallel": lambda cfg: {"num_workers": cfg.reward_model.num_workers, "timeout_s": cfg.reward_model.timeout_s},
+    "parallel": _pool_options,
+    "prime": _pool_options,
     "dapo": lambda cfg: {
         "timeout_s": cfg.reward_model.timeout_s,
         "max_response_length": cfg.data.max_response_length,
@@ -20,10 +26,21 @@ MANAGER_OPTIONS: dict[str, Callable[[SiirlConfig], dict[str, Any]]] = {
 }
 
 
+def score_services(cfg: SiirlConfig) -> dict[str, Any]:
+    """What the built-in scorers may call out to: the code sandbox when ``reward_model.sandbox_fusion.url``
+    is set."""
+    sandbox = cfg.reward_model.sandbox_fusion
+    if not sandbox.url:
+        return {}
+    from siirl.user_interface.rewards.sandbox_fusion import SandboxFusion
+
+    return {"sandbox": SandboxFusion(sandbox.url, int(sandbox.max_concurrent), int(sandbox.memory_limit_mb))}
+
+
 def make_reward_manager_from_config(cfg: SiirlConfig, tokenizer: Any) -> Any:
     from siirl.engine.reward import custom_reward_fn_from_config, make_reward_manager
 
     name = cfg.reward_model.reward_manager
     options = MANAGER_OPTIONS.get(name, lambda c: {"timeout_s": c.reward_model.timeout_s})(cfg)
     custom = custom_reward_fn_from_config(cfg.custom_reward_function)
-    return make_reward_manager(name, tokenizer, compute_score=custom, **options)
+    return make_reward_manager(name, tokenizer, compute_score=custom, services=score_services(cfg), **options)

@@ -78,6 +78,18 @@ class RewardModelModelConfig(FSDPModelConfig):
 
 
 @dataclass
+class SandboxFusionConfig:
+    """verl's ``reward_model.sandbox_fusion``: the SandboxFusion server that runs code datasets' responses
+    (data_source ``codecontests``, ``apps``, ``codeforces``, ``taco``) on their test cases."""
+
+    #: The server's ``/run_code`` endpoint; null = no sandbox (code datasets cannot be scored).
+    url: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: Requests in flight at once, per scoring process.
+    max_concurrent: int = 64
+    memory_limit_mb: int = 1024
+
+
+@dataclass
 class RewardModelConfig:
     #: Model-based reward (a sequence classifier); rule rewards need none.
     enable: bool = False
@@ -90,13 +102,14 @@ class RewardModelConfig:
     #: Longest re-rendered input (``model.input_tokenizer`` set), cut from the left so the response stays;
     #: null = no limit.
     max_length: int | None = None
-    #: naive | batch | parallel | dapo
+    #: naive | batch | parallel (verl: prime) | dapo
     reward_manager: str = "naive"
     num_workers: int = 2
     #: Bound of one score-function call in every manager (``batch``: the whole batch call); a late call
     #: scores 0 and is counted in the reward/timeouts metric.
     timeout_s: float = 10.0
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
+    sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
 
 
 @dataclass

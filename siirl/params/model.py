@@ -190,6 +190,9 @@ class RolloutConfig:
     enable_prefix_caching: bool = True
     disable_log_stats: bool = True
     cudagraph_capture_sizes: Optional[list[int]] = None  # noqa: UP045
+    #: vLLM / SGLang ``quantization`` (e.g. ``fp8``: the engine quantizes the weights it loads); null = the
+    #: model's own. The hf engine generates in the policy's dtype and says so once.
+    quantization: Optional[str] = None  # noqa: UP045
     #: Wake a sleeping engine weights first and KV cache just before generating (halves peak memory).
     multi_stage_wake_up: bool = True
     engine_kwargs: EngineKwargs = field(default_factory=EngineKwargs)

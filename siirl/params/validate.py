@@ -75,6 +75,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "reward_model.timeout_s": _FINITE_POSITIVE,
     "reward_model.num_workers": _POSITIVE,
     "reward_model.forward_max_token_len_per_gpu": _POSITIVE,
+    "reward_model.sandbox_fusion.max_concurrent": _POSITIVE,
+    "reward_model.sandbox_fusion.memory_limit_mb": _POSITIVE,
     "actor_rollout_ref.model.fused_kernel_options.impl_backend": (
         lambda v: v in (None, "torch", "triton"), "one of torch, triton (or null)"
     ),

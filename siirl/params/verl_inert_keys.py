@@ -53,6 +53,10 @@ RENAMED: dict[str, Renamed] = {
 _MEGATRON = "Megatron-LM training is not implemented; siiRL trains with FSDP2 (drop the megatron.* keys)"
 _PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
 _ULYSSES = "Ulysses sequence parallelism is not implemented (ulysses_sequence_parallel_size=1 only)"
+_ONE_ROUND_TEAMS = (
+    "training on every round of a multi-round agent team (the original siiRL's MARFT) is not implemented; a "
+    "team's agents act once per episode here, so each trains on its one turn (false only)"
+)
 _EMBODIED = (
     "is the original siiRL's embodied layout; here embodied runs use algorithm.workflow_type=EMBODIED with "
     "env.* and algorithm.embodied.*"
@@ -90,6 +94,11 @@ INERT: dict[str, Inert] = {
     _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
     _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
     _ROLLOUT + "prometheus.*": Inert((), "the engine's Prometheus metrics server is not started"),
+    _ROLLOUT + "multi_turn.use_all_traj": Inert((False,), _ONE_ROUND_TEAMS),
+    _ROLLOUT + "agent.rewards_with_env": Inert(
+        (False,), "the original siiRL's MARFT environment rewards are not implemented; a team here is scored by "
+        "its team reward (multi_agent_pipeline's reward_mode)"
+    ),
     _ROLLOUT + "agent.*": Inert(
         (), "verl's agent loop is not implemented; tool rollouts use rollout.multi_turn.*"
     ),

@@ -3,13 +3,19 @@
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import pytest
+import torch
+from transformers import Qwen2ForCausalLM
 
 from siirl.device import get_backend
 from siirl.engine.rollout.hf import HFRolloutEngine
+from siirl.errors import ConfigError
 from siirl.params.model import EngineKwargs
 
-from .accel_testutils import model_cfg, prompt_batch, rollout_cfg
+from .accel_testutils import model_cfg, prompt_batch, rollout_cfg, tiny_qwen2_config
 
 R = 6
 KNOBS = {
@@ -95,3 +101,72 @@ def test_hf_ignores_the_engine_knobs(tiny_model_dir):
     engine = HFRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("hf", **{**KNOBS, "dtype": "auto"}), "cpu",
                              max_response_length=R)
     assert engine.generate(prompt_batch())["responses"].shape[1] == R
+
+
+def test_quantization_reaches_vllm_under_its_own_name(fake_cuda, fake_vllm, tiny_model_dir):
+    """verl's fp8 rollout: ``rollout.quantization`` is vLLM's ``quantization`` argument."""
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp8"), get_backend("cuda"),
+                      max_response_length=R)
+    assert _engine_args(fake_vllm.CALLS, "LLM")["quantization"] == "fp8"
+
+
+def test_sglang_refuses_quantization_in_one_line(fake_cuda):
+    from siirl.main_dag import prepare
+
+    with pytest.raises(ConfigError, match="quantization=fp8 is not implemented for rollout.name=sglang"):
+        prepare(["device=cuda", "actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.quantization=fp8"])
+
+
+def test_vllm_refuses_a_quantization_method_it_does_not_know(fake_cuda, fake_vllm, tiny_model_dir):
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    with pytest.raises(ValueError, match="fp7"):
+        VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp7"), get_backend("cuda"),
+                          max_response_length=R)
+
+
+def test_hf_accepts_quantization_with_one_warning(caplog):
+    from siirl.main_dag import prepare
+
+    with caplog.at_level(logging.WARNING):
+        cfg, *_ = prepare(["device=cpu", "actor_rollout_ref.rollout.name=hf",
+                           "actor_rollout_ref.rollout.quantization=fp8"])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert cfg.actor_rollout_ref.rollout.quantization == "fp8"
+    assert len(warnings) == 1 and "quantization=fp8" in warnings[0], warnings
+
+
+def test_quantized_vllm_engine_takes_new_weights_inside_the_update_window(fake_cuda, fake_vllm, tiny_model_dir):
+    """vLLM's quantized layers refuse plain load_weights after start-up (the fake does too): the sync opens
+    vLLM's weight-update window around the buckets, and the engine ends up with the trainer's weights
+    quantized again (fp8 values)."""
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp8"),
+                               get_backend("cuda"), max_response_length=R)
+    torch.manual_seed(5)
+    trainer = Qwen2ForCausalLM(tiny_qwen2_config())
+    engine.sync_weights(trainer.named_parameters())
+    order = [name for name, _ in fake_vllm.CALLS if name in ("start_weight_update", "load_weights",
+                                                              "finish_weight_update")]
+    assert order[0] == "start_weight_update" and order[-1] == "finish_weight_update"
+    assert set(order[1:-1]) == {"load_weights"}
+    weight = "model.layers.0.self_attn.q_proj.weight"
+    sent = trainer.get_parameter(weight).detach().to(engine.llm.lm.params[weight].dtype)
+    assert torch.equal(engine.llm.lm.params[weight], sent.to(torch.float8_e4m3fn).to(sent.dtype))
+    assert not torch.equal(engine.llm.lm.params[weight], sent)
+    assert engine.generate(prompt_batch())["responses"].shape[1] == R
+
+
+def test_quantized_sync_on_a_vllm_without_the_update_window_is_one_line(fake_cuda, fake_vllm, tiny_model_dir,
+                                                                       monkeypatch):
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+
+    monkeypatch.delattr(sys.modules["vllm.llm"]._Worker, "start_weight_update")
+    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp8"),
+                               get_backend("cuda"), max_response_length=R)
+    with pytest.raises(ConfigError, match="quantization=fp8 needs vLLM >= 0.22") as info:
+        engine.sync_weights([("model.norm.weight", torch.ones(32))])
+    assert "\n" not in str(info.value)

@@ -72,6 +72,27 @@ def _reward_function(folder: Path) -> str:
     return str(path)
 
 
+def saved_lora_adapter(folder: Path) -> str:
+    """A peft adapter saved for the embedded model (rank 8 on every linear layer), standing in for a script's
+    ``lora_adapter_path``. Its ``lora_B`` is not zero, so a policy that starts from it differs from the base
+    model from the first step on (fresh adapters would not)."""
+    path = folder / "lora_adapter"
+    if not (path / "adapter_config.json").is_file():
+        import torch
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(default_model_path(), dtype=torch.float32)
+        peft_model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
+        with torch.no_grad():
+            for name, param in peft_model.named_parameters():
+                if ".lora_B." in name:
+                    param.normal_(0.0, 0.05)
+        peft_model.save_pretrained(path)
+    return str(path)
+
+
 def swapped_values(folder: Path, data: dict[str, str]) -> dict[str, str]:
     """The value each swap kind gets in this replay."""
     return {
@@ -100,6 +121,8 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
     values = swapped_values(folder, data)
     result = []
     for n, invocation in enumerate(load_fixture(name)["invocations"]):
+        if "lora_adapter" in invocation["swap"].values():
+            values["lora_adapter"] = saved_lora_adapter(folder)
         flags = {flag: None for flag in _FLAGS}
         overrides = []
         for override in invocation["overrides"]:

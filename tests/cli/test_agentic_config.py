@@ -13,6 +13,8 @@ from siirl.main_dag import EXIT_USER_ERROR, main
         (["algorithm.workflow_type=EMBODIED", "env.name=no_such_module:Env"], ["no_such_module"]),
         (["env.timeout_s=0"], ["env.timeout_s"]),
         (["actor_rollout_ref.rollout.multi_turn.bogus=1"], ["bogus"]),
+        (["actor_rollout_ref.rollout.multi_turn.use_all_traj=true"], ["use_all_traj=True", "multi-round agent team"]),
+        (["actor_rollout_ref.rollout.agent.rewards_with_env=true"], ["rewards_with_env=True", "team reward"]),
     ],
 )
 def test_bad_agentic_config_is_one_line(capsys, overrides, needles):
@@ -29,3 +31,11 @@ def test_multi_turn_and_env_keys_are_accepted(capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "max_turns: 3" in out and "steps: 4" in out
+
+
+def test_marft_keys_at_their_single_round_values_are_accepted(capsys):
+    """The original siiRL's MARFT script sets use_all_traj=False: each agent trains on its last turn, which is
+    the one turn a team's agent takes here."""
+    code = main(["--print-config", "device=cpu", "actor_rollout_ref.rollout.multi_turn.use_all_traj=False",
+                 "actor_rollout_ref.rollout.agent.rewards_with_env=False"])
+    assert code == 0, capsys.readouterr().err

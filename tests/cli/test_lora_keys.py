@@ -1,9 +1,15 @@
 """verl's LoRA keys: accepted as verl writes them, typed here, and every bad value ONE line before Ray."""
 
 import pytest
+import torch
 from cli_testutils import one_line_refusal
+from launch_scripts import replays, write_task_data
+from peft import get_peft_model_state_dict
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
 
 from siirl.config_checks import load_config
+from siirl.engine.workers.lora import ADAPTER_WEIGHTS, apply_lora, configured_rank
 from siirl.main_dag import EXIT_USER_ERROR, main
 
 LORA = "actor_rollout_ref.model.lora_rank=8"
@@ -50,3 +56,20 @@ def test_verl_lora_script_keys_load():
 def test_critic_takes_no_lora_keys(capsys):
     assert main(["--print-config", "device=cpu", "critic.model.lora_rank=8"]) == EXIT_USER_ERROR
     assert "lora_rank" in capsys.readouterr().err
+
+
+def test_verl_script_from_a_saved_adapter_starts_from_its_weights(tmp_path):
+    """verl's ``run_qwen2_5-3b_gsm8k_grpo_lora_from_adapter``: its placeholder adapter path is swapped for an
+    adapter saved for the embedded model; the script plans, and the policy it builds holds that adapter's
+    weights (not fresh ones, whose lora_B would be zero)."""
+    name = "verl/examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora_from_adapter"
+    (replay,) = replays(name, tmp_path, write_task_data(tmp_path / "data"), [f"trainer.output_dir={tmp_path / 'out'}"])
+    cfg = load_config(replay.overrides)
+    model_cfg = cfg.actor_rollout_ref.model
+    assert model_cfg.lora_adapter_path == str(tmp_path / "lora_adapter") and configured_rank(model_cfg) == 8
+    saved = load_file(tmp_path / "lora_adapter" / ADAPTER_WEIGHTS)
+    policy = apply_lora(AutoModelForCausalLM.from_pretrained(model_cfg.path, dtype=torch.float32), model_cfg)
+    loaded = get_peft_model_state_dict(policy)
+    assert set(loaded) == set(saved) and any(".lora_B." in key for key in saved)
+    for key, tensor in saved.items():
+        torch.testing.assert_close(loaded[key], tensor, atol=0, rtol=0)

@@ -121,6 +121,8 @@ def _node(**overrides):
         ({"pipeline_id": "p", "dag_id": "q", "nodes": [_node()]}, "sets both 'pipeline_id' and 'dag_id'"),
         ({"pipeline_id": "p", "nodes": [_node()], "stages": 1}, "workflow has unknown key 'stages'"),
         ({"pipeline_id": "p", "nodes": {"a": 1}}, "workflow 'nodes' must be a list"),
+        ({"dag_id": "m", "actor_1_config": {}, "nodes": [_node()]}, "original siiRL's multi-agent (MARFT) workflow"),
+        ({"dag_id": "m", "nodes": [_node(agent_group=1)]}, "multi_agent_pipeline (docs/agents.md)"),
         ("- just\n- a list\n", "a workflow must be a mapping"),
         ("pipeline_id: [unclosed\n", "invalid YAML"),
     ],

@@ -1,6 +1,7 @@
 """Two real training steps of published launch scripts, overrides unchanged: one script per algorithm
-family (GRPO, PPO with a critic, DAPO, GSPO, CPGD, RLOO, LoRA). Only the paths are swapped, the CPU size
-added, ``trainer.total_training_steps=2`` set, and the training file holds exactly two steps of prompts.
+family (GRPO, PPO with a critic, DAPO, GSPO, CPGD, RLOO, LoRA, LoRA from a saved adapter). Only the paths
+are swapped, the CPU size added, ``trainer.total_training_steps=2`` set, and the training file holds exactly
+two steps of prompts.
 
 A script whose expectation is not yet ``plans`` (it still waits on verl keys, listed in
 tests/fixtures/launch_scripts/expectations.json) is skipped with those keys as the reason; once the
@@ -31,7 +32,11 @@ SCRIPTS = {
     "cpgd": "siirl/examples/cpgd_trainer/run_qwen3-1.7b",
     "rloo": "verl/examples/rloo_trainer/run_qwen2-7b",
     "lora": "verl/examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora",
+    "lora_from_adapter": "verl/examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora_from_adapter",
 }
+#: Scripts that start from a saved adapter (the harness saves one with non-zero weights): their first step's
+#: KL to the reference (the base model) is already positive; fresh adapters start at 0.
+FROM_ADAPTER = {SCRIPTS["lora_from_adapter"]}
 
 
 def _prompts_per_step(overrides: list[str]) -> int:
@@ -71,3 +76,5 @@ def test_two_steps_of_a_published_script(name, tmp_path, ray_session):
     assert main(args) == 0
     steps = [r for r in read_metrics(run_dir) if "actor/pg_loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
+    if name in FROM_ADAPTER:
+        assert steps[0]["actor/kl_loss"] > 0.0

@@ -1,7 +1,7 @@
 """Rule-based reward managers: turn a rollout batch into ``token_level_scores``.
 
 ``make_reward_manager(name, tokenizer, compute_score=None, **opts)`` builds one of ``naive``, ``batch``,
-``parallel`` or ``dapo``; ``load_custom_reward_fn(path, name)`` loads a user score function from a file.
+``parallel`` (verl's ``prime``) or ``dapo``; ``load_custom_reward_fn(path, name)`` loads a user score function from a file.
 Names are resolved lazily so that the parallel manager's worker processes, which import this package,
 do not pay for importing torch.
 """

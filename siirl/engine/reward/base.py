@@ -13,6 +13,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -85,12 +86,14 @@ class RewardManager(ABC):
         tokenizer: Any = None,
         compute_score: Callable[..., Any] | None = None,
         timeout_s: float = 10.0,
+        services: dict[str, Any] | None = None,
         **opts: Any,
     ):
         if opts:
             raise ValueError(f"{type(self).__name__} got unknown options: {sorted(opts)}")
         self.tokenizer = tokenizer
-        self.compute_score = compute_score or self.default_score_fn()
+        #: ``services`` (e.g. the code sandbox) reach the built-in scorers; a custom function gets none, as in verl.
+        self.compute_score = compute_score or partial(self.default_score_fn(), **(services or {}))
         #: Every score-function call is bounded by ``timeout_s``; a late one scores 0 and is counted.
         self.caller = BoundedCaller(timeout_s)
         self.failures = FailureLog(type(self).__name__)

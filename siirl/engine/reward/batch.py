@@ -11,13 +11,15 @@ from siirl.errors import RewardFunctionError
 
 
 def default_batch_compute_score(
-    data_sources: list[str], solution_strs: list[str], ground_truths: list[str], extra_infos: list[Any]
+    data_sources: list[str], solution_strs: list[str], ground_truths: list[str], extra_infos: list[Any],
+    **services: Any,
 ) -> list[Any]:
     """Batch form of the data_source registry, used when no batch function is configured."""
     from siirl.user_interface.rewards import default_compute_score
 
     return [
-        default_compute_score(*args) for args in zip(data_sources, solution_strs, ground_truths, extra_infos)
+        default_compute_score(*args, **services)
+        for args in zip(data_sources, solution_strs, ground_truths, extra_infos)
     ]
 
 

@@ -21,9 +21,10 @@ from siirl.engine.reward.registry import REWARD_MANAGERS
 logger = logging.getLogger(__name__)
 
 
-@REWARD_MANAGERS.register("parallel")
+@REWARD_MANAGERS.register("parallel", "prime")
 class ParallelRewardManager(RewardManager):
     """Options: ``num_workers`` (default min(4, CPUs)), ``timeout_s`` (default 10), ``mp_context``.
+    ``prime`` is verl's name for the same thing (PRIME's manager: a process pool, failed calls score 0).
 
     ``compute_score`` must be picklable (a module-level function, a ``functools.partial`` of one, or a
     function loaded with ``load_custom_reward_fn``), because the workers are separate processes.

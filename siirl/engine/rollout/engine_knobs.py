@@ -4,11 +4,11 @@ Only knobs the user set (not None) are passed, so an unset one keeps the engine'
 ``engine_kwargs.<engine>`` dict is applied last and wins. The HF engine reads none of them.
 
 vLLM (``LLM`` / ``EngineArgs``): ``max_model_len``, ``max_num_batched_tokens``, ``max_num_seqs``,
-``enable_chunked_prefill``, ``enable_prefix_caching``, ``disable_log_stats``,
+``enable_chunked_prefill``, ``enable_prefix_caching``, ``disable_log_stats``, ``quantization``,
 ``compilation_config={"cudagraph_capture_sizes": [...]}``.
 SGLang (``Engine`` / ``ServerArgs``): ``context_length``, ``max_prefill_tokens``, ``max_running_requests``,
 ``chunked_prefill_size=-1`` (chunked prefill off), ``disable_radix_cache``, ``cuda_graph_bs``,
-``log_level``.
+``log_level`` (``quantization`` is refused there: see ``SGLangRolloutEngine.check_rollout_config``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def vllm_knobs(cfg: RolloutConfig, max_response_length: int) -> dict[str, Any]:
         "enable_chunked_prefill": bool(cfg.enable_chunked_prefill),
         "enable_prefix_caching": bool(cfg.enable_prefix_caching),
         "disable_log_stats": bool(cfg.disable_log_stats),
+        "quantization": cfg.quantization,
     })
     if cfg.cudagraph_capture_sizes is not None:
         args["compilation_config"] = {"cudagraph_capture_sizes": [int(s) for s in cfg.cudagraph_capture_sizes]}

@@ -105,7 +105,13 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
 
     @classmethod
     def check_rollout_config(cls, rollout_cfg: RolloutConfig) -> None:
-        """One engine per device: tensor parallelism is refused (before Ray starts, from the config checks)."""
+        """One engine per device: tensor parallelism is refused (before Ray starts, from the config checks).
+        So is a quantized engine: its layers would take the trainer's unquantized weights at every sync."""
+        if rollout_cfg.quantization is not None:
+            raise ConfigError(
+                f"bad config: actor_rollout_ref.rollout.quantization={rollout_cfg.quantization} is not implemented "
+                "for rollout.name=sglang (its weight sync does not quantize); use rollout.name=vllm"
+            )
         tp_size = int(rollout_cfg.tensor_model_parallel_size)
         if tp_size != 1:
             raise ConfigError(

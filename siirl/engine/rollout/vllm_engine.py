@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import torch
 import torch.distributed as dist
 from tensordict import TensorDict
 from transformers import PreTrainedTokenizerBase
@@ -195,6 +196,24 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
 
     def _load(self, bucket: NamedTensors) -> None:
         self._loader(bucket)
+
+    def sync_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """A quantized engine (``rollout.quantization``, verl's fp8 rollout) takes the trainer's weights inside
+        vLLM's weight-update window, which quantizes each layer again once its weights are in (vLLM >= 0.22;
+        its quantized layers refuse plain ``load_weights`` after start-up)."""
+        if not self.cfg.quantization:
+            super().sync_weights(named_tensors)
+            return
+        self.memory.ensure(StagedMemory.WEIGHTS)
+        try:
+            self.llm.collective_rpc("start_weight_update", kwargs={"is_checkpoint_format": True})
+        except AttributeError:
+            raise ConfigError(
+                f"actor_rollout_ref.rollout.quantization={self.cfg.quantization} needs vLLM >= 0.22 to reload "
+                "quantized weights (its start_weight_update); upgrade vLLM or drop the key"
+            ) from None
+        super().sync_weights(named_tensors)
+        self.llm.collective_rpc("finish_weight_update")
 
     def _reset_cache(self) -> None:
         self.llm.reset_prefix_cache()

@@ -43,6 +43,19 @@ _CONTRACT_KEYS = ("reads", "writes", "roles")
 _NODE_KEYS = (*_REQUIRED_NODE_KEYS, "func", "dependencies", "only_forward_compute", "config", *_CONTRACT_KEYS)
 
 
+_MULTI_AGENT_LAYOUT = (
+    "is the original siiRL's multi-agent (MARFT) workflow format (agent_group, actor_N_config), which is not read "
+    "here; build a team with siirl.execution.dag.multi_agent.multi_agent_pipeline (docs/agents.md)"
+)
+
+
+def _refuse_multi_agent_layout(data: Mapping[str, Any]) -> None:
+    nodes = data.get("nodes") if isinstance(data.get("nodes"), list) else []
+    per_agent = any(str(key).startswith("actor_") and str(key).endswith("_config") for key in data)
+    if per_agent or any(isinstance(node, Mapping) and "agent_group" in node for node in nodes):
+        raise DAGValidationError(f"workflow {_MULTI_AGENT_LAYOUT}")
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
@@ -88,6 +101,7 @@ def workflow_from_dict(
     """Build and validate a TaskGraph from the parsed YAML mapping (``default_id``: id when none is given)."""
     if not isinstance(data, Mapping):
         raise DAGValidationError(f"a workflow must be a mapping with {', '.join(_TOP_KEYS)}")
+    _refuse_multi_agent_layout(data)
     _check_keys(data, _TOP_KEYS, "workflow")
     if "pipeline_id" in data and "dag_id" in data:
         raise DAGValidationError("workflow sets both 'pipeline_id' and 'dag_id'; keep one")

@@ -1,10 +1,11 @@
 """Rule-based reward (score) functions, picked per sample by the dataset's ``data_source``.
 
 Importing this package registers the built-in scorers: the embedded addition task, GSM8K and
-boxed-answer MATH datasets. ``default_compute_score`` dispatches through that registry.
+boxed-answer MATH datasets, and verl's code datasets (run in a SandboxFusion server).
+``default_compute_score`` dispatches through that registry.
 """
 
-from siirl.user_interface.rewards import arithmetic, gsm8k, math_boxed
+from siirl.user_interface.rewards import arithmetic, code_execution, gsm8k, math_boxed
 from siirl.user_interface.rewards.registry import (
     SCORES,
     ScoreFn,
@@ -18,6 +19,7 @@ __all__ = [
     "ScoreFn",
     "ScoreResult",
     "arithmetic",
+    "code_execution",
     "default_compute_score",
     "get_score_fn",
     "gsm8k",

@@ -2,7 +2,8 @@
 
 A score function has the signature ``fn(solution_str, ground_truth, extra_info=None) -> float | dict``;
 a dict must carry the reward under ``"score"`` and may add more per-sample values (e.g. ``"acc"``).
-Adding a dataset is one decorated function: ``@SCORES.register("my/dataset")``.
+Adding a dataset is one decorated function: ``@SCORES.register("my/dataset")``; one that needs a service
+the run configures (the code sandbox) names it: ``@SCORES.register("apps", services=("sandbox",))``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ def get_score_fn(data_source: str) -> ScoreFn:
 
 
 def default_compute_score(
-    data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None
+    data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None, **services: Any
 ) -> ScoreResult:
-    """Score one response with the function registered for its data_source."""
-    return get_score_fn(data_source)(solution_str, ground_truth, extra_info)
+    """Score one response with the function registered for its data_source. ``services`` (e.g. ``sandbox``)
+    reach the functions registered with ``services=(name, ...)``, as keyword arguments."""
+    fn = get_score_fn(data_source)
+    wanted = SCORES.metadata(data_source).get("services", ())
+    return fn(solution_str, ground_truth, extra_info, **{name: services.get(name) for name in wanted})

@@ -4,8 +4,10 @@ Modelled behaviour: engine arguments checked like ``EngineArgs`` (an unknown one
 ``max_lora_rank`` must be one of vLLM's allowed values; ``load_format="dummy"`` starts from random weights);
 a ``lora_request`` needs ``enable_lora`` and runs its adapter folder over the base weights (``_adapter``);
 ``distributed_executor_backend="external_launcher"`` needs an initialised ``torch.distributed`` world
-divisible by the TP size; sleep mode must be enabled to sleep; generating while weights or KV cache are
-released, or loading weights while they are released, fails; ``wake_up(tags=...)`` brings back parts.
+divisible by the TP size; a ``quantization`` engine loads new weights only inside the weight-update window
+(``collective_rpc("start_weight_update")`` ... ``"finish_weight_update"``; fp8 rounds them on closing);
+sleep mode must be enabled to sleep; generating while weights or KV cache are released, or loading weights
+while they are released, fails; ``wake_up(tags=...)`` brings back parts.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ SLEEP_TAGS = ("weights", "kv_cache")
 ENGINE_ARGS: dict[str, Any] = {
     "max_model_len": None, "max_num_batched_tokens": None, "max_num_seqs": None, "enable_chunked_prefill": None,
     "enable_prefix_caching": None, "disable_log_stats": False, "compilation_config": None,
-    "disable_mm_preprocessor_cache": False,
+    "disable_mm_preprocessor_cache": False, "quantization": None,
 }
+#: Some of vLLM's ``QUANTIZATION_METHODS`` (an unknown method is refused when the engine is configured).
+QUANTIZATION_METHODS = ("fp8", "torchao", "awq", "gptq", "bitsandbytes", "compressed-tensors", "modelopt")
 MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 LOAD_FORMATS = ("auto", "pt", "safetensors", "npcache", "dummy")
 
@@ -47,9 +51,33 @@ class _Model:
     def load_weights(self, weights):
         if "weights" in self._llm.released:
             raise RuntimeError("load_weights while the weights are released by sleep(); wake_up first")
+        if self._llm.args["quantization"] and not self._llm.updating:
+            raise AttributeError("'Parameter' object has no attribute 'weight_loader' (quantized layers take new "
+                                 "weights only between start_weight_update and finish_weight_update)")
         weights = list(weights)
         CALLS.append(("load_weights", [(n, tuple(t.shape), t.dtype) for n, t in weights]))
         return self.lm.load_weights(weights)
+
+
+class _Worker:
+    """The worker methods ``collective_rpc`` reaches: vLLM's weight-update window (vLLM >= 0.22), inside which
+    quantized layers take checkpoint-format weights and are quantized again when it closes."""
+
+    def __init__(self, llm: LLM) -> None:
+        self._llm = llm
+
+    def start_weight_update(self, is_checkpoint_format: bool = True) -> None:
+        if self._llm.updating:
+            raise RuntimeError("start_weight_update: a weight update is already in progress")
+        CALLS.append(("start_weight_update", is_checkpoint_format))
+        self._llm.updating = True
+
+    def finish_weight_update(self) -> None:
+        if not self._llm.updating:
+            raise RuntimeError("finish_weight_update without start_weight_update")
+        CALLS.append(("finish_weight_update", ()))
+        self._llm.updating = False
+        self._llm.quantize()
 
 
 class LLM:
@@ -98,6 +126,8 @@ class LLM:
         self.enable_sleep_mode = enable_sleep_mode
         self.skip_tokenizer_init = skip_tokenizer_init
         self.released: set[str] = set()
+        if self.args["quantization"] not in (None, *QUANTIZATION_METHODS):
+            raise ValueError(f"Unknown quantization method: {self.args['quantization']}")
         if load_format not in LOAD_FORMATS:
             raise ValueError(f"unknown load_format {load_format!r}")
         if max_lora_rank not in MAX_LORA_RANKS:
@@ -107,13 +137,31 @@ class LLM:
             with torch.no_grad():
                 for param in self.lm.params.values():
                     param.uniform_(-1e-3, 1e-3)
+        self.updating = False
+        self.quantize()
         self._adapters: dict[int, dict[str, torch.Tensor]] = {}
         self.model = _Model(self, self.lm)
+        self._worker = _Worker(self)
         self._seed = 0 if seed is None else seed
         self._request_ids = itertools.count()
         runner = SimpleNamespace(model=self.model)
         worker = SimpleNamespace(worker=SimpleNamespace(model_runner=runner))
         self.llm_engine = SimpleNamespace(model_executor=SimpleNamespace(driver_worker=worker))
+
+    def quantize(self) -> None:
+        """``quantization="fp8"``: the weight matrices take fp8 (e4m3) values, as vLLM's online fp8 layers
+        hold them after loading."""
+        if self.args["quantization"] != "fp8":
+            return
+        with torch.no_grad():
+            for param in self.lm.params.values():
+                if param.dim() == 2:
+                    param.copy_(param.to(torch.float8_e4m3fn).to(param.dtype))
+
+    def collective_rpc(self, method: str | Callable[..., Any], timeout: float | None = None, args: tuple = (),
+                       kwargs: dict[str, Any] | None = None) -> list[Any]:
+        call = method if callable(method) else getattr(self._worker, method)
+        return [call(*args, **(kwargs or {}))]
 
     def apply_model(self, func: Callable[[Any], Any]) -> list[Any]:
         CALLS.append(("apply_model", ()))
