@@ -29,7 +29,7 @@ class FilterGroupsConfig:
 
 @dataclass
 class AlgorithmConfig:
-    #: grpo | gae | cpgd | gspo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax
+    #: grpo | gae | cpgd | gspo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | gpg
     adv_estimator: str = "grpo"
     #: DEFAULT | DAPO | EMBODIED
     workflow_type: str = "DEFAULT"
