@@ -11,6 +11,7 @@ from siirl.algorithms import (  # noqa: F401  (registries)
     gpg,
     group_filter_metrics,
     outcome_advantage,
+    pf_ppo,
     return_advantage,
 )
 from siirl.algorithms.advantage import (

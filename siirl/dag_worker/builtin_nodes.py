@@ -20,6 +20,8 @@ import torch
 from tensordict import TensorDict
 
 from siirl import algorithms
+from siirl.dag_worker.batch_reweighting import apply_rollout_correction, pf_ppo_resample, reads_old_log_probs
+from siirl.dag_worker.high_diff_tokens import dump_dir, dump_high_diff_tokens
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
 from siirl.execution.dag import NodeOutput
@@ -34,8 +36,9 @@ SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "re
 def _advantage_inputs(cfg: SiirlConfig) -> NodeContract:
     """KL-in-reward needs both log-probs; the estimator adds what it declared (values, baselines, uids)."""
     kl = ("old_log_probs", "ref_log_prob") if cfg.algorithm.use_kl_in_reward else ()
+    correction = ("old_log_probs",) if reads_old_log_probs(cfg) else ()
     needs = algorithms.estimator_needs(cfg.algorithm.adv_estimator)
-    return NodeContract(reads=(*kl, *needs.batch_keys()))
+    return NodeContract(reads=(*kl, *correction, *needs.batch_keys()))
 
 
 def _reference_output(cfg: SiirlConfig) -> NodeContract:
@@ -175,7 +178,8 @@ def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> N
 def compute_advantage(
     batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
 ) -> NodeOutput:
-    """KL-in-reward (optional), then the configured estimator over uid groups."""
+    """KL-in-reward (optional), rollout correction (where log-probs were recorded), the configured estimator
+    over uid groups, then policy-filtered resampling (optional); see ``siirl.dag_worker.batch_reweighting``."""
     agent = _agent(node_config)
     full, batch = batch, _rows(batch, agent)
     algo = ctx.cfg.algorithm
@@ -193,6 +197,9 @@ def compute_advantage(
         metrics.update(kl_metrics)
     else:
         batch["token_level_rewards"] = batch["token_level_scores"]
+    if "rollout_log_probs" in batch.keys() and ctx.cfg.trainer.dump_high_diff_tokens:  # noqa: SIM118
+        dump_high_diff_tokens(batch, ctx.tokenizer, dump_dir(ctx.cfg.trainer), ctx.step, ctx.rank)
+    metrics.update(apply_rollout_correction(batch, algo))
     advantages, returns = algorithms.compute_advantage(
         algo.adv_estimator,
         token_level_rewards=batch["token_level_rewards"],
@@ -205,6 +212,12 @@ def compute_advantage(
     batch["advantages"], batch["returns"] = advantages, returns
     mask = batch["response_mask"].bool()
     metrics["advantages/mean"] = advantages[mask].mean().item() if mask.any() else 0.0
+    resampled = pf_ppo_resample(batch, algo, ctx.cfg.trainer.seed, ctx.step, ctx.rank)
+    if resampled is not batch:
+        if agent:
+            full.set((AGENTS_FIELD, agent), resampled)
+        else:
+            full = resampled
     return NodeOutput(full, metrics=_scoped(metrics, agent))
 
 

@@ -1,5 +1,5 @@
 """Two real training steps of published launch scripts, overrides unchanged: one script per algorithm
-family (GRPO, PPO with a critic, DAPO, GSPO, CPGD, RLOO, LoRA). Only the paths are swapped, the CPU size
+family (GRPO, PPO with a critic, DAPO, GSPO, CPGD, RLOO, LoRA, CISPO). Only the paths are swapped, the CPU size
 added, ``trainer.total_training_steps=2`` set, and the training file holds exactly two steps of prompts.
 
 A script whose expectation is not yet ``plans`` (it still waits on verl keys, listed in
@@ -31,6 +31,7 @@ SCRIPTS = {
     "cpgd": "siirl/examples/cpgd_trainer/run_qwen3-1.7b",
     "rloo": "verl/examples/rloo_trainer/run_qwen2-7b",
     "lora": "verl/examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora",
+    "cispo": "verl/examples/cispo_trainer/run_cispo_qwen2_5_0_5b_gsm8k",
 }
 
 

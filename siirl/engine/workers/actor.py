@@ -11,6 +11,7 @@ import torch.distributed as dist
 from tensordict import TensorDict
 
 from siirl.algorithms import agg_loss, compute_policy_loss, entropy_from_logits, kl_loss, logprobs_from_logits
+from siirl.algorithms.rollout_correction import IS_WEIGHTS_KEY
 from siirl.device import DeviceBackend
 from siirl.engine.workers.base import (
     FORWARD_KEYS,
@@ -144,6 +145,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
             loss_agg_mode=cfg.loss_agg_mode,
             config=cfg,
             **scale.kwargs(),
+            rollout_is_weights=micro.get(IS_WEIGHTS_KEY, None),
         )
         loss = pg_loss
         summed: dict[str, torch.Tensor | float] = {"pg_loss": pg_loss}
@@ -169,6 +171,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         ppo_kl and the policy loss's other statistics (micro-batch means), grad_norm and lr.
         """
         keys = UPDATE_KEYS + (("ref_log_prob",) if bool(self.cfg.use_kl_loss) else ())
+        keys += (IS_WEIGHTS_KEY,) if IS_WEIGHTS_KEY in batch.keys() else ()  # noqa: SIM118 (rollout correction)
         self.model.train()
         metrics = self.run_updates(
             batch,
