@@ -20,16 +20,22 @@ from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.root import SiirlConfig
 
 
-def reads_old_log_probs(cfg: SiirlConfig) -> bool:
-    """Rollout correction runs wherever the rollout records its log-probs, so the advantage node then needs
-    the actor's ``old_log_probs`` computed first (as verl orders it)."""
+def compares_rollout_log_probs(cfg: SiirlConfig) -> bool:
+    """Rollout correction runs where the user asked the rollout to record its log-probs
+    (``calculate_log_probs``; siiRL may also record them for its own use as old log-probs), so the advantage
+    node then needs the actor's ``old_log_probs`` computed first (as verl orders it)."""
     return bool(cfg.actor_rollout_ref.rollout.calculate_log_probs)
 
 
-def apply_rollout_correction(batch: TensorDict, algo: AlgorithmConfig) -> dict[str, float]:
+def has_rollout_log_probs(batch: TensorDict, cfg: SiirlConfig) -> bool:
+    return compares_rollout_log_probs(cfg) and "rollout_log_probs" in batch.keys()  # noqa: SIM118
+
+
+def apply_rollout_correction(batch: TensorDict, cfg: SiirlConfig) -> dict[str, float]:
     """Correct ``batch`` in place; returns verl's ``rollout_corr/*`` metrics ({} when nothing was recorded)."""
-    if "rollout_log_probs" not in batch.keys():  # noqa: SIM118
+    if not has_rollout_log_probs(batch, cfg):
         return {}
+    algo = cfg.algorithm
     result = correct_rollout(
         batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"], algo.rollout_correction
     )

@@ -20,7 +20,13 @@ import torch
 from tensordict import TensorDict
 
 from siirl import algorithms
-from siirl.dag_worker.batch_reweighting import apply_rollout_correction, pf_ppo_resample, reads_old_log_probs
+from siirl.algorithms.rollout_correction import IS_WEIGHTS_KEY
+from siirl.dag_worker.batch_reweighting import (
+    apply_rollout_correction,
+    compares_rollout_log_probs,
+    has_rollout_log_probs,
+    pf_ppo_resample,
+)
 from siirl.dag_worker.high_diff_tokens import dump_dir, dump_high_diff_tokens
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
@@ -36,7 +42,7 @@ SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "re
 def _advantage_inputs(cfg: SiirlConfig) -> NodeContract:
     """KL-in-reward needs both log-probs; the estimator adds what it declared (values, baselines, uids)."""
     kl = ("old_log_probs", "ref_log_prob") if cfg.algorithm.use_kl_in_reward else ()
-    correction = ("old_log_probs",) if reads_old_log_probs(cfg) else ()
+    correction = ("old_log_probs",) if compares_rollout_log_probs(cfg) else ()
     needs = algorithms.estimator_needs(cfg.algorithm.adv_estimator)
     return NodeContract(reads=(*kl, *correction, *needs.batch_keys()))
 
@@ -197,9 +203,9 @@ def compute_advantage(
         metrics.update(kl_metrics)
     else:
         batch["token_level_rewards"] = batch["token_level_scores"]
-    if "rollout_log_probs" in batch.keys() and ctx.cfg.trainer.dump_high_diff_tokens:  # noqa: SIM118
+    if ctx.cfg.trainer.dump_high_diff_tokens and has_rollout_log_probs(batch, ctx.cfg):
         dump_high_diff_tokens(batch, ctx.tokenizer, dump_dir(ctx.cfg.trainer), ctx.step, ctx.rank)
-    metrics.update(apply_rollout_correction(batch, algo))
+    metrics.update(apply_rollout_correction(batch, ctx.cfg))
     advantages, returns = algorithms.compute_advantage(
         algo.adv_estimator,
         token_level_rewards=batch["token_level_rewards"],
@@ -208,6 +214,7 @@ def compute_advantage(
         values=batch.get("values", None),
         reward_baselines=batch.get("reward_baselines", None),
         config=algo,
+        **{key: batch.get(key, None) for key in ("old_log_probs", "sum_pi_squared", IS_WEIGHTS_KEY)},
     )
     batch["advantages"], batch["returns"] = advantages, returns
     mask = batch["response_mask"].bool()
@@ -234,7 +241,11 @@ def rollout_probs_diff(rollout_log_probs: torch.Tensor, log_probs: torch.Tensor,
     }
 
 
-@per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",))
+def _sum_pi_squared_output(cfg: SiirlConfig) -> NodeContract:
+    return NodeContract(writes=("sum_pi_squared",)) if cfg.actor_rollout_ref.actor.calculate_sum_pi_squared else NodeContract()
+
+
+@per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",), when=_sum_pi_squared_output)
 def compute_old_log_prob(
     batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
 ) -> NodeOutput:
@@ -249,6 +260,8 @@ def compute_old_log_prob(
     else:
         out = policy.actor.compute_log_prob(batch)
     batch["old_log_probs"] = out["old_log_probs"]
+    if "sum_pi_squared" in out.keys():  # noqa: SIM118
+        batch["sum_pi_squared"] = out["sum_pi_squared"]
     mask = batch["response_mask"].bool()
     entropy = out.get("entropys", None)
     metrics = {"actor/entropy": entropy[mask].mean().item()} if entropy is not None else {}

@@ -17,7 +17,7 @@ def test_weights_by_hand() -> None:
 
 def test_same_seed_same_rows_and_batch_size_kept() -> None:
     scores = SCORES.repeat(20)
-    draw = lambda seed: pf_ppo_sample_indices(scores, "pow", 2.0, torch.Generator().manual_seed(seed))  # noqa: E731
+    draw = lambda seed: pf_ppo_sample_indices(scores, "pow", 2.0, torch.Generator().manual_seed(seed))
     first, again, other = draw(7), draw(7), draw(8)
     assert first.shape == (100,) and torch.equal(first, again)
     assert not torch.equal(first, other)

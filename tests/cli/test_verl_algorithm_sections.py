@@ -83,3 +83,15 @@ def test_dapo_rollout_correction_scripts_plan_but_for_their_other_features(name,
     kept = [o for o in replay.overrides if not any(part in o for part in elsewhere)]
     cfg, *_ = prepare(kept, replay.config_path, replay.config_name)
     assert cfg.algorithm.rollout_correction.rollout_is_threshold == 2.0
+
+
+def test_optimal_token_baseline_needs_sum_pi_squared_from_the_actor_forward():
+    with pytest.raises(ConfigError, match="set actor_rollout_ref.actor.calculate_sum_pi_squared=true") as info:
+        load_config(["algorithm.adv_estimator=optimal_token_baseline"])
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="old_log_prob_source=rollout skips the actor forward"):
+        load_config(["actor_rollout_ref.actor.calculate_sum_pi_squared=True",
+                     "actor_rollout_ref.actor.old_log_prob_source=rollout"])
+    cfg = load_config(["algorithm.adv_estimator=optimal_token_baseline",
+                       "actor_rollout_ref.actor.calculate_sum_pi_squared=True"])
+    assert cfg.actor_rollout_ref.actor.old_log_prob_source == "recompute"
