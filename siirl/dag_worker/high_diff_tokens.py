@@ -3,7 +3,8 @@ sampled with and the actor's recomputed one differ most, to see WHICH tokens an 
 bf16 rollout, other kernels) hits, next to the ``rollout_corr/*`` averages.
 
 Each DAG worker writes its own ``step_<n>_rank_<r>.jsonl``: one line per token, largest
-``|rollout_log_prob - old_log_prob|`` first, with the row's uid, the token's position and text.
+``|rollout_log_prob - old_log_prob|`` first, with the row (in this worker's batch), its uid, the token's
+position and text.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def high_diff_rows(batch: TensorDictBase, tokenizer: Any, limit: int = TOKENS_PE
         row, position = divmod(flat, width)
         token_id = int(batch["responses"][row, position])
         rows.append({
+            "row": row,
             "uid": str(uids[row]) if uids is not None else None,
             "position": position,
             "token_id": token_id,

@@ -25,5 +25,5 @@ def test_dump_orders_by_gap_and_skips_padding(tmp_path):
     dump_high_diff_tokens(batch, _Tokenizer(), tmp_path, step=3, rank=1)
     rows = [json.loads(line) for line in (tmp_path / "step_3_rank_1.jsonl").read_text().splitlines()]
     assert [(r["uid"], r["position"], r["token"]) for r in rows[:3]] == [("b", 0, "<20>"), ("a", 0, "<10>"), ("b", 1, "<21>")]
-    assert rows[0]["abs_diff"] == 2.0 and rows[0]["step"] == 3
+    assert rows[0]["abs_diff"] == 2.0 and rows[0]["step"] == 3 and rows[0]["row"] == 1
     assert len(rows) == 5 and all(r["token_id"] != 12 for r in rows)  # the padded token (gap 9) never shows
