@@ -29,4 +29,4 @@ def test_sum_pi_squared_matches_the_full_softmax(tiny_model_dir, single_process_
     assert torch.allclose(out["sum_pi_squared"][mask], expected[mask], atol=1e-4)
     assert (out["sum_pi_squared"][~mask] == 0).all()
     plain = ActorWorker(model_config(tiny_model_dir), actor_config(), "cpu", temperature=0.7)
-    assert "sum_pi_squared" not in plain.compute_log_prob(batch).keys()
+    assert "sum_pi_squared" not in plain.compute_log_prob(batch).keys()  # noqa: SIM118
