@@ -78,6 +78,16 @@ def resolve_loss_mode(cfg: SiirlConfig) -> str:
     return mode
 
 
+def check_sum_pi_squared(cfg: SiirlConfig) -> None:
+    """An estimator that reads ``sum_pi_squared`` (optimal_token_baseline) needs the actor to compute it."""
+    estimator = cfg.algorithm.adv_estimator
+    if estimator_needs(estimator).sum_pi_squared and not cfg.actor_rollout_ref.actor.calculate_sum_pi_squared:
+        raise ConfigError(
+            f"bad config: algorithm.adv_estimator={estimator} needs the policy's sum of squared token "
+            "probabilities; set actor_rollout_ref.actor.calculate_sum_pi_squared=true (as verl requires)"
+        )
+
+
 def check_remax_baseline(cfg: SiirlConfig) -> None:
     """An estimator scoring a greedy baseline response needs greedy validation sampling."""
     val = cfg.actor_rollout_ref.rollout.val_kwargs
@@ -148,6 +158,13 @@ def sampled_log_prob_quality(cfg: SiirlConfig) -> str:
 def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
     """``auto`` -> ``rollout`` where the engine records exact log-probs (see ``siirl.params.old_log_prob``)."""
     requested = cfg.actor_rollout_ref.actor.old_log_prob_source
+    if cfg.actor_rollout_ref.actor.calculate_sum_pi_squared:  # only the actor's forward gives sum_pi_squared
+        if requested == "rollout":
+            raise ConfigError(
+                f"bad config: {OLD_LOG_PROB_KEY}=rollout skips the actor forward that "
+                "actor_rollout_ref.actor.calculate_sum_pi_squared=true needs; use recompute (or auto)"
+            )
+        return "recompute"
     if requested == "recompute":
         return requested
     engine = str(cfg.actor_rollout_ref.rollout.name)
@@ -213,6 +230,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_tools(cfg)
     check_registry_values(cfg)
     check_remax_baseline(cfg)
+    check_sum_pi_squared(cfg)
     choose_rollout_engine(cfg)
     check_group_filter_metric(cfg)
     check_lora_rollout(cfg)

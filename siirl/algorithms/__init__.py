@@ -6,7 +6,15 @@ registry (:class:`siirl.registry.Registry`): add a variant by writing one functi
 registers every built-in variant.
 """
 
-from siirl.algorithms import group_filter_metrics, outcome_advantage, return_advantage  # noqa: F401  (registries)
+from siirl.algorithms import (  # noqa: F401  (registries)
+    cispo,
+    gpg,
+    group_filter_metrics,
+    optimal_token_baseline,
+    outcome_advantage,
+    pf_ppo,
+    return_advantage,
+)
 from siirl.algorithms.advantage import (
     ADV_ESTIMATORS,
     AdvantageInputs,

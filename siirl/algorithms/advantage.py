@@ -58,6 +58,11 @@ class AdvantageInputs:
     values: torch.Tensor | None
     reward_baselines: torch.Tensor | None
     config: AlgorithmConfig
+    #: The old policy's token log-probs, its sum of squared token probabilities, the rollout-correction
+    #: IS weights: (batch, response_len) each, where the batch has them (optimal_token_baseline reads them).
+    old_log_probs: torch.Tensor | None = None
+    sum_pi_squared: torch.Tensor | None = None
+    rollout_is_weights: torch.Tensor | None = None
 
     def outcome_scores(self) -> torch.Tensor:
         """One scalar per response: the sum of its rewards over valid tokens."""
@@ -84,11 +89,13 @@ def compute_advantage(
     values: torch.Tensor | None = None,
     reward_baselines: torch.Tensor | None = None,
     config: AlgorithmConfig | None = None,
+    **token_inputs: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the estimator registered as ``name``; returns ``(advantages, returns)``, no gradient.
 
     ``index`` holds one group id (uid) per row; ``values`` are critic values ``(batch, response_len)``;
-    ``reward_baselines`` one baseline reward per row (ReMax: the greedy response's reward).
+    ``reward_baselines`` one baseline reward per row (ReMax: the greedy response's reward);
+    ``token_inputs`` the optional per-token tensors of ``AdvantageInputs`` (``old_log_probs``, ...).
     """
     fn = get_adv_estimator(name)
     if token_level_rewards.dim() != 2 or token_level_rewards.shape != response_mask.shape:
@@ -104,6 +111,9 @@ def compute_advantage(
         raise ValueError(
             f"reward_baselines has shape {tuple(reward_baselines.shape)}, expected ({token_level_rewards.shape[0]},)"
         )
+    for key, tensor in token_inputs.items():
+        if tensor is not None and tensor.shape != token_level_rewards.shape:
+            raise ValueError(f"{key} has shape {tuple(tensor.shape)}, expected {tuple(token_level_rewards.shape)}")
     if not token_level_rewards.is_floating_point():
         token_level_rewards = token_level_rewards.float()
     inputs = AdvantageInputs(
@@ -114,6 +124,7 @@ def compute_advantage(
         values=values,
         reward_baselines=reward_baselines,
         config=config if config is not None else AlgorithmConfig(),
+        **token_inputs,
     )
     with torch.no_grad():
         return fn(inputs)

@@ -71,3 +71,15 @@ def logprobs_from_logits(
 def entropy_from_logits(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_ROWS) -> torch.Tensor:
     """Entropy of ``softmax(logits)`` over the last dim: ``logsumexp(z) - sum(softmax(z) * z)``."""
     return _map_rows(_chunk_entropy, logits, None, chunk_size)
+
+
+def _chunk_sum_pi_squared(logits: torch.Tensor) -> torch.Tensor:
+    """``sum softmax(z)^2 = exp(logsumexp(2z) - 2 logsumexp(z))``: no probability vector is materialised."""
+    logits = _upcast(logits)
+    return torch.exp(torch.logsumexp(2 * logits, dim=-1) - 2 * torch.logsumexp(logits, dim=-1))
+
+
+def sum_pi_squared_from_logits(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_ROWS) -> torch.Tensor:
+    """``sum_v pi(v)^2`` of ``softmax(logits)`` over the last dim (the policy's collision probability), which
+    the optimal-token-baseline estimator needs per token."""
+    return _map_rows(_chunk_sum_pi_squared, logits, None, chunk_size)

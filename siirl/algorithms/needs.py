@@ -2,7 +2,8 @@
 
 The built-in pipeline is derived from these needs: ``values`` adds the critic's value and training
 nodes, ``reward_baselines`` adds the greedy-baseline node (ReMax), ``groups`` says the estimator compares
-the responses of one prompt (uid). ``loss_mode`` is the policy loss that ``loss_mode=auto`` picks for it.
+the responses of one prompt (uid), ``sum_pi_squared`` that it reads the old policy's per-token log-probs and
+``sum_pi_squared`` (the actor's ``calculate_sum_pi_squared``), so the old-log-prob pass runs first. ``loss_mode`` is the policy loss that ``loss_mode=auto`` picks for it.
 A built-in estimator states them where it registers (``ADV_ESTIMATORS.register(name, needs=...)``); one
 from user code (``algorithm.adv_estimator=my_module:my_fn``) is not registered, so it declares them with
 ``@declare_estimator_needs(...)``; without either it is treated like GRPO (groups, vanilla loss). Read them
@@ -23,6 +24,7 @@ class EstimatorNeeds:
     values: bool = False
     reward_baselines: bool = False
     groups: bool = True
+    sum_pi_squared: bool = False
     loss_mode: str = "vanilla"
 
     def batch_keys(self) -> tuple[str, ...]:
@@ -30,6 +32,7 @@ class EstimatorNeeds:
         keys = ["uid"] if self.groups else []
         keys += ["values"] if self.values else []
         keys += ["reward_baselines"] if self.reward_baselines else []
+        keys += ["old_log_probs", "sum_pi_squared"] if self.sum_pi_squared else []
         return tuple(keys)
 
 

@@ -16,6 +16,9 @@ Options come from the actor section, ``inputs.config`` (an ``ActorConfig``; its 
 - ``policy_drift_coeff`` and ``policy_drift_clip``: CPGD's drift regulariser.
 - ``loss_agg_horizon`` (0: the mask width): the constant of ``seq-mean-token-sum-norm``.
 
+``rollout_is_weights`` (rollout correction, ``siirl.algorithms.rollout_correction``) multiply every loss's
+per-token matrix before aggregation, so each loss gets the correction without knowing about it.
+
 Every loss reports ``clipfrac_low`` / ``clipfrac_high`` (share of valid tokens whose objective is clipped
 below / above) and ``ppo_kl`` (mean of ``old_log_prob - log_prob`` over valid tokens).
 """
@@ -80,13 +83,13 @@ def _clip_range(low: float, high: float, low_key: str, high_key: str) -> tuple[f
     return float(low), float(high)
 
 
-def _first_set(*values: float | None) -> float:
+def first_set(*values: float | None) -> float:
     return next(value for value in values if value is not None)
 
 
 def _ppo_clip_range(inputs: PolicyLossInputs) -> tuple[float, float]:
     cfg = inputs.config
-    low, high = _first_set(cfg.clip_ratio_low, cfg.clip_ratio), _first_set(cfg.clip_ratio_high, cfg.clip_ratio)
+    low, high = first_set(cfg.clip_ratio_low, cfg.clip_ratio), first_set(cfg.clip_ratio_high, cfg.clip_ratio)
     return _clip_range(low, high, "clip_ratio_low", "clip_ratio_high")
 
 
@@ -96,8 +99,8 @@ GSPO_CLIP_RANGE = (3e-4, 4e-4)
 
 def _gspo_clip_range(inputs: PolicyLossInputs) -> tuple[float, float]:
     cfg = inputs.config
-    low = _first_set(cfg.gspo_clip_ratio_low, cfg.clip_ratio_low, GSPO_CLIP_RANGE[0])
-    high = _first_set(cfg.gspo_clip_ratio_high, cfg.clip_ratio_high, GSPO_CLIP_RANGE[1])
+    low = first_set(cfg.gspo_clip_ratio_low, cfg.clip_ratio_low, GSPO_CLIP_RANGE[0])
+    high = first_set(cfg.gspo_clip_ratio_high, cfg.clip_ratio_high, GSPO_CLIP_RANGE[1])
     return _clip_range(low, high, "gspo_clip_ratio_low", "gspo_clip_ratio_high")
 
 
@@ -176,6 +179,12 @@ def cpgd_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     return inputs.aggregate(loss_mat), metrics
 
 
+def _weighted(
+    aggregate: Callable[[torch.Tensor], torch.Tensor], weights: torch.Tensor, loss_mat: torch.Tensor
+) -> torch.Tensor:
+    return aggregate(loss_mat * weights)
+
+
 def compute_policy_loss(
     loss_mode: str | Enum,
     *,
@@ -188,6 +197,7 @@ def compute_policy_loss(
     global_token_count: int | None = None,
     global_seq_count: int | None = None,
     dp_size: int = 1,
+    rollout_is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Loss of ``loss_mode`` (differentiable w.r.t. ``log_prob``) and its metrics as floats."""
     fn = get_policy_loss(loss_mode)
@@ -208,6 +218,9 @@ def compute_policy_loss(
         dp_size=dp_size,
         horizon=config.loss_agg_horizon or None,  # 0 in the config: the mask width
     )
+    if rollout_is_weights is not None:
+        weights = rollout_is_weights.detach().to(log_prob.dtype)
+        aggregate = partial(_weighted, aggregate, weights)
     inputs = PolicyLossInputs(old_log_prob, log_prob, advantages, mask, config, aggregate)
     loss, metric_tensors = fn(inputs)
     values = torch.stack([v.detach().to(torch.float64) for v in metric_tensors.values()]).tolist()

@@ -20,6 +20,14 @@ import torch
 from tensordict import TensorDict
 
 from siirl import algorithms
+from siirl.algorithms.rollout_correction import IS_WEIGHTS_KEY
+from siirl.dag_worker.batch_reweighting import (
+    apply_rollout_correction,
+    compares_rollout_log_probs,
+    has_rollout_log_probs,
+    pf_ppo_resample,
+)
+from siirl.dag_worker.high_diff_tokens import dump_dir, dump_high_diff_tokens
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
 from siirl.errors import TrainingDivergedError
@@ -35,8 +43,9 @@ SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "re
 def _advantage_inputs(cfg: SiirlConfig) -> NodeContract:
     """KL-in-reward needs both log-probs; the estimator adds what it declared (values, baselines, uids)."""
     kl = ("old_log_probs", "ref_log_prob") if cfg.algorithm.use_kl_in_reward else ()
+    correction = ("old_log_probs",) if compares_rollout_log_probs(cfg) else ()
     needs = algorithms.estimator_needs(cfg.algorithm.adv_estimator)
-    return NodeContract(reads=(*kl, *needs.batch_keys()))
+    return NodeContract(reads=(*kl, *correction, *needs.batch_keys()))
 
 
 def _reference_output(cfg: SiirlConfig) -> NodeContract:
@@ -176,7 +185,8 @@ def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> N
 def compute_advantage(
     batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
 ) -> NodeOutput:
-    """KL-in-reward (optional), then the configured estimator over uid groups."""
+    """KL-in-reward (optional), rollout correction (where log-probs were recorded), the configured estimator
+    over uid groups, then policy-filtered resampling (optional); see ``siirl.dag_worker.batch_reweighting``."""
     agent = _agent(node_config)
     full, batch = batch, _rows(batch, agent)
     algo = ctx.cfg.algorithm
@@ -194,6 +204,9 @@ def compute_advantage(
         metrics.update(kl_metrics)
     else:
         batch["token_level_rewards"] = batch["token_level_scores"]
+    if ctx.cfg.trainer.dump_high_diff_tokens and has_rollout_log_probs(batch, ctx.cfg):
+        dump_high_diff_tokens(batch, ctx.tokenizer, dump_dir(ctx.cfg.trainer), ctx.step, ctx.rank)
+    metrics.update(apply_rollout_correction(batch, ctx.cfg))
     advantages, returns = algorithms.compute_advantage(
         algo.adv_estimator,
         token_level_rewards=batch["token_level_rewards"],
@@ -202,10 +215,17 @@ def compute_advantage(
         values=batch.get("values", None),
         reward_baselines=batch.get("reward_baselines", None),
         config=algo,
+        **{key: batch.get(key, None) for key in ("old_log_probs", "sum_pi_squared", IS_WEIGHTS_KEY)},
     )
     batch["advantages"], batch["returns"] = advantages, returns
     mask = batch["response_mask"].bool()
     metrics["advantages/mean"] = advantages[mask].mean().item() if mask.any() else 0.0
+    resampled = pf_ppo_resample(batch, algo, ctx.cfg.trainer.seed, ctx.step, ctx.rank)
+    if resampled is not batch:
+        if agent:
+            full.set((AGENTS_FIELD, agent), resampled)
+        else:
+            full = resampled
     return NodeOutput(full, metrics=_scoped(metrics, agent))
 
 
@@ -222,7 +242,11 @@ def rollout_probs_diff(rollout_log_probs: torch.Tensor, log_probs: torch.Tensor,
     }
 
 
-@per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",))
+def _sum_pi_squared_output(cfg: SiirlConfig) -> NodeContract:
+    return NodeContract(writes=("sum_pi_squared",)) if cfg.actor_rollout_ref.actor.calculate_sum_pi_squared else NodeContract()
+
+
+@per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",), when=_sum_pi_squared_output)
 def compute_old_log_prob(
     batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
 ) -> NodeOutput:
@@ -237,6 +261,8 @@ def compute_old_log_prob(
     else:
         out = policy.actor.compute_log_prob(batch)
     batch["old_log_probs"] = out["old_log_probs"]
+    if "sum_pi_squared" in out.keys():  # noqa: SIM118
+        batch["sum_pi_squared"] = out["sum_pi_squared"]
     mask = batch["response_mask"].bool()
     entropy = out.get("entropys", None)
     metrics = {"actor/entropy": entropy[mask].mean().item()} if entropy is not None else {}

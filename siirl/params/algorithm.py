@@ -28,8 +28,52 @@ class FilterGroupsConfig:
 
 
 @dataclass
+class PfPpoConfig:
+    """verl's policy-filtered PPO: how rows are resampled by reward (siirl.algorithms.pf_ppo)."""
+
+    #: pow | max_min | max_random
+    reweight_method: str = "pow"
+    #: Exponent of ``|score|`` under ``pow``.
+    weight_pow: float = 2.0
+
+
+#: Levels at which a log-ratio is aggregated (``siirl.algorithms.rollout_correction``).
+ROLLOUT_IS_LEVELS = ("token", "sequence")
+ROLLOUT_RS_LEVELS = ("token", "sequence", "geometric")
+
+
+@dataclass
+class RolloutCorrectionConfig:
+    """verl's ``algorithm.rollout_correction``: correct for the rollout engine sampling from a slightly different
+    distribution than the actor trains (another dtype, kernels, or stale weights). Needs the log-probs the
+    rollout sampled with (``actor_rollout_ref.rollout.calculate_log_probs=true``); with them, the off-policy
+    metrics are always reported and the options below act."""
+
+    #: null | token | sequence: importance weights ``pi_train / pi_rollout`` per token or per sequence,
+    #: truncated at ``rollout_is_threshold``, multiplied into the policy loss.
+    rollout_is: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
+    rollout_is_threshold: float = 2.0
+    #: Rescale the truncated weights to mean 1 over the batch.
+    rollout_is_batch_normalize: bool = False
+    #: null | token | sequence | geometric: mask out tokens / whole responses whose ratio leaves
+    #: ``[rollout_rs_threshold_lower, rollout_rs_threshold]``.
+    rollout_rs: Optional[str] = None  # noqa: UP045
+    #: Upper ratio bound of rejection (null: ``rollout_is_threshold``).
+    rollout_rs_threshold: Optional[float] = None  # noqa: UP045
+    #: Lower ratio bound of rejection (null: ``1 / rollout_rs_threshold``).
+    rollout_rs_threshold_lower: Optional[float] = None  # noqa: UP045
+    #: Reject a whole response if any token's ratio is below this (null: no veto).
+    rollout_token_veto_threshold: Optional[float] = None  # noqa: UP045
+
+    @property
+    def active(self) -> bool:
+        """Whether the correction changes training (weights or masks), not only reports metrics."""
+        return any(v is not None for v in (self.rollout_is, self.rollout_rs, self.rollout_token_veto_threshold))
+
+
+@dataclass
 class AlgorithmConfig:
-    #: grpo | gae | cpgd | gspo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax
+    #: grpo | gae | cpgd | gspo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | gpg | optimal_token_baseline
     adv_estimator: str = "grpo"
     #: DEFAULT | DAPO | EMBODIED
     workflow_type: str = "DEFAULT"
@@ -47,8 +91,10 @@ class AlgorithmConfig:
     #: Cap of the clip_filter_like_weight factor (batch size over informative responses).
     cpgd_max_weight: float = 3.0
     embodied: EmbodiedConfig = field(default_factory=EmbodiedConfig)
-    #: verl's policy-filtered PPO (reweights samples by reward); not implemented, true is refused.
+    #: verl's policy-filtered PPO: after GAE, resample the batch's rows by reward (``pf_ppo``).
     use_pf_ppo: bool = False
+    pf_ppo: PfPpoConfig = field(default_factory=PfPpoConfig)
+    rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
 
 
 @dataclass

@@ -14,6 +14,8 @@ class AdvantageEstimator(str, Enum):
     REINFORCE_PLUS_PLUS = "reinforce_plus_plus"
     REINFORCE_PLUS_PLUS_BASELINE = "reinforce_plus_plus_baseline"
     REMAX = "remax"
+    GPG = "gpg"
+    OPTIMAL_TOKEN_BASELINE = "optimal_token_baseline"
 
 
 class WorkflowType(str, Enum):

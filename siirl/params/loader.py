@@ -148,6 +148,17 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
             return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
 
 
+def _refuse_blank(overrides: list[str]) -> None:
+    """A blank argument usually comes from ``\\ `` (backslash, space) in a shell script: bash passes the space
+    and ends the command there, so the lines below it never reached the run; say so instead of a parser error."""
+    for position, override in enumerate(overrides, start=1):
+        if not override.strip():
+            raise ConfigError(
+                f"bad config: argument {position} is blank ({override!r}); in a shell script a backslash followed "
+                "by a space (e.g. before a '#' comment) passes a space and ends the command there"
+            )
+
+
 def compose_config(
     overrides: list[str] | None = None, config_path: str | None = None, config_name: str | None = None
 ) -> SiirlConfig:
@@ -160,6 +171,7 @@ def compose_config(
     register_schema()
     groups = [path.name for path in config_dir().iterdir() if path.is_dir()]
     overrides = [_listify_override(o) for o in overrides or []]
+    _refuse_blank(overrides)
     refuse_unsupported(overrides, None)  # a Megatron script is told so, not about the megatron.* keys it sets
     overrides = screen_overrides(overrides, schema_keys(SiirlConfig), groups)
     try:

@@ -133,6 +133,9 @@ class ActorConfig:
     kl_loss_coef: float = 0.001
     kl_loss_type: str = "low_var_kl"
     grad_clip: float = 1.0
+    #: verl's: the old-log-prob forward also returns ``sum_pi_squared`` (sum over the vocabulary of pi^2
+    #: per response token), which ``adv_estimator=optimal_token_baseline`` needs; forces that forward.
+    calculate_sum_pi_squared: bool = False
     optim: OptimConfig = field(default_factory=OptimConfig)
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 

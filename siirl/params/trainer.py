@@ -50,6 +50,11 @@ class TrainerConfig:
     #: verl's: the first N validation samples of each validation pass (prompt, response, score) go to
     #: <output_dir>/val_generations.jsonl; 0 = none.
     log_val_generations: int = 0
+    #: verl's DAPO FP8 recipe key: each step, write the response tokens whose rollout and actor log-probs
+    #: differ most (needs rollout.calculate_log_probs) to <dump_high_diff_dir>/step_<n>_rank_<r>.jsonl.
+    dump_high_diff_tokens: bool = False
+    #: Where those dumps go; empty = <output_dir>/high_diff_tokens.
+    dump_high_diff_dir: str = ""
     #: verl's: balance each step's sequences across data-parallel ranks. siiRL always balances (the C++
     #: partitioner keeps a prompt's responses together); false is refused rather than ignored.
     balance_batch: bool = True

@@ -17,6 +17,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
+from siirl.params.algorithm_checks import RULES as ALGORITHM_RULES
+from siirl.params.algorithm_checks import check_algorithm_sections
 from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import check_fsdp_sections
 from siirl.params.lora import check_lora_keys
@@ -148,10 +150,6 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
             "not wrap; per-step timings are in metrics.jsonl (timing_s/...)"
         ),
     ),
-    "algorithm.use_pf_ppo": (
-        lambda v: v is True,
-        "is not implemented (policy-filtered PPO); use DAPO's algorithm.filter_groups to drop groups instead",
-    ),
     "reward_model.strategy": (
         lambda v: v == "megatron",
         "is not implemented; the reward model runs with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
@@ -231,12 +229,13 @@ def validate_config(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if is_set(value):
             raise ConfigError(f"bad config: {key}={value!r} {why}")
-    for key, (ok, allowed) in RULES.items():
+    for key, (ok, allowed) in {**RULES, **ALGORITHM_RULES}.items():
         value = OmegaConf.select(cfg, key)
         if not ok(value):
             raise ConfigError(f"bad config: {key}={value!r} is invalid; expected {allowed}")
     check_fsdp_sections(cfg)
     check_lora_keys(cfg)
+    check_algorithm_sections(cfg)
     if cfg.data.train_batch_size % max(cfg.actor_rollout_ref.actor.ppo_mini_batch_size, 1):
         raise ConfigError(
             "bad config: data.train_batch_size must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "

@@ -71,7 +71,6 @@ INERT: dict[str, Inert] = {
     _ACTOR + "profiler.*": Inert((), _PROFILER + "; its options are not read"),
     "critic.profiler.enable": Inert((False,), _PROFILER),
     "critic.profiler.*": Inert((), _PROFILER + "; its options are not read"),
-    _ACTOR + "calculate_sum_pi_squared": Inert((False,), "the sum-of-pi-squared metric is not computed (false only)"),
     _ACTOR + "freeze_vision_tower": Inert((False,), "vision towers are trained with the policy (false only)"),
     _ACTOR + "tau_pos": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
     _ACTOR + "tau_neg": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),

@@ -30,7 +30,6 @@ def test_no_op_values_load():
         ("trainer.balance_batch=False", "always balances"),
         ("trainer.del_local_ckpt_after_load=True", "keeps checkpoints"),
         ("global_profiler.tool=nsys", "global_profiler.tool='nsys' is not supported"),
-        ("algorithm.use_pf_ppo=True", "policy-filtered PPO"),
         ("trainer.use_legacy_worker_impl=sometimes", "expected one of auto, enable, disable"),
         ("trainer.log_val_generations=-1", ">= 0"),
         ("data.filter_overlong_prompts_workers=0", "> 0"),

@@ -52,6 +52,7 @@ PER_KEY = {
 #: Companions an alternative needs to run as documented.
 COMPANIONS = {
     "algorithm.workflow_type=DAPO": DAPO,
+    "algorithm.adv_estimator=optimal_token_baseline": ["actor_rollout_ref.actor.calculate_sum_pi_squared=true"],
 }
 
 

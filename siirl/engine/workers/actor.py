@@ -11,6 +11,8 @@ import torch.distributed as dist
 from tensordict import TensorDict
 
 from siirl.algorithms import agg_loss, compute_policy_loss, entropy_from_logits, kl_loss, logprobs_from_logits
+from siirl.algorithms.logits import sum_pi_squared_from_logits
+from siirl.algorithms.rollout_correction import IS_WEIGHTS_KEY
 from siirl.device import DeviceBackend
 from siirl.engine.workers.base import (
     FORWARD_KEYS,
@@ -42,22 +44,27 @@ UPDATE_KEYS = (*FORWARD_KEYS, "response_mask", "old_log_probs", "advantages")
 
 
 def log_prob_reduce(
-    temperature: float, with_entropy: bool, log_probs_fn: LogProbsFn = logprobs_from_logits
+    temperature: float,
+    with_entropy: bool,
+    log_probs_fn: LogProbsFn = logprobs_from_logits,
+    with_sum_pi_squared: bool = False,
 ) -> HeadReduce:
-    """Head reduce giving the label log-prob (and the entropy, stacked last) of ``logits / temperature``.
+    """Head reduce giving the label log-prob of ``logits / temperature``, then (stacked last, in this order)
+    the entropy and the sum of squared probabilities when asked for.
 
     ``log_probs_fn`` is the device's fused kernel where it has one (``DeviceBackend.fused_log_probs``).
     """
     if temperature <= 0:
         raise ValueError(f"log-prob temperature must be > 0, got {temperature}")
+    extras = [fn for fn, wanted in ((entropy_from_logits, with_entropy), (sum_pi_squared_from_logits, with_sum_pi_squared)) if wanted]
 
     def reduce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if temperature != 1.0:
             logits = logits / temperature
         log_probs = log_probs_fn(logits, labels)
-        if not with_entropy:
+        if not extras:
             return log_probs
-        return torch.stack([log_probs, entropy_from_logits(logits)], dim=-1)
+        return torch.stack([log_probs, *(fn(logits) for fn in extras)], dim=-1)
 
     return reduce
 
@@ -113,16 +120,15 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         self.loss_mode = "vanilla" if mode == "auto" else mode
 
     def compute_log_prob(self, batch: TensorDict, calculate_entropy: bool = True) -> TensorDict:
-        """``old_log_probs`` (and ``entropys``) of ``responses``: ``(B, R)``, 0 on padding."""
+        """``old_log_probs`` (and ``entropys``; ``sum_pi_squared`` under ``calculate_sum_pi_squared``) of
+        ``responses``: ``(B, R)`` each, 0 on padding."""
         self.model.eval()
-        out = self.forward_batch(
-            batch, self.log_prob_batching, log_prob_reduce(self.temperature, calculate_entropy, self.log_probs_fn)
-        )
-        fields = (
-            {"old_log_probs": out[..., 0], "entropys": out[..., 1]}
-            if calculate_entropy
-            else {"old_log_probs": out}
-        )
+        with_sum_pi_squared = bool(self.cfg.calculate_sum_pi_squared)
+        names = ["old_log_probs", *(["entropys"] if calculate_entropy else []),
+                 *(["sum_pi_squared"] if with_sum_pi_squared else [])]
+        reduce = log_prob_reduce(self.temperature, calculate_entropy, self.log_probs_fn, with_sum_pi_squared)
+        out = self.forward_batch(batch, self.log_prob_batching, reduce)
+        fields = {names[0]: out} if len(names) == 1 else {name: out[..., i] for i, name in enumerate(names)}
         return TensorDict(fields, batch_size=batch.batch_size)
 
     def _micro_loss(self, micro: TensorDict, scale: LossScale) -> MicroLoss:
@@ -144,6 +150,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
             loss_agg_mode=cfg.loss_agg_mode,
             config=cfg,
             **scale.kwargs(),
+            rollout_is_weights=micro.get(IS_WEIGHTS_KEY, None),
         )
         loss = pg_loss
         summed: dict[str, torch.Tensor | float] = {"pg_loss": pg_loss}
@@ -169,6 +176,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         ppo_kl and the policy loss's other statistics (micro-batch means), grad_norm and lr.
         """
         keys = UPDATE_KEYS + (("ref_log_prob",) if bool(self.cfg.use_kl_loss) else ())
+        keys += (IS_WEIGHTS_KEY,) if IS_WEIGHTS_KEY in batch.keys() else ()  # noqa: SIM118 (rollout correction)
         self.model.train()
         metrics = self.run_updates(
             batch,

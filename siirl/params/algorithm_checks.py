@@ -1,0 +1,56 @@
+"""Value and cross-field checks of verl's optional algorithm sections (``algorithm.pf_ppo``,
+``algorithm.rollout_correction``) and of ``trainer.dump_high_diff_tokens``, which reads the same recorded
+rollout log-probs: each mistake is one ``ConfigError`` line before Ray starts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig
+
+from siirl.errors import ConfigError
+from siirl.params.algorithm import ROLLOUT_IS_LEVELS, ROLLOUT_RS_LEVELS
+
+_CORRECTION = "algorithm.rollout_correction"
+
+
+def _null_or(choices: tuple[str, ...]) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v is None or v in choices), f"null or one of {', '.join(choices)}"
+
+
+_NULL_OR_POSITIVE = (lambda v: v is None or v > 0, "null or > 0")
+
+RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "algorithm.pf_ppo.weight_pow": (lambda v: v >= 0, ">= 0"),
+    f"{_CORRECTION}.rollout_is": _null_or(ROLLOUT_IS_LEVELS),
+    f"{_CORRECTION}.rollout_rs": _null_or(ROLLOUT_RS_LEVELS),
+    f"{_CORRECTION}.rollout_is_threshold": (lambda v: v > 0, "> 0"),
+    f"{_CORRECTION}.rollout_rs_threshold": _NULL_OR_POSITIVE,
+    f"{_CORRECTION}.rollout_rs_threshold_lower": _NULL_OR_POSITIVE,
+    f"{_CORRECTION}.rollout_token_veto_threshold": _NULL_OR_POSITIVE,
+}
+
+
+def check_algorithm_sections(cfg: DictConfig) -> None:
+    algo = cfg.algorithm
+    if algo.use_pf_ppo and str(algo.adv_estimator) != "gae":
+        raise ConfigError(
+            f"bad config: algorithm.use_pf_ppo=True resamples after GAE as in verl, but "
+            f"algorithm.adv_estimator={algo.adv_estimator}; use gae or drop use_pf_ppo"
+        )
+    corr = algo.rollout_correction
+    upper = corr.rollout_rs_threshold if corr.rollout_rs_threshold is not None else corr.rollout_is_threshold
+    if corr.rollout_rs is not None and corr.rollout_rs_threshold_lower is not None and corr.rollout_rs_threshold_lower > upper:
+        raise ConfigError(
+            f"bad config: {_CORRECTION}.rollout_rs_threshold_lower={corr.rollout_rs_threshold_lower} is above the "
+            f"upper bound {upper}; every response would be rejected"
+        )
+    active = any(corr[k] is not None for k in ("rollout_is", "rollout_rs", "rollout_token_veto_threshold"))
+    users = [_CORRECTION] if active else []
+    users += ["trainer.dump_high_diff_tokens=true"] if cfg.trainer.dump_high_diff_tokens else []
+    if users and not cfg.actor_rollout_ref.rollout.calculate_log_probs:
+        raise ConfigError(
+            f"bad config: {' and '.join(users)} compares the rollout's log-probs with the actor's; set "
+            "actor_rollout_ref.rollout.calculate_log_probs=true so the rollout records them (as verl requires)"
+        )
