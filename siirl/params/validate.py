@@ -150,6 +150,10 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
             "not wrap; per-step timings are in metrics.jsonl (timing_s/...)"
         ),
     ),
+    "actor_rollout_ref.rollout.name": (
+        lambda v: v == "trtllm",
+        "is not implemented: there is no TensorRT-LLM rollout engine; use vllm, sglang or hf",
+    ),
     "reward_model.strategy": (
         lambda v: v == "megatron",
         "is not implemented; the reward model runs with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
