@@ -179,18 +179,26 @@ def check_batch_sizes(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
             )
 
 
+#: Rows the launcher scans for over-long prompts before Ray starts; beyond it the DAG workers find them (its time
+#: and memory stay those of a small dataset: the driver holds no data).
+PREFLIGHT_SCAN_ROWS = 65536
+
+
 def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     """Build the loaders rank 0 will build: row types, over-long prompts, rows left after filtering."""
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
+    from siirl.data_coordinator.dataloader import preview_scan
+    from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.workers.model_loading import load_tokenizer
 
     dp = _data_dp_size(plan)
     tokenizer = load_tokenizer(data_tokenizer_model(cfg))
-    loader = build_train_dataloader(cfg.data, tokenizer, 0, dp)
-    # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
-    next(iter(loader))
-    if cfg.data.val_files:
-        next(iter(build_val_dataloader(cfg.data, tokenizer, 0, dp)))
+    for build, files in ((build_train_dataloader, cfg.data.train_files), (build_val_dataloader, cfg.data.val_files)):
+        if not files:
+            continue
+        scan = preview_scan(ParquetRows(files, [cfg.data.prompt_key]).num_rows, PREFLIGHT_SCAN_ROWS)
+        # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
+        next(iter(build(cfg.data, tokenizer, 0, dp, scan=scan)))
 
 
 def check_plan(cfg: SiirlConfig, plan: ExecutionPlan) -> None:

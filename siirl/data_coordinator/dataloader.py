@@ -44,6 +44,14 @@ class ScanShare:
     gather: Callable[[np.ndarray], list[np.ndarray]]
 
 
+def preview_scan(num_rows: int, limit: int) -> ScanShare | None:
+    """The driver's look at a large dataset before Ray starts: it scans only the first of
+    ``ceil(num_rows / limit)`` slices (about ``limit`` rows), so its time and memory do not grow with the
+    dataset; the DAG workers scan every row between them. None (scan all) when the dataset is small."""
+    slices = -(-num_rows // limit)
+    return None if slices <= 1 else ScanShare(0, slices, lambda ids: [ids])
+
+
 def dist_scan_share(group: Any = None) -> ScanShare | None:
     """A ``ScanShare`` over a torch.distributed group (all its ranks build their loaders together), or
     ``None`` outside torch.distributed."""
