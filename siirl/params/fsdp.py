@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
+from siirl.params.trainer import world_size
 
 #: Where verl puts the section, per model role.
 FSDP_SECTIONS = {
@@ -76,16 +77,11 @@ def host_offload(fsdp: FSDPConfig) -> bool:
     return bool(fsdp.param_offload or fsdp.offload_policy)
 
 
-def _world_size(cfg: DictConfig) -> int:
-    per_node = cfg.trainer.n_gpus_per_node or cfg.trainer.n_devices_per_node
-    return int(cfg.trainer.nnodes) * int(per_node)
-
-
 #: (key under the section, is the value refused?, why) - a key absent here is implemented for every value.
 _REFUSALS: tuple[tuple[str, Callable[[Any, DictConfig], bool], str], ...] = (
     (
         "fsdp_size",
-        lambda v, cfg: v != -1 and v < _world_size(cfg),
+        lambda v, cfg: v != -1 and v < world_size(cfg),
         (
             "asks for hybrid sharding (shard groups smaller than the world), which is not implemented; "
             "use -1 (one shard group)"
