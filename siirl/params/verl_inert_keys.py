@@ -52,6 +52,10 @@ RENAMED: dict[str, Renamed] = {
 #: (``*.megatron.*`` keys are refused before this screen, by ``siirl.params.validate.refuse_unsupported``.)
 _MEGATRON = "Megatron-LM training is not implemented; siiRL trains with FSDP2 (drop the megatron.* keys)"
 _PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
+_SIIRL_PROFILER = (
+    "the original siiRL's profiler drives torch_npu's profiler, which siiRL does not wrap (profiler.enable=false "
+    "only); each step's time split is in metrics.jsonl (timing_s/...)"
+)
 _ULYSSES = "Ulysses sequence parallelism is not implemented (ulysses_sequence_parallel_size=1 only)"
 _EMBODIED = (
     "is the original siiRL's embodied layout; here embodied runs use algorithm.workflow_type=EMBODIED with "
@@ -67,6 +71,7 @@ INERT: dict[str, Inert] = {
     _ACTOR + "profiler.*": Inert((), _PROFILER + "; its options are not read"),
     "critic.profiler.enable": Inert((False,), _PROFILER),
     "critic.profiler.*": Inert((), _PROFILER + "; its options are not read"),
+    "profiler.enable": Inert((False,), _SIIRL_PROFILER),
     _ACTOR + "calculate_sum_pi_squared": Inert((False,), "the sum-of-pi-squared metric is not computed (false only)"),
     _ACTOR + "freeze_vision_tower": Inert((False,), "vision towers are trained with the policy (false only)"),
     _ACTOR + "tau_pos": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
@@ -114,6 +119,7 @@ NOT_READ: dict[str, str] = {
     "reward_model.rollout.*": _RM_ENGINE,
     "actor_rollout_ref.nccl_timeout": "the DAG workers' process groups wait up to 30 minutes on a collective",
     "data.auto_repeat": "the dataloader starts the next (reshuffled) epoch whenever one runs out",
+    "profiler.*": "the original siiRL's profiler options, read only with profiler.enable=true (refused)",
     "dag.enable_perf": "the original siiRL's per-node timing switch; siiRL logs them every step (timing_s/node/*)",
 }
 
