@@ -93,7 +93,11 @@ class DistributedDataLoader:
         self._files = list(files)
         self._rows = ParquetRows(self._files, [config.prompt_key])
         self._encoder = PromptEncoder(
-            tokenizer, config.max_prompt_length, config.truncation, config.apply_chat_template
+            tokenizer,
+            config.max_prompt_length,
+            config.truncation,
+            config.apply_chat_template,
+            config.apply_chat_template_kwargs,
         )
         self._columns = [config.prompt_key, config.reward_fn_key, "reward_model", "extra_info"]
         self._kept, self.num_filtered = self._scan(dp_rank, scan)

@@ -1,6 +1,7 @@
 """``data.*``: where the parquet files are and how prompts become tensors."""
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 
 @dataclass
@@ -33,6 +34,9 @@ class DataConfig:
     truncation: str = "error"
     #: Render ``prompt`` messages with the tokenizer's chat template.
     apply_chat_template: bool = True
+    #: Extra keyword arguments of the tokenizer's ``apply_chat_template`` wherever prompts are rendered
+    #: (verl's key; e.g. ``reasoning_effort`` for gpt-oss, ``enable_thinking`` for Qwen3).
+    apply_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     return_raw_chat: bool = False
 
     def prompts_per_generation(self) -> int:
