@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from siirl.params.checkpoint_contents import CheckpointContentsConfig
 from siirl.params.environment import MultiTurnConfig
 from siirl.params.fsdp import FSDPConfig
 
@@ -137,6 +138,8 @@ class ActorConfig:
     grad_clip: float = 1.0
     optim: OptimConfig = field(default_factory=OptimConfig)
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+    #: verl's checkpoint contents; ``hf_model`` in save_contents also writes a Hugging Face model folder.
+    checkpoint: CheckpointContentsConfig = field(default_factory=CheckpointContentsConfig)
 
 
 @dataclass

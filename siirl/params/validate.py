@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
 from siirl.params.enums import WorkflowType
+from siirl.params.checkpoint_contents import check_checkpoint_contents
 from siirl.params.fsdp import check_fsdp_sections
 from siirl.params.lora import check_lora_keys
 from siirl.params.model import REMOVE_PADDING_LAYOUTS, ROLLOUT_LOAD_FORMATS
@@ -214,6 +215,7 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigError(f"bad config: {key}={value!r} is invalid; expected {allowed}")
     check_fsdp_sections(cfg)
     check_lora_keys(cfg)
+    check_checkpoint_contents(cfg)
     if cfg.data.train_batch_size % max(cfg.actor_rollout_ref.actor.ppo_mini_batch_size, 1):
         raise ConfigError(
             "bad config: data.train_batch_size must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "

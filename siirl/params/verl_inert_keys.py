@@ -87,10 +87,6 @@ INERT: dict[str, Inert] = {
     "reward_model.reward_kwargs.reward_coef": Inert((), _EMBODIED),
     "data.image_key": Inert((), "multimodal (image) training is not implemented yet; text prompts only"),
     _REF + "strategy": Inert(("fsdp", "fsdp2"), "the reference shards as the actor does (actor.strategy)"),
-    _ACTOR + "checkpoint.save_contents": Inert(
-        (["model", "optimizer", "extra"], ["model", "hf_model", "optimizer", "extra"]),
-        "siiRL checkpoints a step whole (model, optimizer and trainer state together)",
-    ),
     _ROLLOUT + "data_parallel_size": Inert((1,), "rollout data parallelism follows the plan (world / tp); 1 only"),
     _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
     _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
