@@ -95,6 +95,7 @@ def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
 
 def check_inputs(cfg: SiirlConfig) -> None:
     """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function, output dir."""
+    from siirl.data_coordinator.custom_dataset import dataset_class
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.reward import load_custom_reward_fn
     from siirl.engine.workers.lora import check_lora_targets
@@ -107,9 +108,10 @@ def check_inputs(cfg: SiirlConfig) -> None:
     check_lora_targets(cfg.actor_rollout_ref.model)
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
-    for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
-        if files and ParquetRows(files, [cfg.data.prompt_key]).num_rows == 0:
-            raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
+    if dataset_class(cfg.data) is None:  # a data.custom_cls reads the files itself
+        for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
+            if files and ParquetRows(files, [cfg.data.prompt_key]).num_rows == 0:
+                raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
     if cfg.custom_reward_function.path:
         load_custom_reward_fn(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
     check_output_dir(str(cfg.trainer.output_dir))

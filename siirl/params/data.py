@@ -5,6 +5,15 @@ from typing import Any
 
 
 @dataclass
+class CustomDatasetClassConfig:
+    """verl's ``data.custom_cls``: a dataset class of the user's, ``name`` in the Python file ``path``."""
+
+    #: null / empty = siiRL's own parquet reader.
+    path: str | None = None
+    name: str | None = None
+
+
+@dataclass
 class DataConfig:
     #: Parquet files (verl format); empty = the embedded arithmetic task shipped with siiRL.
     train_files: list[str] = field(default_factory=list)
@@ -38,6 +47,7 @@ class DataConfig:
     #: (verl's key; e.g. ``reasoning_effort`` for gpt-oss, ``enable_thinking`` for Qwen3).
     apply_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     return_raw_chat: bool = False
+    custom_cls: CustomDatasetClassConfig = field(default_factory=CustomDatasetClassConfig)
 
     def prompts_per_generation(self) -> int:
         """Prompts the dataloader yields per generation chunk (``gen_batch_size``, else the train batch)."""
