@@ -16,8 +16,8 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
-from siirl.params.enums import WorkflowType
 from siirl.params.checkpoint_contents import check_checkpoint_contents
+from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import check_fsdp_sections
 from siirl.params.lora import check_lora_keys
 from siirl.params.model import REMOVE_PADDING_LAYOUTS, ROLLOUT_LOAD_FORMATS
