@@ -95,6 +95,7 @@ def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
 
 def check_inputs(cfg: SiirlConfig) -> None:
     """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function, output dir."""
+    from siirl.data_coordinator.custom_dataset import dataset_class
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.reward import load_custom_reward_fn
     from siirl.engine.workers.lora import check_lora_targets
@@ -107,12 +108,13 @@ def check_inputs(cfg: SiirlConfig) -> None:
     check_lora_targets(cfg.actor_rollout_ref.model)
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
-    for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
-        rows = ParquetRows(files, [cfg.data.prompt_key]) if files else None
-        if rows is not None and rows.num_rows == 0:
-            raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
-        if rows is not None and scores_by_rule(cfg):
-            check_ground_truth(rows)
+    if dataset_class(cfg.data) is None:  # a data.custom_cls reads the files itself
+        for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
+            rows = ParquetRows(files, [cfg.data.prompt_key]) if files else None
+            if rows is not None and rows.num_rows == 0:
+                raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
+            if rows is not None and scores_by_rule(cfg):
+                check_ground_truth(rows)
     if cfg.custom_reward_function.path:
         load_custom_reward_fn(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
     check_output_dir(str(cfg.trainer.output_dir))
@@ -187,6 +189,7 @@ PREFLIGHT_SCAN_ROWS = 65536
 def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     """Build the loaders rank 0 will build: row types, over-long prompts, rows left after filtering."""
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
+    from siirl.data_coordinator.custom_dataset import dataset_class
     from siirl.data_coordinator.dataloader import preview_scan
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.workers.model_loading import load_tokenizer
@@ -196,7 +199,8 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     for build, files in ((build_train_dataloader, cfg.data.train_files), (build_val_dataloader, cfg.data.val_files)):
         if not files:
             continue
-        scan = preview_scan(ParquetRows(files, [cfg.data.prompt_key]).num_rows, PREFLIGHT_SCAN_ROWS)
+        custom = dataset_class(cfg.data) is not None  # the user's dataset filters its own rows
+        scan = None if custom else preview_scan(ParquetRows(files, [cfg.data.prompt_key]).num_rows, PREFLIGHT_SCAN_ROWS)
         # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
         next(iter(build(cfg.data, tokenizer, 0, dp, scan=scan)))
 

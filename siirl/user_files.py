@@ -1,4 +1,4 @@
-"""Read the files a user names (workflow, config and tool YAML, reward modules) with bounds.
+"""Read the files a user names (workflow, config and tool YAML, reward modules, dataset classes) with bounds.
 
 A path in a config can point anywhere: ``/dev/zero`` would be read until memory runs out, a FIFO blocks the
 launcher forever, and a few lines of YAML aliases ("billion laughs") expand into billions of nodes once
@@ -9,8 +9,11 @@ one line naming the file and what it is.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +130,42 @@ def check_config_folder(folder: Path) -> None:
         raise ConfigError(f"--config-path {folder} holds more than {MAX_CONFIG_FILES} YAML files; name the config folder")
     for path in files:
         load_user_yaml(path, "config file")
+
+
+#: Loading a name from a user's Python file (a reward function, a dataset class), as verl does for
+#: ``custom_reward_function.path`` and ``data.custom_cls.path``. The file runs once per process: it is imported
+#: under a name derived from its path, so what it defines keeps one identity however often it is looked up
+#: (the reward manager's worker processes unpickle a reward function for every call).
+
+
+def import_user_file(path: str, key: str) -> Any:
+    """The module of the Python file ``path`` (``key``: the config key that named it, for errors)."""
+    module_name = "siirl_user_file_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{key}: cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise ConfigError(f"{key}: {path} failed to import: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def load_from_user_file(path: str, name: str, section: str) -> Any:
+    """``name`` as defined in the file ``path`` (``section.path`` / ``section.name`` named them)."""
+    key = f"{section}.path"
+    if not path:
+        raise ConfigError(f"{key} is empty; give the path of a .py file")
+    check_regular_file(path, f"{key}:")
+    if not path.endswith(".py"):
+        raise ConfigError(f"{key} must be a .py file, got {path}")
+    module = import_user_file(path, key)
+    if not hasattr(module, name):
+        defined = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
+        raise ConfigError(f"{section}.name: {name!r} not found in {path} (callables there: {defined})")
+    return getattr(module, name)

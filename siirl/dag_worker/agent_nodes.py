@@ -68,7 +68,10 @@ def agent_generate(
     earlier = [non_tensor_list(rows, f"{p}_output") for p in previous]
     prompt_fn = _function(node_config.prompt_fn)
     texts = [prompt_fn(q, [answers[i] for answers in earlier]) for i, q in enumerate(questions)]
-    encoder = PromptEncoder(ctx.tokenizer, int(ctx.cfg.data.max_prompt_length), "left", True)
+    data = ctx.cfg.data
+    encoder = PromptEncoder(
+        ctx.tokenizer, int(data.max_prompt_length), "left", True, data.apply_chat_template_kwargs
+    )
     prompts = TensorDict(
         encoder.encode([[{"role": "user", "content": t}] for t in texts], lambda i: f"{name} prompt {i}"),
         batch_size=[len(texts)],

@@ -53,6 +53,7 @@ def _tool_turns(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
         session, cfg,
         tool_schemas=[spec.schema for spec in load_tool_config(str(multi_turn.tool_config_path))],
         sanity_check=str(multi_turn.tokenization_sanity_check_mode),
+        chat_template_kwargs=dict(cfg.data.apply_chat_template_kwargs),
     )
 
 

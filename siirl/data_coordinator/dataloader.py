@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from tensordict import TensorDict
 
+from siirl.data_coordinator.custom_dataset import build_dataset, dataset_class, item_tensors
 from siirl.data_coordinator.errors import DataError, EmptyDatasetError
 from siirl.data_coordinator.parquet_source import ParquetRows
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
@@ -99,9 +100,16 @@ class DistributedDataLoader:
             )
         self._config = config
         self._files = list(files)
-        self._rows = ParquetRows(self._files, [config.prompt_key])
+        cls = dataset_class(config)
+        #: ``data.custom_cls``: the user's dataset supplies the rows (and filters them), else the parquet files.
+        self._dataset = build_dataset(cls, self._files, tokenizer, config) if cls is not None else None
+        self._rows = ParquetRows(self._files, [config.prompt_key]) if cls is None else None
         self._encoder = PromptEncoder(
-            tokenizer, config.max_prompt_length, config.truncation, config.apply_chat_template
+            tokenizer,
+            config.max_prompt_length,
+            config.truncation,
+            config.apply_chat_template,
+            config.apply_chat_template_kwargs,
         )
         self._columns = [config.prompt_key, config.reward_fn_key, "reward_model", "extra_info"]
         self._kept, self.num_filtered = self._scan(dp_rank, scan)
@@ -136,6 +144,8 @@ class DistributedDataLoader:
     def _scan(self, dp_rank: int, scan: ScanShare | None) -> tuple[np.ndarray, int]:
         """Kept row ids and the number filtered; over-long prompts are found before training starts,
         each process tokenizing only its ``scan`` slice of the rows."""
+        if self._dataset is not None:
+            return np.arange(len(self._dataset), dtype=np.int64), 0
         all_rows = np.arange(self._rows.num_rows, dtype=np.int64)
         if not self._config.filter_overlong_prompts and self._encoder.truncation != "error":
             return all_rows, 0
@@ -192,11 +202,14 @@ class DistributedDataLoader:
         todo = self._sampler.batches(epoch)[start:]
         row_ids = self._kept[np.concatenate(todo)] if todo else np.zeros(0, dtype=np.int64)
         # One columnar read of this rank's rows for the epoch; Python objects exist one batch at a time.
-        table = self._rows.read_table(row_ids, self._columns)
+        table = self._rows.read_table(row_ids, self._columns) if self._dataset is None else None
         offset = 0
         for i, positions in enumerate(todo):
             end = offset + len(positions)
-            batch = self._make_batch(table.slice(offset, end - offset).to_pylist(), row_ids[offset:end])
+            if table is None:
+                batch = self._dataset_batch(row_ids[offset:end])
+            else:
+                batch = self._make_batch(table.slice(offset, end - offset).to_pylist(), row_ids[offset:end])
             offset = end
             self._position = start + i + 1
             yield batch
@@ -205,7 +218,19 @@ class DistributedDataLoader:
     def _make_batch(self, rows: list[dict], row_ids: np.ndarray) -> TensorDict:
         prompts = [row.get(self._config.prompt_key) for row in rows]
         tensors = self._encoder.encode(prompts, lambda i: self._rows.describe(int(row_ids[i])))
-        batch = TensorDict(tensors, batch_size=[len(rows)])
+        return self._with_row_fields(TensorDict(tensors, batch_size=[len(rows)]), rows, row_ids, prompts)
+
+    def _dataset_batch(self, row_ids: np.ndarray) -> TensorDict:
+        """A batch of ``data.custom_cls`` items: verl's items carry the row's columns next to their tensors."""
+        items = [self._dataset[int(r)] for r in row_ids]
+        tensors = item_tensors(items, row_ids, self._config, type(self._dataset).__name__)
+        batch = TensorDict(tensors, batch_size=[len(items)])
+        return self._with_row_fields(batch, items, row_ids, [item.get("raw_prompt") for item in items])
+
+    def _with_row_fields(
+        self, batch: TensorDict, rows: list[dict], row_ids: np.ndarray, prompts: list
+    ) -> TensorDict:
+        """The non-tensor fields every batch carries (reward inputs, index, raw chat)."""
         set_non_tensor_list(batch, "data_source", [row.get(self._config.reward_fn_key) for row in rows])
         set_non_tensor_list(
             batch, "ground_truth", [(row.get("reward_model") or {}).get("ground_truth") for row in rows]

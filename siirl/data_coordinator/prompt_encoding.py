@@ -7,7 +7,7 @@ shift every position the model saw during SFT.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,12 @@ class PromptEncoder:
     """Turns ``prompt`` cells (chat messages or plain text) into left-padded token tensors."""
 
     def __init__(
-        self, tokenizer: Any, max_prompt_length: int, truncation: str, apply_chat_template: bool
+        self,
+        tokenizer: Any,
+        max_prompt_length: int,
+        truncation: str,
+        apply_chat_template: bool,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         if max_prompt_length < 1:
             raise DataError(f"data.max_prompt_length must be >= 1, got {max_prompt_length}")
@@ -44,6 +49,8 @@ class PromptEncoder:
         self.max_prompt_length = max_prompt_length
         self.truncation = truncation
         self.apply_chat_template = apply_chat_template
+        #: ``data.apply_chat_template_kwargs``: what the template reads besides the messages.
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.pad_id = int(pad_id)
 
     def render(self, prompt: Any, describe: Describe, position: int) -> str:
@@ -61,7 +68,9 @@ class PromptEncoder:
                 f"{describe(position)}: prompt must be a string or a list of {{role, content}} messages whose "
                 "content is text"
             )
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, **self.chat_template_kwargs
+        )
 
     def token_ids(self, prompts: Sequence[Any], describe: Describe) -> list[list[int]]:
         """Token ids per prompt; ``describe(i)`` names the i-th prompt's row for error messages."""

@@ -1,6 +1,16 @@
 """``data.*``: where the parquet files are and how prompts become tensors."""
 
 from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+@dataclass
+class CustomDatasetClassConfig:
+    """verl's ``data.custom_cls``: a dataset class of the user's, ``name`` in the Python file ``path``."""
+
+    #: null / empty = siiRL's own parquet reader.
+    path: str | None = None
+    name: str | None = None
 
 
 @dataclass
@@ -33,7 +43,11 @@ class DataConfig:
     truncation: str = "error"
     #: Render ``prompt`` messages with the tokenizer's chat template.
     apply_chat_template: bool = True
+    #: Extra keyword arguments of the tokenizer's ``apply_chat_template`` wherever prompts are rendered
+    #: (verl's key; e.g. ``reasoning_effort`` for gpt-oss, ``enable_thinking`` for Qwen3).
+    apply_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     return_raw_chat: bool = False
+    custom_cls: CustomDatasetClassConfig = field(default_factory=CustomDatasetClassConfig)
 
     def prompts_per_generation(self) -> int:
         """Prompts the dataloader yields per generation chunk (``gen_batch_size``, else the train batch)."""

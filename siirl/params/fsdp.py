@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
+from siirl.params.trainer import world_size
 
 #: Where verl puts the section, per model role.
 FSDP_SECTIONS = {
@@ -41,6 +42,19 @@ class WrapPolicyConfig:
 
 
 @dataclass
+class MixedPrecisionConfig:
+    """verl's ``fsdp_config.mixed_precision`` dict (FSDP's mixed-precision policy)."""
+
+    #: Compute dtype (FSDP2 ``MixedPrecisionPolicy.param_dtype``); set, it is folded into ``dtype`` when the
+    #: config loads. auto: ``dtype`` decides.
+    param_dtype: str = "auto"
+    #: dtype gradients are averaged across ranks in (FSDP2 ``reduce_dtype``; the replicas' all-reduce).
+    reduce_dtype: str = "fp32"
+    #: FSDP1's buffer dtype; FSDP2 has none (verl's fsdp2 does not read it): buffers keep ``model_dtype``.
+    buffer_dtype: str = "fp32"
+
+
+@dataclass
 class FSDPConfig:
     #: Sharded parameters and gradients live in host memory (FSDP2 ``CPUOffloadPolicy``); each unit is
     #: copied to the device for its forward / backward and the optimizer steps on the host.
@@ -62,6 +76,7 @@ class FSDPConfig:
     #: Compute dtype of this model (FSDP mixed-precision param dtype); auto: ``model.dtype``.
     dtype: str = "auto"
     wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
+    mixed_precision: MixedPrecisionConfig = field(default_factory=MixedPrecisionConfig)
     #: Old verl key; gradients follow ``param_offload`` under FSDP2.
     grad_offload: bool = False
     #: verl's FSDP engine version; siiRL's FSDP is always FSDP2, so both names mean it.
@@ -76,16 +91,11 @@ def host_offload(fsdp: FSDPConfig) -> bool:
     return bool(fsdp.param_offload or fsdp.offload_policy)
 
 
-def _world_size(cfg: DictConfig) -> int:
-    per_node = cfg.trainer.n_gpus_per_node or cfg.trainer.n_devices_per_node
-    return int(cfg.trainer.nnodes) * int(per_node)
-
-
 #: (key under the section, is the value refused?, why) - a key absent here is implemented for every value.
 _REFUSALS: tuple[tuple[str, Callable[[Any, DictConfig], bool], str], ...] = (
     (
         "fsdp_size",
-        lambda v, cfg: v != -1 and v < _world_size(cfg),
+        lambda v, cfg: v != -1 and v < world_size(cfg),
         (
             "asks for hybrid sharding (shard groups smaller than the world), which is not implemented; "
             "use -1 (one shard group)"
@@ -107,6 +117,22 @@ _REFUSALS: tuple[tuple[str, Callable[[Any, DictConfig], bool], str], ...] = (
         "is verl's FSDP engine version; siiRL's FSDP is FSDP2, so fsdp or fsdp2",
     ),
 )
+
+
+def fold_mixed_precision(cfg: DictConfig) -> None:
+    """``mixed_precision.param_dtype`` is the compute dtype ``dtype`` names: the engine reads only ``dtype``
+    (two different values are refused)."""
+    for section in FSDP_SECTIONS.values():
+        fsdp = OmegaConf.select(cfg, section)
+        wanted = fsdp.mixed_precision.param_dtype
+        if wanted == "auto":
+            continue
+        if fsdp.dtype not in ("auto", wanted):
+            raise ConfigError(
+                f"bad config: {section}.mixed_precision.param_dtype={wanted!r} contradicts "
+                f"{section}.dtype={fsdp.dtype!r}; set one of them"
+            )
+        fsdp.dtype, fsdp.mixed_precision.param_dtype = wanted, "auto"
 
 
 def check_fsdp_sections(cfg: DictConfig) -> None:

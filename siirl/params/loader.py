@@ -27,6 +27,7 @@ from siirl.params.override_screen import screen_overrides
 from siirl.params.rollout_keys import resolve_rollout_lengths
 from siirl.params.root import SiirlConfig, register_schema
 from siirl.params.schema_keys import schema_keys
+from siirl.params.tree_screen import screen_tree
 from siirl.params.validate import refuse_unsupported, validate_config
 from siirl.params.verl_keys import apply_verl_keys
 from siirl.user_files import check_config_folder
@@ -142,6 +143,7 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
             return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
     user = _user_config(config_path or ".", config_name)
     refuse_unsupported(overrides, user)
+    user = screen_tree(user, schema_keys(SiirlConfig))
     with tempfile.TemporaryDirectory(prefix="siirl_config_") as folder:
         _primary_with(user, Path(folder))
         with initialize_config_dir(config_dir=folder, version_base=None):

@@ -4,6 +4,10 @@ command says ``use_dynamic_bsz=true`` too.
 
 The schema holds ``None`` for "not set"; ``resolve_micro_batches`` fills both fields at load, and
 ``micro_batching`` gives the same answer to code handed a section built in Python.
+
+verl's older global sizes (``ppo_micro_batch_size``, ``log_prob_micro_batch_size``: micro-batch size summed
+over the data-parallel ranks) are folded into the per-device key at load by dividing by the data-parallel size,
+as verl's FSDP workers do; setting both forms is refused as in verl.
 """
 
 from __future__ import annotations
@@ -11,16 +15,22 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
+from siirl.params.trainer import world_size
 
 #: Micro-batch size where none is set (used only with ``use_dynamic_bsz=false``).
 DEFAULT_MICRO_BATCH_SIZE = 64
 
-#: (section, micro-batch size key, its dynamic-batching switch).
+#: (section, micro-batch size key, its dynamic-batching switch, verl's global form of the size).
 PAIRS = (
-    ("actor_rollout_ref.actor", "ppo_micro_batch_size_per_gpu", "use_dynamic_bsz"),
-    ("actor_rollout_ref.rollout", "log_prob_micro_batch_size_per_gpu", "log_prob_use_dynamic_bsz"),
-    ("actor_rollout_ref.ref", "log_prob_micro_batch_size_per_gpu", "log_prob_use_dynamic_bsz"),
-    ("critic", "ppo_micro_batch_size_per_gpu", "use_dynamic_bsz"),
+    ("actor_rollout_ref.actor", "ppo_micro_batch_size_per_gpu", "use_dynamic_bsz", "ppo_micro_batch_size"),
+    (
+        "actor_rollout_ref.rollout",
+        "log_prob_micro_batch_size_per_gpu",
+        "log_prob_use_dynamic_bsz",
+        "log_prob_micro_batch_size",
+    ),
+    ("actor_rollout_ref.ref", "log_prob_micro_batch_size_per_gpu", "log_prob_use_dynamic_bsz", "log_prob_micro_batch_size"),
+    ("critic", "ppo_micro_batch_size_per_gpu", "use_dynamic_bsz", "ppo_micro_batch_size"),
 )
 
 
@@ -31,10 +41,30 @@ def micro_batching(size: int | None, dynamic: bool | None) -> tuple[int, bool]:
     return (DEFAULT_MICRO_BATCH_SIZE if size is None else int(size)), bool(dynamic)
 
 
+def _fold_global_size(node: DictConfig, section: str, size_key: str, global_key: str, dp_size: int) -> None:
+    """verl's global micro-batch size becomes the per-device one (divided by the data-parallel size)."""
+    total = node[global_key]
+    if total is None:
+        return
+    if node[size_key] is not None:
+        raise ConfigError(
+            f"bad config: both {section}.{global_key} and {section}.{size_key} are set; "
+            f"remove {global_key} (verl's deprecated global form)"
+        )
+    if total < dp_size:
+        raise ConfigError(
+            f"bad config: {section}.{global_key}={total} is smaller than the data-parallel size {dp_size}; "
+            f"expected >= {dp_size} (or set {size_key})"
+        )
+    node[size_key], node[global_key] = total // dp_size, None
+
+
 def resolve_micro_batches(cfg: DictConfig) -> None:
     """Fill every pair in place; a size below 1 is refused naming its key."""
-    for section, size_key, dynamic_key in PAIRS:
+    dp_size = world_size(cfg)
+    for section, size_key, dynamic_key, global_key in PAIRS:
         node = OmegaConf.select(cfg, section)
+        _fold_global_size(node, section, size_key, global_key, dp_size)
         size, dynamic = node[size_key], node[dynamic_key]
         if size is not None and size < 1:
             raise ConfigError(f"bad config: {section}.{size_key}={size} is invalid; expected > 0")

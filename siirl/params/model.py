@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from siirl.params.checkpoint_contents import CheckpointContentsConfig
 from siirl.params.environment import MultiTurnConfig
 from siirl.params.fsdp import FSDPConfig
 
@@ -105,6 +106,8 @@ class ActorConfig:
     #: null = not set (64). Setting it without ``use_dynamic_bsz`` turns token-budget batching off, as the
     #: command asked for micro-batches of this size (see ``siirl.params.micro_batch_keys``).
     ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
+    ppo_micro_batch_size: Optional[int] = None  # noqa: UP045
     #: null = true unless ``ppo_micro_batch_size_per_gpu`` is set.
     use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     ppo_max_token_len_per_gpu: int = 4096
@@ -138,6 +141,8 @@ class ActorConfig:
     calculate_sum_pi_squared: bool = False
     optim: OptimConfig = field(default_factory=OptimConfig)
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+    #: verl's checkpoint contents; ``hf_model`` in save_contents also writes a Hugging Face model folder.
+    checkpoint: CheckpointContentsConfig = field(default_factory=CheckpointContentsConfig)
 
 
 @dataclass
@@ -206,6 +211,8 @@ class RolloutConfig:
     micro_batch_size: int = 256
     #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
     log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
+    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
+    log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
     log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     log_prob_max_token_len_per_gpu: int = 8192
     #: Bucket size (MB) for streaming weights from the trainer into the engine.
@@ -224,6 +231,8 @@ class RolloutConfig:
 class RefConfig:
     #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
     log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
+    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
+    log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
     log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     log_prob_max_token_len_per_gpu: int = 8192
     #: siiRL's earlier spelling of ``fsdp_config.param_offload``; folded into it when the config loads.
@@ -249,6 +258,8 @@ class CriticConfig:
     ppo_mini_batch_size: int = 16
     #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
     ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
+    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
+    ppo_micro_batch_size: Optional[int] = None  # noqa: UP045
     use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     ppo_max_token_len_per_gpu: int = 4096
     ppo_epochs: int = 1

@@ -87,21 +87,26 @@ def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str]) -> tu
     return (f"++{bare}={raw}" if sign == "+" or under_dict else override), None
 
 
-def screen_overrides(overrides: list[str], schema: SchemaKeys, groups: Iterable[str]) -> list[str]:
-    """The overrides to compose (renamed ones rewritten, inert ones dropped); every problem at once as
-    one ``ConfigError`` (one line per key when there are several)."""
-    kept: list[str] = []
-    problems: list[str] = []
+def screen_each(
+    overrides: list[str], schema: SchemaKeys, groups: Iterable[str] = ()
+) -> list[tuple[str | None, str | None]]:
+    """Per override: ``(override to compose or None, problem or None)``."""
     group_names = frozenset(groups)
-    for override in overrides:
-        keep, problem = _screen_one(override, schema, group_names)
-        if keep is not None:
-            kept.append(keep)
-        if problem is not None:
-            problems.append(problem)
+    return [_screen_one(override, schema, group_names) for override in overrides]
+
+
+def raise_problems(problems: list[str], what: str = "overrides") -> None:
+    """Every problem at once as one ``ConfigError`` (one line per key when there are several)."""
     if len(problems) == 1:
         raise ConfigError(f"bad config: {problems[0]}")
     if problems:
         listed = "\n".join(f"  {p}" for p in problems)
-        raise ConfigError(f"bad config: {len(problems)} overrides cannot be applied:\n{listed}")
-    return kept
+        raise ConfigError(f"bad config: {len(problems)} {what} cannot be applied:\n{listed}")
+
+
+def screen_overrides(overrides: list[str], schema: SchemaKeys, groups: Iterable[str]) -> list[str]:
+    """The overrides to compose (renamed ones rewritten, inert ones dropped); every problem at once as
+    one ``ConfigError`` (one line per key when there are several)."""
+    results = screen_each(overrides, schema, groups)
+    raise_problems([problem for _, problem in results if problem is not None])
+    return [keep for keep, _ in results if keep is not None]

@@ -4,6 +4,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
+def world_size(cfg: Any) -> int:
+    """DAG workers of the run (``trainer.nnodes`` x devices per node, ``n_gpus_per_node`` first): the
+    data-parallel size of a model sharded over all of them."""
+    per_node = cfg.trainer.n_gpus_per_node or cfg.trainer.n_devices_per_node
+    return int(cfg.trainer.nnodes) * int(per_node)
+
+
 @dataclass
 class TrainerConfig:
     #: Set by the ``device`` config group: auto | cpu | cuda | npu

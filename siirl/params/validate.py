@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from siirl.errors import ConfigError
 from siirl.params.algorithm_checks import RULES as ALGORITHM_RULES
 from siirl.params.algorithm_checks import check_algorithm_sections
+from siirl.params.checkpoint_contents import check_checkpoint_contents
 from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import check_fsdp_sections
 from siirl.params.lora import check_lora_keys
@@ -240,6 +241,7 @@ def validate_config(cfg: DictConfig) -> None:
     check_fsdp_sections(cfg)
     check_lora_keys(cfg)
     check_algorithm_sections(cfg)
+    check_checkpoint_contents(cfg)
     if cfg.data.train_batch_size % max(cfg.actor_rollout_ref.actor.ppo_mini_batch_size, 1):
         raise ConfigError(
             "bad config: data.train_batch_size must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "

@@ -52,6 +52,10 @@ RENAMED: dict[str, Renamed] = {
 #: (``*.megatron.*`` keys are refused before this screen, by ``siirl.params.validate.refuse_unsupported``.)
 _MEGATRON = "Megatron-LM training is not implemented; siiRL trains with FSDP2 (drop the megatron.* keys)"
 _PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
+_SIIRL_PROFILER = (
+    "the original siiRL's profiler drives torch_npu's profiler, which siiRL does not wrap (profiler.enable=false "
+    "only); each step's time split is in metrics.jsonl (timing_s/...)"
+)
 _ULYSSES = "Ulysses sequence parallelism is not implemented (ulysses_sequence_parallel_size=1 only)"
 _ONE_ROUND_TEAMS = (
     "training on every round of a multi-round agent team (the original siiRL's MARFT) is not implemented; a "
@@ -71,6 +75,7 @@ INERT: dict[str, Inert] = {
     _ACTOR + "profiler.*": Inert((), _PROFILER + "; its options are not read"),
     "critic.profiler.enable": Inert((False,), _PROFILER),
     "critic.profiler.*": Inert((), _PROFILER + "; its options are not read"),
+    "profiler.enable": Inert((False,), _SIIRL_PROFILER),
     _ACTOR + "freeze_vision_tower": Inert((False,), "vision towers are trained with the policy (false only)"),
     _ACTOR + "tau_pos": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
     _ACTOR + "tau_neg": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
@@ -85,10 +90,6 @@ INERT: dict[str, Inert] = {
     "reward_model.reward_kwargs.reward_coef": Inert((), _EMBODIED),
     "data.image_key": Inert((), "multimodal (image) training is not implemented yet; text prompts only"),
     _REF + "strategy": Inert(("fsdp", "fsdp2"), "the reference shards as the actor does (actor.strategy)"),
-    _ACTOR + "checkpoint.save_contents": Inert(
-        (["model", "optimizer", "extra"], ["model", "hf_model", "optimizer", "extra"]),
-        "siiRL checkpoints a step whole (model, optimizer and trainer state together)",
-    ),
     _ROLLOUT + "data_parallel_size": Inert((1,), "rollout data parallelism follows the plan (world / tp); 1 only"),
     _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
     _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
@@ -122,6 +123,7 @@ NOT_READ: dict[str, str] = {
     "reward_model.rollout.*": _RM_ENGINE,
     "actor_rollout_ref.nccl_timeout": "the DAG workers' process groups wait up to 30 minutes on a collective",
     "data.auto_repeat": "the dataloader starts the next (reshuffled) epoch whenever one runs out",
+    "profiler.*": "the original siiRL's profiler options, read only with profiler.enable=true (refused)",
     "dag.enable_perf": "the original siiRL's per-node timing switch; siiRL logs them every step (timing_s/node/*)",
 }
 

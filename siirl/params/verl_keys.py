@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from siirl.errors import ConfigError
 from siirl.params.enums import WorkflowType
+from siirl.params.fsdp import fold_mixed_precision
 
 
 def _canonical_workflow(cfg: DictConfig) -> None:
@@ -82,3 +83,4 @@ def apply_verl_keys(cfg: DictConfig) -> None:
     _resume_path(cfg)
     _assistant_turns(cfg)
     _ref_param_offload(cfg)
+    fold_mixed_precision(cfg)

@@ -93,12 +93,49 @@ def saved_lora_adapter(folder: Path) -> str:
     return str(path)
 
 
+#: A dataset class in verl's shape (``data.custom_cls``): built with the data files, tokenizer and data config,
+#: it reads the parquet itself and returns left-padded prompt tensors plus the row's columns.
+DATASET_CLASS = '''
+import pyarrow.parquet as pq
+import torch
+from torch.utils.data import Dataset
+
+
+class RLHFDataset(Dataset):
+    def __init__(self, data_files, tokenizer, processor=None, config=None):
+        self.rows = [row for path in data_files for row in pq.read_table(path).to_pylist()]
+        self.tokenizer, self.width = tokenizer, config.max_prompt_length
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        row = dict(self.rows[i])
+        text = self.tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][-self.width :]
+        pad = self.width - len(ids)
+        mask = torch.tensor([0] * pad + [1] * len(ids))
+        row["input_ids"] = torch.tensor([self.tokenizer.pad_token_id] * pad + ids)
+        row["attention_mask"], row["position_ids"] = mask, (mask.cumsum(0) - 1).clamp(min=0)
+        row["data_source"] = "custom/" + row["data_source"]
+        return row
+'''
+
+
+def _dataset_class(folder: Path) -> str:
+    """A dataset class file standing in for a script's ``data.custom_cls.path`` (verl recipes we do not have)."""
+    path = folder / "rl_dataset.py"
+    path.write_text(DATASET_CLASS, encoding="utf-8")
+    return str(path)
+
+
 def swapped_values(folder: Path, data: dict[str, str]) -> dict[str, str]:
     """The value each swap kind gets in this replay."""
     return {
         "model": default_model_path(),
         "reward_model": default_reward_model_path(),
         "reward_function": _reward_function(folder),
+        "dataset_class": _dataset_class(folder),
         "output": str(folder / "checkpoints"),
         "train_data": data["train"],
         "val_data": data["val"],

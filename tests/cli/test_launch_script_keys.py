@@ -20,6 +20,7 @@ def test_no_op_values_load():
         "trainer.balance_batch=True", "trainer.del_local_ckpt_after_load=False",
         "trainer.use_legacy_worker_impl=disable", "data.filter_overlong_prompts_workers=64",
         "global_profiler.steps=null", "global_profiler.save_path=/tmp/p", "algorithm.use_pf_ppo=False",
+        "profiler.enable=False", "profiler.level=level1", "profiler.ranks=[0]", "profiler.with_memory=True",
     ])
     assert cfg.trainer.use_legacy_worker_impl == "disable" and cfg.global_profiler.tool is None
 
@@ -30,6 +31,7 @@ def test_no_op_values_load():
         ("trainer.balance_batch=False", "always balances"),
         ("trainer.del_local_ckpt_after_load=True", "keeps checkpoints"),
         ("global_profiler.tool=nsys", "global_profiler.tool='nsys' is not supported"),
+        ("profiler.enable=True", "the original siiRL's profiler drives torch_npu's profiler"),
         ("trainer.use_legacy_worker_impl=sometimes", "expected one of auto, enable, disable"),
         ("trainer.log_val_generations=-1", ">= 0"),
         ("data.filter_overlong_prompts_workers=0", "> 0"),

@@ -2,57 +2,23 @@
 
 The loaded function is wrapped in ``FileRewardFunction``, which pickles as (path, name, kwargs) and
 re-loads the file on the other side: a module executed from a file path is not importable by name, so
-plain pickling would fail in the parallel manager's worker processes.
+plain pickling would fail in the parallel manager's worker processes (``siirl.user_files`` runs the file
+once per process).
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from siirl.errors import ConfigError
 from siirl.params.algorithm import CustomRewardFunctionConfig
-from siirl.user_files import check_regular_file
-
-
-def _import_once(path: str) -> Any:
-    """The user's file as a module, executed once per process: the ``parallel`` manager unpickles the
-    function for every call it submits, and the file's top-level code must not run each time."""
-    module_name = "siirl_custom_reward_" + hashlib.sha1(path.encode()).hexdigest()[:12]
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"custom_reward_function.path: cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(module_name, None)
-        raise ConfigError(
-            f"custom_reward_function.path: {path} failed to import: {type(exc).__name__}: {exc}"
-        ) from exc
-    return module
+from siirl.user_files import load_from_user_file
 
 
 def _load_function(path: str, name: str) -> Callable[..., Any]:
-    if not path:
-        raise ConfigError("custom_reward_function.path is empty; give the path of a .py file")
-    check_regular_file(path, "custom_reward_function.path:")
-    if not path.endswith(".py"):
-        raise ConfigError(f"custom_reward_function.path must be a .py file, got {path}")
-    module = _import_once(path)
-    if not hasattr(module, name):
-        defined = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
-        raise ConfigError(
-            f"custom_reward_function.name: {name!r} not found in {path} (callables there: {defined})"
-        )
-    fn = getattr(module, name)
+    fn = load_from_user_file(path, name, "custom_reward_function")
     if not callable(fn):
         raise ConfigError(
             f"custom_reward_function.name: {name!r} in {path} is not callable ({type(fn).__name__})"

@@ -100,6 +100,7 @@ class MultiTurnRollout(EnvSessionRollout):
         max_observation_length: int,
         tool_schemas: list[dict[str, Any]] | None = None,
         sanity_check: str = "strict",
+        chat_template_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(session, max_turns)
         self.max_observation_length = max_observation_length
@@ -107,6 +108,7 @@ class MultiTurnRollout(EnvSessionRollout):
         self.render = ObservationRenderer(session.tokenizer, sanity_check)
         #: Set = tool-calling rollouts: prompts are re-rendered with these OpenAI function schemas.
         self.tool_schemas = tool_schemas
+        self.chat_template_kwargs = chat_template_kwargs
 
     def rollout_metrics(self, out: TensorDict) -> dict[str, float]:
         metrics = {
@@ -144,7 +146,9 @@ class MultiTurnRollout(EnvSessionRollout):
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
         if self.tool_schemas is not None:
             batch = batch.clone(recurse=False)
-            render_tool_prompts(batch, self.session.tokenizer, self.tool_schemas, self.session.pad_id)
+            render_tool_prompts(
+                batch, self.session.tokenizer, self.tool_schemas, self.session.pad_id, self.chat_template_kwargs
+            )
         rows = expand_prompts(batch, self.session.val_n if validate else self.session.train_n)
         count = rows.batch_size[0]
         venv = self.session.venv(count)

@@ -16,8 +16,15 @@ from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.engine.rollout.batch_ops import prompt_position_ids
 
 
-def render_tool_prompts(rows: TensorDict, tokenizer: Any, schemas: list[dict[str, Any]], pad_id: int) -> None:
-    """Replace ``input_ids`` / ``attention_mask`` / ``position_ids`` of ``rows`` (left-padded, same width)."""
+def render_tool_prompts(
+    rows: TensorDict,
+    tokenizer: Any,
+    schemas: list[dict[str, Any]],
+    pad_id: int,
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> None:
+    """Replace ``input_ids`` / ``attention_mask`` / ``position_ids`` of ``rows`` (left-padded, same width);
+    ``chat_template_kwargs`` are ``data.apply_chat_template_kwargs``, as the dataset rendered them."""
     if "raw_prompt" not in set(rows.keys()):
         raise RuntimeError("tool-calling rollouts render the chat with the tools: set data.return_raw_chat=true")
     width = rows["input_ids"].shape[1]
@@ -26,7 +33,9 @@ def render_tool_prompts(rows: TensorDict, tokenizer: Any, schemas: list[dict[str
     for row, messages in enumerate(non_tensor_list(rows, "raw_prompt")):
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        text = tokenizer.apply_chat_template(list(messages), tools=schemas, add_generation_prompt=True, tokenize=False)
+        text = tokenizer.apply_chat_template(
+            list(messages), tools=schemas, add_generation_prompt=True, tokenize=False, **(chat_template_kwargs or {})
+        )
         tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(tokens) > width:
             raise RuntimeError(

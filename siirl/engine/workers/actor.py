@@ -24,6 +24,7 @@ from siirl.engine.workers.base import (
 )
 from siirl.engine.workers.checkpoint import CheckpointMixin
 from siirl.engine.workers.fsdp import full_named_parameters
+from siirl.engine.workers.hf_export import HF_MODEL_DIR, save_hf_model
 from siirl.engine.workers.lora import (
     adapter_config,
     adapter_tensors,
@@ -34,6 +35,7 @@ from siirl.engine.workers.lora import (
 from siirl.engine.workers.model_loading import load_policy_lm
 from siirl.engine.workers.optim import build_lr_scheduler, build_optimizer
 from siirl.engine.workers.padding_free import HeadReduce
+from siirl.params.checkpoint_contents import saves_hf_model
 from siirl.params.model import ActorConfig, ModelConfig, PolicyModelConfig, RefConfig, RolloutConfig
 
 LogProbsFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -105,6 +107,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
             fsdp=actor_cfg.fsdp_config,
         )
         self.cfg = actor_cfg
+        self.model_cfg = model_cfg
         self.rollout_n = rollout_n
         self.temperature = float(temperature)
         log_prob_reduce(self.temperature, with_entropy=False)  # rejects a temperature <= 0 now, not mid-run
@@ -211,9 +214,16 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         return adapter_config(self.model), adapter_tensors(self.model)
 
     def save_checkpoint(self, path: str | Path) -> None:
-        """The training shards, plus under LoRA the adapter as a peft folder (usable as lora_adapter_path)."""
+        """The training shards, plus under LoRA the adapter as a peft folder (usable as lora_adapter_path),
+        plus with ``checkpoint.save_contents`` naming ``hf_model`` the model as Hugging Face saves it."""
         super().save_checkpoint(path)
         if self.lora:
             tensors = adapter_tensors(self.model)  # gathered on every rank, written by the first
             if self.dp.rank == 0:
                 write_adapter(adapter_config(self.model), tensors, Path(path) / ADAPTER_DIR)
+        if saves_hf_model(self.cfg):
+            hf_model = self.model.get_base_model() if self.lora else self.model
+            save_hf_model(
+                hf_model, self.named_parameters_for_sync(), self.model_cfg, Path(path) / HF_MODEL_DIR,
+                writer=self.dp.rank == 0,
+            )

@@ -24,9 +24,16 @@ from torch.distributed.fsdp import (
 )
 from torch.distributed.tensor import DTensor
 
+from siirl.engine.workers.model_loading import DTYPES
 from siirl.params.fsdp import FSDPConfig, host_offload
 
 logger = logging.getLogger(__name__)
+
+
+def gradient_reduce_dtype(fsdp: FSDPConfig) -> torch.dtype:
+    """verl's ``mixed_precision.reduce_dtype``: the dtype gradients are averaged across ranks in."""
+    name = fsdp.mixed_precision.reduce_dtype
+    return torch.float32 if name == "auto" else DTYPES.get(name)
 
 
 def shard_model(
@@ -35,7 +42,8 @@ def shard_model(
     compute_dtype: torch.dtype,
     fsdp: FSDPConfig | None = None,
 ) -> nn.Module:
-    """Shard ``model`` in place over ``mesh``; compute in ``compute_dtype``, reduce gradients in fp32.
+    """Shard ``model`` in place over ``mesh``; compute in ``compute_dtype``, reduce gradients in
+    ``mixed_precision.reduce_dtype`` (fp32 unless set).
 
     Parameters stay in the dtype they were loaded in (fp32 master weights for training); the mixed
     precision policy casts them to ``compute_dtype`` when FSDP gathers them for a forward pass. With host
@@ -46,7 +54,7 @@ def shard_model(
     param_dtype = next(model.parameters()).dtype
     mp_policy = MixedPrecisionPolicy(
         param_dtype=None if compute_dtype == param_dtype else compute_dtype,
-        reduce_dtype=torch.float32,
+        reduce_dtype=gradient_reduce_dtype(fsdp),
     )
     on_accelerator = mesh.device_type != "cpu"
     offload: OffloadPolicy = CPUOffloadPolicy(pin_memory=on_accelerator) if host_offload(fsdp) else OffloadPolicy()

@@ -37,7 +37,11 @@ DTYPES: Registry[torch.dtype] = Registry(
         "actor_rollout_ref.rollout.dtype",
         "critic.model.dtype",
         "reward_model.model.dtype",
-        *(f"{section}.{key}" for section in FSDP_SECTIONS.values() for key in ("model_dtype", "dtype")),
+        *(
+            f"{section}.{key}"
+            for section in FSDP_SECTIONS.values()
+            for key in ("model_dtype", "dtype", "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype")
+        ),
     ),
     also_allowed=("auto",),
 )

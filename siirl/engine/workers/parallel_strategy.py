@@ -28,7 +28,13 @@ import torch.distributed as dist
 from torch import nn
 
 from siirl.engine.workers.distributed import DataParallelGroup
-from siirl.engine.workers.fsdp import full_named_parameters, reshard_all, shard_model, to_local_float
+from siirl.engine.workers.fsdp import (
+    full_named_parameters,
+    gradient_reduce_dtype,
+    reshard_all,
+    shard_model,
+    to_local_float,
+)
 from siirl.params.fsdp import FSDPConfig
 from siirl.registry import Registry
 
@@ -92,9 +98,12 @@ class ReplicateStrategy(ParallelStrategy):
     name = "replicate"
     lockstep_micro_batches = False
     autocast = False
+    #: ``mixed_precision.reduce_dtype``: the gradient all-reduce runs in it, as FSDP2's reduce-scatter does.
+    reduce_dtype = torch.float32
 
     def wrap(self, model: nn.Module, device: torch.device, fsdp: FSDPConfig) -> nn.Module:
         self.autocast = next(model.parameters()).dtype != self.compute_dtype
+        self.reduce_dtype = gradient_reduce_dtype(fsdp)
         return model.to(device)
 
     def forward_context(self) -> contextlib.AbstractContextManager:
@@ -109,7 +118,7 @@ class ReplicateStrategy(ParallelStrategy):
         for p in params:
             if p.grad is None:  # an unused parameter still takes part, so every rank's buffer lines up
                 p.grad = torch.zeros_like(p)
-        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        flat = torch.cat([p.grad.reshape(-1) for p in params]).to(self.reduce_dtype)
         dist.all_reduce(flat, group=self.dp.group)
         flat.div_(self.dp.size)
         offset = 0

@@ -1,0 +1,60 @@
+"""A user's YAML tree (``--config-path/--config-name``, e.g. verl's ``ppo_trainer.yaml``) under the same rules
+as command-line overrides: each leaf is screened as ``key=value`` would be (renamed keys move, keys of
+unimplemented features are dropped at their "off" value and refused otherwise, keys that change nothing here
+are dropped, unknown keys are refused with a did-you-mean), all problems in one error.
+
+Values are judged resolved (verl's tree fills many keys from others with ``${oc.select:...}``); what is kept
+stays as written, so its interpolations still see the command line.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from siirl.params.override_screen import raise_problems, screen_each
+from siirl.params.schema_keys import SchemaKeys
+
+
+def _leaves(node: Any, prefix: str = "") -> list[str]:
+    """Dotted keys of the tree's leaves (an empty dict or list is a leaf: a value the schema may hold)."""
+    if isinstance(node, dict) and node:
+        return [leaf for key, value in node.items() for leaf in _leaves(value, f"{prefix}{key}.")]
+    return [prefix[:-1]]
+
+
+def _resolved(cfg: Any, key: str) -> Any:
+    try:
+        value = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+    except OmegaConfBaseException:  # refers to a key only the command line or siiRL's defaults give
+        value = OmegaConf.select(cfg, key, throw_on_resolution_failure=False)
+    return OmegaConf.to_container(value, resolve=False) if OmegaConf.is_config(value) else value
+
+
+def screen_tree(tree: dict[str, Any], schema: SchemaKeys) -> dict[str, Any]:
+    """The tree with renamed keys moved and dropped keys removed; every problem at once as one error."""
+    cfg = OmegaConf.create(tree)
+    keys = _leaves(tree)
+    overrides = [f"{key}={json.dumps(_resolved(cfg, key), default=str)}" for key in keys]
+    results = screen_each(overrides, schema)
+    raise_problems([problem for _, problem in results if problem is not None], "keys of the config file")
+    kept = OmegaConf.create({})
+    for key, (keep, _) in zip(keys, results):
+        if keep is None:
+            continue
+        target, _, value = keep.partition("=")
+        target = target.lstrip("+~")
+        # a renamed key takes the value the rename gives; any other keeps the leaf as written
+        OmegaConf.update(kept, target, yaml.safe_load(value) if target != key else _raw(cfg, key), force_add=True)
+    return OmegaConf.to_container(kept, resolve=False)
+
+
+def _raw(cfg: Any, key: str) -> Any:
+    """The leaf as written (an interpolation stays one)."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    return OmegaConf.to_container(node, resolve=False)[leaf]
