@@ -50,7 +50,7 @@ def test_items_of_the_wrong_width_are_one_line(tmp_path, tokenizer):
 @pytest.mark.parametrize(
     ("custom", "message"),
     [
-        ({"path": "/nowhere/rl_dataset.py", "name": "RLHFDataset"}, "data.custom_cls.path: file not found"),
+        ({"path": "/nowhere/rl_dataset.py", "name": "RLHFDataset"}, "data.custom_cls.path: /nowhere/rl_dataset.py: file not found"),
         ({"name": "NoSuchDataset"}, "data.custom_cls.name: 'NoSuchDataset' not found"),
         ({"name": "pq"}, "data.custom_cls.name: 'pq' in .* is not a torch.utils.data.Dataset class"),
     ],
