@@ -162,14 +162,21 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     """Build the loaders rank 0 will build: row types, over-long prompts, rows left after filtering."""
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
     from siirl.engine.workers.model_loading import load_tokenizer
+    from siirl.engine.workers.vision import load_image_processor
 
     dp = _data_dp_size(plan)
-    tokenizer = load_tokenizer(data_tokenizer_model(cfg))
-    loader = build_train_dataloader(cfg.data, tokenizer, 0, dp)
+    model = data_tokenizer_model(cfg)
+    tokenizer, images = load_tokenizer(model), load_image_processor(model)
+    if images is not None:
+        raise ConfigError(
+            f"bad config: {model.path} is a vision-language model; its data loads, but rollout and training "
+            "with images are not implemented yet (see docs/vlm.md)"
+        )
+    loader = build_train_dataloader(cfg.data, tokenizer, 0, dp, image_processor=images)
     # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
     next(iter(loader))
     if cfg.data.val_files:
-        next(iter(build_val_dataloader(cfg.data, tokenizer, 0, dp)))
+        next(iter(build_val_dataloader(cfg.data, tokenizer, 0, dp, image_processor=images)))
 
 
 def check_plan(cfg: SiirlConfig, plan: ExecutionPlan) -> None:

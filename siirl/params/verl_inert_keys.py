@@ -68,7 +68,6 @@ INERT: dict[str, Inert] = {
     "critic.profiler.enable": Inert((False,), _PROFILER),
     "critic.profiler.*": Inert((), _PROFILER + "; its options are not read"),
     _ACTOR + "calculate_sum_pi_squared": Inert((False,), "the sum-of-pi-squared metric is not computed (false only)"),
-    _ACTOR + "freeze_vision_tower": Inert((False,), "vision towers are trained with the policy (false only)"),
     _ACTOR + "tau_pos": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
     _ACTOR + "tau_neg": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
     "actor_rollout_ref.hybrid_engine": Inert((True,), "the rollout engine is always colocated with the actor"),
@@ -80,7 +79,6 @@ INERT: dict[str, Inert] = {
     "algorithm.embodied_sampling.*": Inert((), _EMBODIED),
     "reward_model.reward_kwargs.action_token_len": Inert((), _EMBODIED),
     "reward_model.reward_kwargs.reward_coef": Inert((), _EMBODIED),
-    "data.image_key": Inert((), "multimodal (image) training is not implemented yet; text prompts only"),
     _REF + "strategy": Inert(("fsdp", "fsdp2"), "the reference shards as the actor does (actor.strategy)"),
     _ACTOR + "checkpoint.save_contents": Inert(
         (["model", "optimizer", "extra"], ["model", "hf_model", "optimizer", "extra"]),

@@ -27,6 +27,7 @@ from siirl.engine.workers.distributed import DataParallelGroup
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
 from siirl.engine.workers.model_loading import resolve_dtype
 from siirl.engine.workers.offload import OptimizerStateOffload
+from siirl.device.kernels.hf_models import set_text_attn_implementation, text_config
 from siirl.engine.workers.padding_free import (
     HeadReduce,
     choose_layout,
@@ -150,15 +151,16 @@ class FSDPWorker:
         model.train(trainable)
         if not trainable:
             model.requires_grad_(False)
-        layer_types = set(getattr(model.config, "layer_types", None) or ["full_attention"])
+        language = text_config(model)
+        layer_types = set(getattr(language, "layer_types", None) or ["full_attention"])
         self.layout, attn = choose_layout(
             bool(model_cfg.use_remove_padding),
             str(model_cfg.remove_padding_layout),
-            str(model.config._attn_implementation),
+            str(language._attn_implementation),
             full_causal=layer_types == {"full_attention"},
         )
-        if attn != model.config._attn_implementation:
-            model.set_attn_implementation(attn)
+        if attn != language._attn_implementation:
+            set_text_attn_implementation(model, attn)
         self.logits_to_keep = supports_logits_to_keep(model)
         fused = self.backend.fused_log_probs() if bool(model_cfg.use_fused_kernels) else None
         self.log_probs_fn = fused or logprobs_from_logits
