@@ -28,6 +28,7 @@ from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
 from siirl.engine.workers.model_loading import resolve_dtype
 from siirl.engine.workers.offload import OptimizerStateOffload
 from siirl.device.kernels.hf_models import set_text_attn_implementation, text_config
+from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, vision_rows
 from siirl.engine.workers.padding_free import (
     HeadReduce,
     choose_layout,
@@ -189,6 +190,7 @@ class FSDPWorker:
                 self.layout,
                 reduce,
                 self.logits_to_keep,
+                vision_rows(self.model, micro, micro["input_ids"], micro["attention_mask"]),
             )
 
     def micro_batches(self, batch: TensorDict, batching: Batching) -> list[list[int]]:
@@ -202,7 +204,7 @@ class FSDPWorker:
         """(rows, device micro-batch, is_dummy); a dummy reruns row 0 so that FSDP collectives line up."""
         if batch.batch_size[0] == 0:
             raise ValueError(f"{type(self).__name__} got an empty batch on dp rank {self.dp.rank}")
-        view = batch.select(*keys)
+        view = batch.select(*keys, *(k for k in (MULTIMODAL_INPUTS,) if k in set(batch.keys())))
         for rows in self.micro_batches(batch, batching):
             dummy = not rows
             with self.timer.phase("data_movement"):
