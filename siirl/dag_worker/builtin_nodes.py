@@ -13,6 +13,7 @@ its metrics prefixed ``<name>/``). Single policies and multi-agent teams run thi
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +25,23 @@ from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import AGENTS_FIELD, ROLLOUT_WRITES, NodeContract, node_contract
+from siirl.engine.workers.vision import policy_sees_images
+from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.execution.roles import uses_reference
 from siirl.params.root import SiirlConfig
 
 #: What a model forward over prompt + response reads.
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
+
+
+def with_images(when: Callable[[SiirlConfig], NodeContract] | None = None) -> Callable[[SiirlConfig], NodeContract]:
+    """``when`` plus, for a vision-language policy, the rows' images (a policy forward reads them)."""
+
+    def contract(cfg: SiirlConfig) -> NodeContract:
+        images = NodeContract(reads=(MULTIMODAL_INPUTS,)) if policy_sees_images(cfg) else NodeContract()
+        return images.merged(when(cfg) if when is not None else None)
+
+    return contract
 
 
 def _advantage_inputs(cfg: SiirlConfig) -> NodeContract:
@@ -107,7 +120,8 @@ def per_policy(**contract: Any):
 
 
 @node_contract(
-    reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",), when=environment_outputs
+    reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",),
+    when=with_images(environment_outputs),
 )
 def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Roll out ``n`` responses per prompt with the current policy (weights synced when stale)."""
@@ -221,7 +235,7 @@ def rollout_probs_diff(rollout_log_probs: torch.Tensor, log_probs: torch.Tensor,
     }
 
 
-@per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",))
+@per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",), when=with_images())
 def compute_old_log_prob(
     batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
 ) -> NodeOutput:
@@ -245,7 +259,7 @@ def compute_old_log_prob(
     return NodeOutput(full, metrics=_scoped(metrics, agent))
 
 
-@per_policy(reads=SEQUENCE_KEYS, when=_reference_output)
+@per_policy(reads=SEQUENCE_KEYS, when=with_images(_reference_output))
 def compute_ref_log_prob(
     batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
 ) -> NodeOutput:
@@ -274,7 +288,7 @@ def compute_value(batch: TensorDict, config: Any = None, *, ctx, node_config: An
     return NodeOutput(batch, metrics=_scoped(metrics, agent))
 
 
-@per_policy(reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=_kl_loss_input)
+@per_policy(reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=with_images(_kl_loss_input))
 def train_actor(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
     """PPO-style policy update; marks the rollout engine's weights stale. During verl's critic warm-up
     (``step <= trainer.critic_warmup``) the update is skipped, so the policy stays as it is while the

@@ -7,8 +7,11 @@ which ``AutoImageProcessor`` resolves to its PIL implementation when torchvision
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,6 +35,21 @@ def load_image_processor(model_cfg: Any) -> Any | None:
     except (OSError, ValueError, ImportError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"no usable image processor in '{model_cfg.path}': {first_line}") from None
+
+
+@functools.lru_cache(maxsize=16)
+def _has_vision_config(path: str) -> bool:
+    config = Path(path).expanduser() / "config.json"
+    try:
+        return "vision_config" in json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # a missing or broken model dir is reported by the model checks, not here
+
+
+def policy_sees_images(cfg: Any) -> bool:
+    """Whether the run's policy is a vision-language model (read from its ``config.json`` at plan time):
+    its batches then carry ``multi_modal_inputs`` from the dataloader to every policy forward."""
+    return _has_vision_config(str(cfg.actor_rollout_ref.model.path or ""))
 
 
 def vision_tower(model: torch.nn.Module) -> torch.nn.Module | None:

@@ -1,0 +1,35 @@
+"""A vision-language policy's batches declare their images: the dataloader provides ``multi_modal_inputs``
+and every policy forward (rollout, old log-probs, reference, update) reads it; a text policy has none."""
+
+import pytest
+from config_testutils import typed_config
+from vlm_testutils import save_tiny_vlm
+
+from siirl.execution.dag import NodeRole, NodeType, Pipeline
+from siirl.execution.dag.builtin_pipelines import select_pipeline
+from siirl.execution.dag.contract_check import ContractError, check_contracts, dataloader_keys
+
+
+@pytest.fixture(scope="module")
+def vlm_cfg(tmp_path_factory):
+    path = save_tiny_vlm(tmp_path_factory.mktemp("vlm"))
+    return typed_config({"actor_rollout_ref": {"model": {"path": str(path)}, "actor": {"use_kl_loss": True}}})
+
+
+def test_policy_forwards_read_the_images_the_dataloader_provides(vlm_cfg):
+    graph = select_pipeline(vlm_cfg)
+    check_contracts(graph, vlm_cfg)
+    assert "multi_modal_inputs" in dataloader_keys(vlm_cfg)
+    readers = {n.node_id for n in graph.nodes.values() if "multi_modal_inputs" in n.effective_contract(vlm_cfg).reads}
+    assert {"rollout_actor", "actor_old_log_prob", "reference_log_prob", "actor_train"} <= readers, readers
+
+
+def test_a_text_policy_has_no_images_to_read():
+    cfg = typed_config({})
+    assert "multi_modal_inputs" not in dataloader_keys(cfg)
+    graph = Pipeline("images").add_node(
+        "rollout", func="siirl.dag_worker.builtin_nodes:generate", node_type=NodeType.MODEL_INFERENCE,
+        node_role=NodeRole.ROLLOUT, reads=("multi_modal_inputs",),
+    )
+    with pytest.raises(ContractError, match="multi_modal_inputs"):
+        check_contracts(graph.build(), cfg)
