@@ -167,11 +167,6 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     dp = _data_dp_size(plan)
     model = data_tokenizer_model(cfg)
     tokenizer, images = load_tokenizer(model), load_image_processor(model)
-    if images is not None:
-        raise ConfigError(
-            f"bad config: {model.path} is a vision-language model; its data loads, but rollout and training "
-            "with images are not implemented yet (see docs/vlm.md)"
-        )
     loader = build_train_dataloader(cfg.data, tokenizer, 0, dp, image_processor=images)
     # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
     next(iter(loader))

@@ -107,3 +107,24 @@ def test_plain_path_cells_are_read(tmp_path, vlm_tokenizer):
     rows = [image_row(i, [str(tmp_path / "a.png")]) for i in range(2)]
     batch = next(iter(loader_of(write_image_rows(tmp_path / "d.parquet", rows, schema), vlm_tokenizer)))
     assert batch["multi_modal_inputs"][0]["image_grid_thw"].tolist() == [[1, 4, 4]]
+
+
+def test_a_broken_image_anywhere_fails_the_plan_before_ray(tmp_path):
+    import ray
+    from vlm_testutils import save_tiny_vlm
+
+    from siirl.errors import SiirlUserError
+    from siirl.main_dag import prepare
+
+    rows = [image_row(i, [{"bytes": png_bytes(i), "path": None}]) for i in range(24)]
+    rows[21] = image_row(21, [{"bytes": None, "path": str(tmp_path / "gone.png")}])
+    train = write_image_rows(tmp_path / "train.parquet", rows)
+    overrides = [
+        "device=cpu", "trainer.n_gpus_per_node=2", f"data.train_files={train}", "data.val_files=[]",
+        f"actor_rollout_ref.model.path={save_tiny_vlm(tmp_path / 'model')}", "data.train_batch_size=8",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8", "data.max_prompt_length=20",
+        f"trainer.output_dir={tmp_path / 'out'}",
+    ]
+    with pytest.raises(SiirlUserError, match=r"train.parquet row 21: image 0 \(.*gone.png\) not found") as info:
+        prepare(overrides, None, None)
+    assert "\n" not in str(info.value) and not ray.is_initialized()
