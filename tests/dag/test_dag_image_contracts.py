@@ -33,3 +33,24 @@ def test_a_text_policy_has_no_images_to_read():
     )
     with pytest.raises(ContractError, match="multi_modal_inputs"):
         check_contracts(graph.build(), cfg)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"actor_rollout_ref": {"rollout": {"name": "vllm"}}}, "the 'vllm' rollout engine does not pass images"),
+        ({"algorithm": {"adv_estimator": "gae"}}, "a critic .* of a vision-language policy is not implemented"),
+    ],
+)
+def test_what_cannot_take_images_is_refused_in_one_line(vlm_cfg, overrides, message):
+    from siirl.config_checks import check_vision_policy
+    from siirl.errors import ConfigError
+
+    cfg = typed_config({
+        "actor_rollout_ref": {"model": {"path": vlm_cfg.actor_rollout_ref.model.path}, **overrides.get("actor_rollout_ref", {})},
+        **{k: v for k, v in overrides.items() if k != "actor_rollout_ref"},
+    })
+    with pytest.raises(ConfigError, match=message) as info:
+        check_vision_policy(cfg)
+    assert "\n" not in str(info.value)
+    check_vision_policy(vlm_cfg)  # grpo on hf: fine

@@ -93,6 +93,8 @@ class HFRolloutEngine(RolloutEngine):
     """``model_cfg`` / ``rollout_cfg``: ``ModelConfig`` / ``RolloutConfig`` sections; responses are at most
     ``max_response_length`` tokens (``data.max_response_length``)."""
 
+    takes_images = True
+
     def __init__(
         self,
         model_cfg: ModelConfig,
