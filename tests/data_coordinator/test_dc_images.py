@@ -128,3 +128,23 @@ def test_a_broken_image_anywhere_fails_the_plan_before_ray(tmp_path):
     with pytest.raises(SiirlUserError, match=r"train.parquet row 21: image 0 \(.*gone.png\) not found") as info:
         prepare(overrides, None, None)
     assert "\n" not in str(info.value) and not ray.is_initialized()
+
+
+def test_images_move_with_their_rows_between_dp_layouts(tmp_path, vlm_tokenizer):
+    """What the coordinator does when the rollout and actor dp layouts differ: rows leave as wire batches,
+    are picked and re-joined; every row keeps its own pixel inputs."""
+    import numpy as np
+
+    from siirl.data_coordinator.tensordict_ops import from_wires, to_wire, wire_take
+
+    rows = [image_row(i, [{"bytes": png_bytes(i), "path": None}] if i % 3 else []) for i in range(8)]
+    rows = [r if r["images"] else {**r, "prompt": [{"role": "user", "content": "Sum?"}]} for r in rows]
+    path = write_image_rows(tmp_path / "d.parquet", rows)
+    producers = [next(iter(loader_of(path, vlm_tokenizer, train_batch_size=8, shuffle=True, seed=s))) for s in (1, 2)]
+    assert producers[0]["index"] != producers[1]["index"]  # two ranks, different rows
+    wires = [wire_take(to_wire(p), np.array([3, 0, 5])) for p in producers]  # one consumer's share of each
+    moved = from_wires(wires)
+    expected = [producers[p]["multi_modal_inputs"][r] for p in range(2) for r in (3, 0, 5)]
+    for got, want in zip(moved["multi_modal_inputs"], expected):
+        assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    assert torch.equal(moved["input_ids"][:3], producers[0]["input_ids"][[3, 0, 5]])
