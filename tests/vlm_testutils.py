@@ -39,15 +39,15 @@ def build_vlm_tokenizer() -> PreTrainedTokenizerFast:
 def build_vlm(tokenizer: PreTrainedTokenizerFast, seed: int = 0) -> Qwen2VLForConditionalGeneration:
     ids = tokenizer.convert_tokens_to_ids
     config = Qwen2VLConfig(
-        text_config=dict(
-            vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-            rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
-        ),
-        vision_config=dict(
-            depth=1, embed_dim=32, hidden_size=64, num_heads=2, mlp_ratio=2, patch_size=7,
-            spatial_merge_size=2, temporal_patch_size=2, in_channels=3,
-        ),
+        text_config={
+            "vocab_size": len(tokenizer), "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+            "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},
+        },
+        vision_config={
+            "depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 2, "mlp_ratio": 2, "patch_size": 7,
+            "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3,
+        },
         image_token_id=ids("<|image_pad|>"), video_token_id=ids("<pad>"),
         vision_start_token_id=ids("<|vision_start|>"), vision_end_token_id=ids("<|vision_end|>"),
         bos_token_id=None, eos_token_id=ids("<eos>"), pad_token_id=ids("<pad>"), tie_word_embeddings=True,

@@ -22,11 +22,11 @@ from tensordict import TensorDict
 
 from siirl import algorithms
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.engine.workers.vision import policy_sees_images
+from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import AGENTS_FIELD, ROLLOUT_WRITES, NodeContract, node_contract
-from siirl.engine.workers.vision import policy_sees_images
-from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.execution.roles import uses_reference
 from siirl.params.root import SiirlConfig
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 import torch
-from PIL import Image
 from dc_testutils import data_config
+from PIL import Image
 from vlm_testutils import (
     IMAGE_ROW_SCHEMA,
     TOKENS_PER_28PX_IMAGE,
@@ -26,7 +26,10 @@ def vlm_tokenizer():
     return build_vlm_tokenizer()
 
 
-def loader_of(path, tokenizer, processor=build_image_processor(), **overrides):
+PROCESSOR = build_image_processor()
+
+
+def loader_of(path, tokenizer, processor=PROCESSOR, **overrides):
     settings = {"train_batch_size": 2, "shuffle": False, "max_prompt_length": 32, **overrides}
     config = data_config(train_files=[path], **settings)
     return build_train_dataloader(config, tokenizer, 0, 1, image_processor=processor)

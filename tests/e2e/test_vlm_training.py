@@ -11,7 +11,7 @@ from .e2e_helpers import read_metrics, run_main
 pytestmark = pytest.mark.slow
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vlm_testutils import image_row, png_bytes, save_tiny_vlm, write_image_rows  # noqa: E402
+from vlm_testutils import image_row, png_bytes, save_tiny_vlm, write_image_rows
 
 
 def test_two_grpo_steps_with_images(tmp_path, ray_session):

@@ -64,7 +64,7 @@ def test_sampled_log_probs_equal_the_training_forward_with_images(vlm_dir, n, ki
 
 
 def test_shared_prefill_gives_the_tokens_of_separate_prefills(vlm_dir):
-    greedy = dict(temperature=0.0, do_sample=False, micro_batch_size=64)
+    greedy = {"temperature": 0.0, "do_sample": False, "micro_batch_size": 64}
     batch = prompts(KINDS)
     shared = engine(vlm_dir, n=2, **greedy).generate(batch)["responses"]
     separate = engine(vlm_dir, n=1, **greedy).generate(batch)["responses"].repeat_interleave(2, 0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, vision_core
+from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, mrope_positions, stack_images, vision_core
 
 #: Config attributes of the Qwen-VL family that name vision special tokens.
 VISION_TOKEN_ATTRS = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
@@ -35,32 +35,16 @@ class RolloutImages:
     def __init__(self, model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, inputs: list[dict]) -> None:
         self.core = vision_core(model)
         self.inputs = inputs
-        self.token_types = (ids == int(self.core.config.image_token_id)).int()
-        grids = [i["image_grid_thw"] for i in inputs if i]
-        self.positions, self.deltas = self.core.get_rope_index(
-            ids,
-            mm_token_type_ids=self.token_types,
-            image_grid_thw=torch.cat(grids).to(ids.device) if grids else None,
-            attention_mask=mask,
-        )
+        self.positions, self.deltas, self.token_types = mrope_positions(self.core, ids, mask, inputs)
         self.device = ids.device
-        self.any_image = bool(grids)
-
-    def _pixels(self, rows: range) -> dict[str, torch.Tensor]:
-        chosen = [self.inputs[r] for r in rows if self.inputs[r]]
-        if not chosen:
-            return {}
-        return {
-            "pixel_values": torch.cat([c["pixel_values"] for c in chosen]).to(self.device),
-            "image_grid_thw": torch.cat([c["image_grid_thw"] for c in chosen]).to(self.device),
-        }
+        self.any_image = any(inputs)
 
     def prefill_inputs(self, repeats: int) -> dict[str, torch.Tensor]:
         """Inputs of the shared prefill over every prompt token but the last, one row per prompt."""
         heads = range(0, len(self.inputs), repeats)
         return {
             "position_ids": self.positions[:, ::repeats, :-1],
-            **self._pixels(heads),
+            **stack_images([self.inputs[r] for r in heads], self.device),
         }
 
     def generate_inputs(self, prefilled: bool) -> dict[str, torch.Tensor]:
@@ -68,7 +52,7 @@ class RolloutImages:
         self.core.rope_deltas = self.deltas
         if prefilled or not self.any_image:  # prefilled: the images are in the cache already
             return {}
-        return {"mm_token_type_ids": self.token_types, **self._pixels(range(len(self.inputs)))}
+        return {"mm_token_type_ids": self.token_types, **stack_images(self.inputs, self.device)}
 
     def last_token_is_image(self) -> bool:
         return bool(self.token_types[:, -1].any())

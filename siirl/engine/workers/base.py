@@ -23,12 +23,11 @@ from torch import nn
 
 from siirl.algorithms import logprobs_from_logits
 from siirl.device import DeviceBackend, get_backend
+from siirl.device.kernels.hf_models import set_text_attn_implementation, text_config
 from siirl.engine.workers.distributed import DataParallelGroup
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
 from siirl.engine.workers.model_loading import resolve_dtype
 from siirl.engine.workers.offload import OptimizerStateOffload
-from siirl.device.kernels.hf_models import set_text_attn_implementation, text_config
-from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, vision_rows
 from siirl.engine.workers.padding_free import (
     HeadReduce,
     choose_layout,
@@ -37,6 +36,7 @@ from siirl.engine.workers.padding_free import (
 )
 from siirl.engine.workers.parallel_strategy import build_strategy, count_parameters
 from siirl.engine.workers.stage_timer import StageTimer
+from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, vision_rows
 from siirl.errors import ConfigError
 from siirl.params.fsdp import FSDPConfig, host_offload
 from siirl.params.micro_batch_keys import micro_batching

@@ -18,6 +18,7 @@ import torch
 from transformers import AutoConfig, AutoImageProcessor
 
 from siirl.engine.workers.model_loading import ModelLoadError, is_vision_config, load_policy_lm, model_dir
+from siirl.engine.workers.vision_inputs import vision_core
 
 logger = logging.getLogger(__name__)
 
@@ -55,16 +56,7 @@ def policy_sees_images(cfg: Any) -> bool:
 def vision_tower(model: torch.nn.Module) -> torch.nn.Module | None:
     """The vision encoder of a loaded VLM (``model.visual`` in the Qwen-VL family), peft wrapping looked
     through; ``None`` for a text LM."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    core = getattr(inner, "model", inner)
-    return getattr(core, "visual", None)
-
-
-def text_model(model: torch.nn.Module) -> torch.nn.Module:
-    """The language model of a VLM (its decoder stack), or the model itself for a text LM."""
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    core = getattr(inner, "model", inner)
-    return getattr(core, "language_model", model)
+    return getattr(vision_core(model), "visual", None)
 
 
 def freeze_vision_tower(model: torch.nn.Module) -> int:

@@ -26,6 +26,33 @@ def vision_core(model: nn.Module) -> nn.Module:
     return getattr(inner, "model", inner)
 
 
+def stack_images(rows: list[dict], device: torch.device) -> dict[str, torch.Tensor]:
+    """The model's image inputs for these rows' ``multi_modal_inputs``, in row order ({} without images)."""
+    chosen = [r for r in rows if r]
+    if not chosen:
+        return {}
+    return {
+        "pixel_values": torch.cat([c["pixel_values"] for c in chosen]).to(device),
+        "image_grid_thw": torch.cat([c["image_grid_thw"] for c in chosen]).to(device),
+    }
+
+
+def mrope_positions(
+    core: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, inputs: list[dict]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(3-D positions (3, rows, width), per-row rope deltas, ``mm_token_type_ids``) of left-padded rows,
+    by the model's own ``get_rope_index`` (which needs the token types to find the image blocks)."""
+    token_types = (input_ids == int(core.config.image_token_id)).int()
+    grids = [i["image_grid_thw"] for i in inputs if i]
+    positions, deltas = core.get_rope_index(
+        input_ids,
+        mm_token_type_ids=token_types,
+        image_grid_thw=torch.cat(grids).to(input_ids.device) if grids else None,
+        attention_mask=attention_mask,
+    )
+    return positions, deltas, token_types
+
+
 def _digest(inputs: dict) -> bytes:
     if not inputs:
         return b""
@@ -51,12 +78,9 @@ class VisionRows:
         enter the result times zero: sharded vision blocks gather their parameters in forward and reduce
         their gradients in backward on every rank, so no rank may skip them."""
         device = self.positions.device
-        chosen = [self.inputs[int(r)] for r in prompt_rows.tolist() if self.inputs[int(r)]]
-        if chosen:
-            return {
-                "pixel_values": torch.cat([c["pixel_values"] for c in chosen]).to(device),
-                "image_grid_thw": torch.cat([c["image_grid_thw"] for c in chosen]).to(device),
-            }, None
+        images = stack_images([self.inputs[r] for r in prompt_rows.tolist()], device)
+        if images:
+            return images, None
         core = vision_core(model)
         merge = int(core.config.vision_config.spatial_merge_size)
         grid = torch.tensor([[1, merge, merge]], device=device)
@@ -77,15 +101,7 @@ def vision_rows(model: nn.Module, micro, input_ids: torch.Tensor, attention_mask
     if MULTIMODAL_INPUTS not in set(micro.keys()):
         return None
     inputs = list(micro[MULTIMODAL_INPUTS])
-    core = vision_core(model)
-    image_token = int(core.config.image_token_id)
-    grids = [i["image_grid_thw"] for i in inputs if i]
-    positions, _ = core.get_rope_index(
-        input_ids,
-        mm_token_type_ids=(input_ids == image_token).int(),
-        image_grid_thw=torch.cat(grids).to(input_ids.device) if grids else None,
-        attention_mask=attention_mask,
-    )
+    positions, _, _ = mrope_positions(vision_core(model), input_ids, attention_mask, inputs)
     numbers: dict[bytes, int] = {b"": 0}
     keys = [numbers.setdefault(_digest(i), len(numbers)) for i in inputs]
     return VisionRows(inputs, positions, torch.tensor(keys, device=input_ids.device))
