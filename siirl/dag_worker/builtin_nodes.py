@@ -22,6 +22,7 @@ from tensordict import TensorDict
 
 from siirl import algorithms
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
 from siirl.engine.workers.vision import policy_sees_images
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
@@ -34,11 +35,14 @@ from siirl.params.root import SiirlConfig
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
 
 
-def with_images(when: Callable[[SiirlConfig], NodeContract] | None = None) -> Callable[[SiirlConfig], NodeContract]:
-    """``when`` plus, for a vision-language policy, the rows' images (a policy forward reads them)."""
+def with_images(
+    when: Callable[[SiirlConfig], NodeContract] | None = None, keys: tuple[str, ...] = (MULTIMODAL_INPUTS,)
+) -> Callable[[SiirlConfig], NodeContract]:
+    """``when`` plus, for a vision-language policy, the rows' image ``keys`` (a policy forward reads the
+    processed inputs; the rollout also the decoded images, which vLLM takes)."""
 
     def contract(cfg: SiirlConfig) -> NodeContract:
-        images = NodeContract(reads=(MULTIMODAL_INPUTS,)) if policy_sees_images(cfg) else NodeContract()
+        images = NodeContract(reads=keys) if policy_sees_images(cfg) else NodeContract()
         return images.merged(when(cfg) if when is not None else None)
 
     return contract
@@ -121,7 +125,7 @@ def per_policy(**contract: Any):
 
 @node_contract(
     reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",),
-    when=with_images(environment_outputs),
+    when=with_images(environment_outputs, (MULTIMODAL_INPUTS, MULTIMODAL_DATA)),
 )
 def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Roll out ``n`` responses per prompt with the current policy (weights synced when stale)."""

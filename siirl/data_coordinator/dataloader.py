@@ -67,7 +67,8 @@ class DistributedDataLoader:
     ``ground_truth``, ``index`` and, with ``data.return_raw_chat``, ``raw_prompt`` plus the rows'
     ``extra_info.tools_kwargs`` / ``extra_info.interaction_kwargs`` (``{}`` where absent), as verl does.
     With an ``image_processor`` (a vision policy), ``data.image_key`` images expand their ``<image>``
-    placeholders and each row carries verl's ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``).
+    placeholders and each row carries verl's ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``)
+    and ``multi_modal_data`` (the decoded images, for vLLM).
 
     ``global_batch_size`` prompts per step are split over the ``dp_size`` ranks (``None``: the whole
     dataset is one global batch). Iterating runs the rest of the current epoch, then moves to the next.
@@ -230,8 +231,9 @@ class DistributedDataLoader:
         batch = TensorDict(tensors, batch_size=[len(rows)])
         if self._images is not None:
             image_key = self._config.image_key
-            inputs = [self._images.pixel_inputs(row.get(image_key), describe(i)) for i, row in enumerate(rows)]
-            set_non_tensor_list(batch, "multi_modal_inputs", inputs)
+            inputs, data = zip(*(self._images.row_inputs(row.get(image_key), describe(i)) for i, row in enumerate(rows)))
+            set_non_tensor_list(batch, "multi_modal_inputs", list(inputs))
+            set_non_tensor_list(batch, "multi_modal_data", list(data))
         set_non_tensor_list(batch, "data_source", [row.get(self._config.reward_fn_key) for row in rows])
         set_non_tensor_list(
             batch, "ground_truth", [(row.get("reward_model") or {}).get("ground_truth") for row in rows]

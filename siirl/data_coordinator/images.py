@@ -89,12 +89,12 @@ class ImagePrompts:
         blocks = [VISION_START + IMAGE_PAD * self.tokens_per_image(s) + VISION_END for s in sizes]
         return pieces[0] + "".join(block + piece for block, piece in zip(blocks, pieces[1:]))
 
-    def pixel_inputs(self, cell: Any, where: str) -> dict[str, torch.Tensor]:
-        """verl's ``multi_modal_inputs`` of one row: ``pixel_values`` and ``image_grid_thw`` ({} without
-        images)."""
+    def row_inputs(self, cell: Any, where: str) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
+        """verl's ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``: what the HF model takes) and
+        ``multi_modal_data`` (``{"image": [RGB images]}``: what vLLM takes) of one row; {} without images."""
         values = image_list(cell, where)
         if not values:
-            return {}
+            return {}, {}
         images = [open_image(v, where, i, decode=True) for i, v in enumerate(values)]
         out = self.image_processor(images=images, return_tensors="pt")
-        return {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}
+        return {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}, {"image": images}

@@ -22,6 +22,8 @@ def test_policy_forwards_read_the_images_the_dataloader_provides(vlm_cfg):
     assert "multi_modal_inputs" in dataloader_keys(vlm_cfg)
     readers = {n.node_id for n in graph.nodes.values() if "multi_modal_inputs" in n.effective_contract(vlm_cfg).reads}
     assert {"rollout_actor", "actor_old_log_prob", "reference_log_prob", "actor_train"} <= readers, readers
+    assert "multi_modal_data" in dataloader_keys(vlm_cfg)
+    assert "multi_modal_data" in graph.nodes["rollout_actor"].effective_contract(vlm_cfg).reads  # vLLM takes it
 
 
 def test_a_text_policy_has_no_images_to_read():
@@ -38,7 +40,7 @@ def test_a_text_policy_has_no_images_to_read():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"actor_rollout_ref": {"rollout": {"name": "vllm"}}}, "the 'vllm' rollout engine does not pass images"),
+        ({"actor_rollout_ref": {"rollout": {"name": "sglang"}}}, "the 'sglang' rollout engine does not pass images"),
         ({"algorithm": {"adv_estimator": "gae"}}, "a critic .* of a vision-language policy is not implemented"),
     ],
 )

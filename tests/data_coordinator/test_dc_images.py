@@ -49,6 +49,7 @@ def test_placeholders_become_vision_tokens_and_rows_carry_pixel_inputs(tmp_path,
     inputs = batch["multi_modal_inputs"]
     assert inputs[0]["image_grid_thw"].tolist() == [[1, 4, 4]] and inputs[0]["pixel_values"].shape == (16, 294)
     assert inputs[1]["image_grid_thw"].tolist() == [[1, 8, 8]]
+    assert [img.size for img in batch["multi_modal_data"][1]["image"]] == [(56, 56)]  # decoded, for vLLM
     processed = build_image_processor()(images=[Image.open(tmp_path / "b.png")], return_tensors="pt")
     assert torch.equal(inputs[1]["pixel_values"], processed["pixel_values"])
 
@@ -64,7 +65,7 @@ def test_overlong_filter_counts_the_expanded_image_tokens(tmp_path, vlm_tokenize
 def test_a_text_row_of_a_vision_dataset_has_empty_pixel_inputs(tmp_path, vlm_tokenizer):
     rows = [image_row(0, [{"bytes": png_bytes(0), "path": None}]), image_row(1, [], content="Digit?")]
     batch = next(iter(loader_of(write_image_rows(tmp_path / "d.parquet", rows), vlm_tokenizer)))
-    assert batch["multi_modal_inputs"][1] == {}
+    assert batch["multi_modal_inputs"][1] == {} and batch["multi_modal_data"][1] == {}
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from test_vision_layouts import GROUPS, make_micro
 from vlm_testutils import build_vlm_tokenizer, save_tiny_vlm
 
 from siirl.engine.rollout import make_rollout_engine
-from siirl.engine.rollout.vision_rollout import vision_token_ids
+from siirl.engine.rollout.vision_requests import vision_token_ids
 from siirl.engine.workers.actor import log_prob_reduce
 from siirl.engine.workers.padding_free import response_outputs
 from siirl.engine.workers.vision_inputs import vision_rows
@@ -73,7 +73,7 @@ def test_shared_prefill_gives_the_tokens_of_separate_prefills(vlm_dir):
 
 def test_vision_tokens_are_never_sampled(vlm_dir):
     rollout = engine(vlm_dir, n=4, temperature=1.0, micro_batch_size=64)
-    vision = vision_token_ids(rollout.model)
+    vision = vision_token_ids(rollout.model.config)
     assert len(vision) == 4
     with torch.no_grad():  # make the vision tokens the likeliest: without suppression they would be sampled
         rollout.model.lm_head.weight[vision] *= 0

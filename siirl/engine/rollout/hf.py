@@ -28,7 +28,8 @@ from siirl.engine.rollout.base import ROLLOUT_ENGINES, RolloutEngine
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right, prompt_position_ids
 from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
 from siirl.engine.rollout.sampling import SamplingParams
-from siirl.engine.rollout.vision_rollout import RolloutImages, rollout_images, vision_token_ids
+from siirl.engine.rollout.vision_requests import vision_token_ids
+from siirl.engine.rollout.vision_rollout import RolloutImages, rollout_images
 from siirl.engine.workers.model_loading import load_causal_lm, load_tokenizer, resolve_dtype
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.errors import ConfigError
@@ -122,7 +123,7 @@ class HFRolloutEngine(RolloutEngine):
         self.model.to(self.device)
         self.params = dict(self.model.named_parameters(remove_duplicate=False))
         self.eos_ids = _eos_ids(self.model, self.tokenizer)
-        vision = vision_token_ids(self.model)
+        vision = vision_token_ids(self.model.config)
         # After the log-prob recorder: it records the policy's own distribution, as training computes it.
         self.never_sampled = SuppressTokensLogitsProcessor(vision, device=self.device) if vision else None
         self.pad_id = int(self.tokenizer.pad_token_id)

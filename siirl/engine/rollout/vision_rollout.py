@@ -17,17 +17,6 @@ from torch import nn
 
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, mrope_positions, stack_images, vision_core
 
-#: Config attributes of the Qwen-VL family that name vision special tokens.
-VISION_TOKEN_ATTRS = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
-
-
-def vision_token_ids(model: nn.Module) -> list[int]:
-    """Token ids a response must never contain ([] for a text model)."""
-    config = model.config
-    if getattr(config, "vision_config", None) is None:
-        return []
-    return sorted({int(getattr(config, a)) for a in VISION_TOKEN_ATTRS if getattr(config, a, None) is not None})
-
 
 class RolloutImages:
     """The image inputs of one generation chunk (rows in runs of ``repeats`` identical prompts)."""

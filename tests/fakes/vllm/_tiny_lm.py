@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 DTYPES = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -20,7 +20,9 @@ class TinyLM:
     def __init__(self, model_path: str, dtype: str = "auto") -> None:
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}")
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=DTYPES[dtype]).eval()
+        vision = getattr(AutoConfig.from_pretrained(model_path), "vision_config", None) is not None
+        auto = AutoModelForImageTextToText if vision else AutoModelForCausalLM
+        self.model = auto.from_pretrained(model_path, dtype=DTYPES[dtype]).eval()
         self.params = dict(self.model.named_parameters())
         #: (name, shape, dtype) of every tensor loaded, in order.
         self.loaded: list[tuple[str, tuple[int, ...], torch.dtype]] = []
@@ -51,13 +53,24 @@ class TinyLM:
         max_tokens: int,
         stop_token_ids: list[int],
         generator: torch.Generator,
+        images: dict[str, torch.Tensor] | None = None,
+        logit_bias: dict[int, float] | None = None,
     ) -> list[tuple[list[int], str]]:
-        """``n`` samples of one prompt (decoded side by side): (generated ids, "stop" | "length") each."""
+        """``n`` samples of one prompt (decoded side by side): (generated ids, "stop" | "length") each;
+        ``images``: the prompt's processed images (``pixel_values``, ``image_grid_thw``), prompt expanded."""
         ids = torch.tensor([prompt] * n, dtype=torch.long)
+        extra = {}
+        if images:
+            extra = {"pixel_values": images["pixel_values"].repeat(n, 1), "image_grid_thw": images["image_grid_thw"].repeat(n, 1)}
+        bias = torch.zeros(self.model.config.get_text_config().vocab_size)
+        for token, value in (logit_bias or {}).items():
+            bias[token] = max(-100.0, min(100.0, value))
         outs: list[list[int]] = [[] for _ in range(n)]
         reasons = ["length"] * n
         for _ in range(max_tokens):
-            logits = self.model(input_ids=ids).logits[:, -1].float()
+            if extra:
+                extra["mm_token_type_ids"] = (ids == self.model.config.image_token_id).int()
+            logits = self.model(input_ids=ids, **extra).logits[:, -1].float() + bias
             if temperature == 0.0:
                 tokens = logits.argmax(-1)
             else:
