@@ -196,7 +196,7 @@ def check_vision_policy(cfg: SiirlConfig) -> None:
     if not ROLLOUT_ENGINES.get(name).takes_images:
         raise ConfigError(
             f"bad config: {cfg.actor_rollout_ref.model.path} is a vision-language model and the '{name}' rollout "
-            "engine does not pass images yet; set actor_rollout_ref.rollout.name=hf or vllm"
+            "engine does not pass images yet; set actor_rollout_ref.rollout.name=hf, vllm or sglang"
         )
     from siirl.execution.roles import uses_critic
 

@@ -44,9 +44,12 @@ def test_a_text_policy_has_no_images_to_read():
         ({"algorithm": {"adv_estimator": "gae"}}, "a critic .* of a vision-language policy is not implemented"),
     ],
 )
-def test_what_cannot_take_images_is_refused_in_one_line(vlm_cfg, overrides, message):
+def test_what_cannot_take_images_is_refused_in_one_line(vlm_cfg, overrides, message, monkeypatch):
     from siirl.config_checks import check_vision_policy
+    from siirl.engine.rollout.sglang_engine import SGLangRolloutEngine
     from siirl.errors import ConfigError
+
+    monkeypatch.setattr(SGLangRolloutEngine, "takes_images", False)  # as an engine registered without image support
 
     cfg = typed_config({
         "actor_rollout_ref": {"model": {"path": vlm_cfg.actor_rollout_ref.model.path}, **overrides.get("actor_rollout_ref", {})},

@@ -1,11 +1,11 @@
-"""vLLM requests of a vision-language policy: the prompt with each image's block collapsed to one
-placeholder, plus the images in ``multi_modal_data``.
+"""vLLM / SGLang requests of a vision-language policy: the prompt with each image's block collapsed to one
+placeholder, plus the images (vLLM's ``multi_modal_data``, SGLang's ``image_data``).
 
-vLLM runs the model's own processor on ``multi_modal_data`` and expands every image placeholder to that
-image's tokens itself, so the ids it gets must hold one ``<|image_pad|>`` per image, not the expanded run
+The engines run the model's own processor on the images and expand every image placeholder to that
+image's tokens themselves, so the ids it gets must hold one ``<|image_pad|>`` per image, not the expanded run
 the dataloader produced (verl's ``raw_prompt_ids``). The processor needs the tokenizer: a multimodal engine
-is never built with ``skip_tokenizer_init``. The vision special tokens get vLLM's strongest negative
-``logit_bias`` so no response contains one (the training forward would find image tokens without images).
+is never built with ``skip_tokenizer_init``. The vision special tokens get a ``logit_bias`` of -100
+(vLLM's bound) so no response contains one (the training forward would find image tokens without images).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def collapse_image_pads(ids: list[int], image_pad: int) -> list[int]:
     return [t for i, t in enumerate(ids) if t != image_pad or i == 0 or ids[i - 1] != image_pad]
 
 
-def vllm_requests(batch: Any, prompts: list[list[int]], config: PretrainedConfig) -> list[dict[str, Any]]:
+def image_requests(batch: Any, prompts: list[list[int]], config: PretrainedConfig) -> list[dict[str, Any]]:
     """One request per prompt: token ids, and for a row with images the collapsed ids and its images."""
     if MULTIMODAL_DATA not in set(batch.keys()) or not vision_token_ids(config):
         return [{"prompt_token_ids": prompt} for prompt in prompts]

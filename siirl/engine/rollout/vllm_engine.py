@@ -39,7 +39,7 @@ from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.engine_knobs import rollout_dtype, vllm_knobs
 from siirl.engine.rollout.lora_adapters import AdapterFolders
 from siirl.engine.rollout.sampling import SamplingParams
-from siirl.engine.rollout.vision_requests import NEVER, vision_token_ids, vllm_requests
+from siirl.engine.rollout.vision_requests import NEVER, image_requests, vision_token_ids
 from siirl.engine.rollout.vllm_batch import (
     dtype_name,
     engine_model_paths,
@@ -227,7 +227,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         prompts = prompt_token_lists(batch)
         params = self.val_params if validate else self.train_params
         self._prepare_generation()
-        requests = vllm_requests(batch, prompts, self.hf_config)
+        requests = image_requests(batch, prompts, self.hf_config)
         if self.lora_rank and self._lora_request is None:
             raise RuntimeError("vLLM LoRA engine: generate before the first sync_lora_adapter")
         lora = {"lora_request": self._lora_request} if self._lora_request is not None else {}

@@ -20,6 +20,7 @@ class TinyLM:
     def __init__(self, model_path: str, dtype: str = "auto") -> None:
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}")
+        self.path = model_path
         vision = getattr(AutoConfig.from_pretrained(model_path), "vision_config", None) is not None
         auto = AutoModelForImageTextToText if vision else AutoModelForCausalLM
         self.model = auto.from_pretrained(model_path, dtype=DTYPES[dtype]).eval()
@@ -40,6 +41,21 @@ class TinyLM:
             self.loaded.append((name, tuple(tensor.shape), tensor.dtype))
             names.add(name)
         return names
+
+    def expand_images(self, ids: list[int], images: list) -> tuple[list[int], dict]:
+        """The engines' multimodal input processing: the model's image processor runs on the images and
+        each image placeholder (one per image, else an error) becomes that image's run of tokens."""
+        from transformers import AutoImageProcessor
+
+        config = self.model.config
+        processed = AutoImageProcessor.from_pretrained(self.path)(images=images, return_tensors="pt")
+        grids = processed["image_grid_thw"]
+        pad = int(config.image_token_id)
+        if ids.count(pad) != len(grids):
+            raise ValueError(f"{ids.count(pad)} image placeholders in the prompt for {len(grids)} images")
+        merge = int(config.vision_config.spatial_merge_size) ** 2
+        counts = iter(int(g.prod()) // merge for g in grids)
+        return [t for token in ids for t in ([pad] * next(counts) if token == pad else [token])], dict(processed)
 
     @torch.no_grad()
     def sample(

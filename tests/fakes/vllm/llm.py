@@ -170,26 +170,14 @@ class LLM:
         return outputs
 
     def _multimodal(self, prompt: dict) -> tuple[list[int], dict | None]:
-        """As vLLM's input processing: the model's image processor runs on ``multi_modal_data`` and each
-        image placeholder becomes that image's tokens; it needs the tokenizer, and one placeholder per image."""
+        """As vLLM's input processing: images in ``multi_modal_data`` need the tokenizer and processor."""
         ids = list(prompt["prompt_token_ids"])
         data = prompt.get("multi_modal_data")
         if not data:
             return ids, None
         if self.skip_tokenizer_init:
             raise ValueError("multimodal inputs need the tokenizer and processor (skip_tokenizer_init=True)")
-        from transformers import AutoImageProcessor
-
-        config = self.lm.model.config
-        processed = AutoImageProcessor.from_pretrained(self.args["model"])(images=data["image"], return_tensors="pt")
-        grids = processed["image_grid_thw"]
-        pad = int(config.image_token_id)
-        if ids.count(pad) != len(grids):
-            raise ValueError(f"{ids.count(pad)} image placeholders in the prompt for {len(grids)} images")
-        merge = int(config.vision_config.spatial_merge_size) ** 2
-        counts = iter(int(g.prod()) // merge for g in grids)
-        expanded = [t for token in ids for t in ([pad] * next(counts) if token == pad else [token])]
-        return expanded, dict(processed)
+        return self.lm.expand_images(ids, data["image"])
 
     def sleep(self, level: int = 1) -> None:
         if not self.enable_sleep_mode:

@@ -1,5 +1,5 @@
-"""vLLM rollout of a vision-language policy, against the fake vLLM: each image's block collapsed to one
-placeholder plus the images in ``multi_modal_data``, the tokenizer kept, vision tokens never sampled, and
+"""vLLM and SGLang rollouts of a vision-language policy, against the fakes: each image's block collapsed to one
+placeholder plus the images (``multi_modal_data`` / ``image_data``), the tokenizer kept, vision tokens never sampled, and
 the same greedy tokens as the HF engine."""
 
 from __future__ import annotations
@@ -70,3 +70,21 @@ def test_images_need_the_tokenizer_in_vllm(fake_vllm, vlm_dir):
     image = Image.new("RGB", (28, 28))
     with pytest.raises(ValueError, match="need the tokenizer"):
         llm.generate([{"prompt_token_ids": [5, 3, 6], "multi_modal_data": {"image": [image]}}], fake_vllm.SamplingParams())
+
+
+def test_sglang_gets_collapsed_prompts_with_image_data_and_matches_hf(fake_cuda, fake_sglang, vlm_dir, tmp_path):
+    from siirl.engine.rollout.sglang_engine import SGLangRolloutEngine
+
+    greedy = RolloutConfig(name="sglang", n=2, temperature=0.0, do_sample=False, load_format="safetensors")
+    model_cfg = ModelConfig(path=str(vlm_dir))
+    batch = image_batch(tmp_path, vlm_dir)
+    out = SGLangRolloutEngine(model_cfg, greedy, get_backend("cuda"), max_response_length=RESPONSE).generate(batch)
+    (server,) = [args for name, args in fake_sglang.CALLS if name == "Engine"]
+    assert server["skip_tokenizer_init"] is False
+    (call,) = [args for name, args in fake_sglang.CALLS if name == "generate"]
+    pad = 3  # <|image_pad|> of the test tokenizer
+    assert [p.count(pad) for p in call["input_ids"]] == [1, 1, 1, 1, 1, 1, 0, 0]
+    assert [len(images or []) for images in call["image_data"]] == [1, 1, 1, 1, 1, 1, 0, 0]
+    assert set(call["sampling_params"]["logit_bias"].values()) == {-100.0}
+    hf = HFRolloutEngine(model_cfg, RolloutConfig(n=2, temperature=0.0, do_sample=False), "cpu", max_response_length=RESPONSE)
+    assert torch.equal(out["responses"], hf.generate(batch)["responses"])
