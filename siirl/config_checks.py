@@ -224,6 +224,28 @@ def warn_short_sandbox_budget(cfg: SiirlConfig) -> None:
         )
 
 
+def check_vision_policy(cfg: SiirlConfig) -> None:
+    """A vision-language policy needs a rollout engine that passes it the images; a critic of one would
+    score token ids without them."""
+    from siirl.engine.workers.vision import policy_sees_images
+
+    if not policy_sees_images(cfg):
+        return
+    name = str(cfg.actor_rollout_ref.rollout.name)
+    if not ROLLOUT_ENGINES.get(name).takes_images:
+        raise ConfigError(
+            f"bad config: {cfg.actor_rollout_ref.model.path} is a vision-language model and the '{name}' rollout "
+            "engine does not pass images yet; set actor_rollout_ref.rollout.name=hf, vllm or sglang"
+        )
+    from siirl.execution.roles import uses_critic
+
+    if uses_critic(cfg):
+        raise ConfigError(
+            "bad config: a critic (critic.enable / adv_estimator=gae) of a vision-language policy is not "
+            "implemented (it would not see the images); use a critic-free estimator such as grpo"
+        )
+
+
 def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_loggers(list(cfg.trainer.logger))
@@ -235,6 +257,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_group_filter_metric(cfg)
     check_lora_rollout(cfg)
     warn_short_sandbox_budget(cfg)
+    check_vision_policy(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)
 

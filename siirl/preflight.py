@@ -193,16 +193,18 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     from siirl.data_coordinator.dataloader import preview_scan
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.workers.model_loading import load_tokenizer
+    from siirl.engine.workers.vision import load_image_processor
 
     dp = _data_dp_size(plan)
-    tokenizer = load_tokenizer(data_tokenizer_model(cfg))
+    model = data_tokenizer_model(cfg)
+    tokenizer, images = load_tokenizer(model), load_image_processor(model)
     for build, files in ((build_train_dataloader, cfg.data.train_files), (build_val_dataloader, cfg.data.val_files)):
         if not files:
             continue
         custom = dataset_class(cfg.data) is not None  # the user's dataset filters its own rows
         scan = None if custom else preview_scan(ParquetRows(files, [cfg.data.prompt_key]).num_rows, PREFLIGHT_SCAN_ROWS)
         # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
-        next(iter(build(cfg.data, tokenizer, 0, dp, scan=scan)))
+        next(iter(build(cfg.data, tokenizer, 0, dp, scan=scan, image_processor=images)))
 
 
 def check_plan(cfg: SiirlConfig, plan: ExecutionPlan) -> None:

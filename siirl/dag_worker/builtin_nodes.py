@@ -13,6 +13,7 @@ its metrics prefixed ``<name>/``). Single policies and multi-agent teams run thi
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,9 @@ from siirl.dag_worker.batch_reweighting import (
 )
 from siirl.dag_worker.high_diff_tokens import dump_dir, dump_high_diff_tokens
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
+from siirl.engine.workers.vision import policy_sees_images
+from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
 from siirl.errors import TrainingDivergedError
 from siirl.execution.dag import NodeOutput
@@ -38,6 +42,19 @@ from siirl.params.root import SiirlConfig
 
 #: What a model forward over prompt + response reads.
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
+
+
+def with_images(
+    when: Callable[[SiirlConfig], NodeContract] | None = None, keys: tuple[str, ...] = (MULTIMODAL_INPUTS,)
+) -> Callable[[SiirlConfig], NodeContract]:
+    """``when`` plus, for a vision-language policy, the rows' image ``keys`` (a policy forward reads the
+    processed inputs; the rollout also the decoded images, which vLLM takes)."""
+
+    def contract(cfg: SiirlConfig) -> NodeContract:
+        images = NodeContract(reads=keys) if policy_sees_images(cfg) else NodeContract()
+        return images.merged(when(cfg) if when is not None else None)
+
+    return contract
 
 
 def _advantage_inputs(cfg: SiirlConfig) -> NodeContract:
@@ -117,7 +134,8 @@ def per_policy(**contract: Any):
 
 
 @node_contract(
-    reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",), when=environment_outputs
+    reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",),
+    when=with_images(environment_outputs, (MULTIMODAL_INPUTS, MULTIMODAL_DATA)),
 )
 def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Roll out ``n`` responses per prompt with the current policy (weights synced when stale)."""
@@ -246,7 +264,7 @@ def _sum_pi_squared_output(cfg: SiirlConfig) -> NodeContract:
     return NodeContract(writes=("sum_pi_squared",)) if cfg.actor_rollout_ref.actor.calculate_sum_pi_squared else NodeContract()
 
 
-@per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",), when=_sum_pi_squared_output)
+@per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",), when=with_images(_sum_pi_squared_output))
 def compute_old_log_prob(
     batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
 ) -> NodeOutput:
@@ -272,7 +290,7 @@ def compute_old_log_prob(
     return NodeOutput(full, metrics=_scoped(metrics, agent))
 
 
-@per_policy(reads=SEQUENCE_KEYS, when=_reference_output)
+@per_policy(reads=SEQUENCE_KEYS, when=with_images(_reference_output))
 def compute_ref_log_prob(
     batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
 ) -> NodeOutput:
@@ -314,7 +332,7 @@ def stop_if_diverged(model: Any, section: str, ctx: Any) -> None:
         )
 
 
-@per_policy(reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=_kl_loss_input)
+@per_policy(reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=with_images(_kl_loss_input))
 def train_actor(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
     """PPO-style policy update; marks the rollout engine's weights stale. During verl's critic warm-up
     (``step <= trainer.critic_warmup``) the update is skipped, so the policy stays as it is while the

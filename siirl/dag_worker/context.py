@@ -116,10 +116,12 @@ def build_context(
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
     from siirl.data_coordinator.dataloader import dist_scan_share
     from siirl.engine.workers.model_loading import load_tokenizer
+    from siirl.engine.workers.vision import load_image_processor
 
     me = plan.worker(rank)
     backend.manual_seed(cfg.trainer.seed + rank)
     tokenizer = load_tokenizer(data_tokenizer_model(cfg))
+    images = load_image_processor(data_tokenizer_model(cfg))
     data_coord = me.coords.get("rollout") or next(iter(me.coords.values()))
     ctx = WorkerContext(
         cfg=cfg, plan=plan, rank=rank, backend=backend, tokenizer=tokenizer, graph=me.graph,
@@ -128,10 +130,14 @@ def build_context(
         # Workers whose first node is fed by another placement group build the loader (same epoch
         # length everywhere) but never iterate it, so they read no rows.
         train_loader=build_train_dataloader(
-            cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share()
+            cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share(),
+            image_processor=images,
         ),
         val_loader=(
-            build_val_dataloader(cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share())
+            build_val_dataloader(
+                cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share(),
+                image_processor=images,
+            )
             if cfg.data.val_files else None
         ),
         reward_manager=env_reward_manager(cfg, tokenizer) or make_reward_manager_from_config(cfg, tokenizer),

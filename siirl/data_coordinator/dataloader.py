@@ -22,6 +22,7 @@ from tensordict import TensorDict
 
 from siirl.data_coordinator.custom_dataset import build_dataset, dataset_class, item_tensors
 from siirl.data_coordinator.errors import DataError, EmptyDatasetError
+from siirl.data_coordinator.images import ImagePrompts, image_list
 from siirl.data_coordinator.parquet_source import ParquetRows
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.sampler import ShardedBatchSampler
@@ -74,6 +75,9 @@ class DistributedDataLoader:
     ``position_ids`` (left-padded to ``max_prompt_length``) and non-tensor ``data_source``,
     ``ground_truth``, ``index`` and, with ``data.return_raw_chat``, ``raw_prompt`` plus the rows'
     ``extra_info.tools_kwargs`` / ``extra_info.interaction_kwargs`` (``{}`` where absent), as verl does.
+    With an ``image_processor`` (a vision policy), ``data.image_key`` images expand their ``<image>``
+    placeholders and each row carries verl's ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``)
+    and ``multi_modal_data`` (the decoded images, for vLLM).
 
     ``global_batch_size`` prompts per step are split over the ``dp_size`` ranks (``None``: the whole
     dataset is one global batch). Iterating runs the rest of the current epoch, then moves to the next.
@@ -91,6 +95,7 @@ class DistributedDataLoader:
         shuffle: bool,
         drop_last: bool,
         scan: ScanShare | None = None,
+        image_processor: Any = None,
     ) -> None:
         if dp_size < 1 or not 0 <= dp_rank < dp_size:
             raise DataError(f"dp_rank must be in [0, dp_size), got dp_rank={dp_rank}, dp_size={dp_size}")
@@ -104,14 +109,17 @@ class DistributedDataLoader:
         #: ``data.custom_cls``: the user's dataset supplies the rows (and filters them), else the parquet files.
         self._dataset = build_dataset(cls, self._files, tokenizer, config) if cls is not None else None
         self._rows = ParquetRows(self._files, [config.prompt_key]) if cls is None else None
+        self._images = ImagePrompts(image_processor) if image_processor is not None else None
         self._encoder = PromptEncoder(
             tokenizer,
             config.max_prompt_length,
             config.truncation,
             config.apply_chat_template,
             config.apply_chat_template_kwargs,
+            images=self._images,
         )
-        self._columns = [config.prompt_key, config.reward_fn_key, "reward_model", "extra_info"]
+        self._media = [config.image_key, config.video_key]
+        self._columns = [config.prompt_key, config.reward_fn_key, "reward_model", "extra_info", *self._media]
         self._kept, self.num_filtered = self._scan(dp_rank, scan)
         num_rows = len(self._kept)
         if num_rows == 0:
@@ -132,12 +140,32 @@ class DistributedDataLoader:
         self._epoch = 0
         self._position = 0
 
+    def _image_sizes(self, rows: list[dict], describe: Callable[[int], str]) -> list | None:
+        """Per row, its images' sizes (files checked), or ``None`` for a text policy; refuses videos, and
+        images a text policy cannot see."""
+        image_key, video_key = self._media
+        for i, row in enumerate(rows):
+            if image_list(row.get(video_key), describe(i)):
+                raise DataError(f"{describe(i)}: has videos (data.video_key={video_key}); video input is not supported")
+            if self._images is None and image_list(row.get(image_key), describe(i)):
+                raise DataError(
+                    f"{describe(i)}: has images (data.image_key={image_key}) but the policy model has no vision "
+                    "tower / image processor"
+                )
+        if self._images is None:
+            return None
+        return [self._images.sizes(row.get(image_key), describe(i)) for i, row in enumerate(rows)]
+
     def _too_long(self, start: int, end: int) -> np.ndarray:
-        """Row ids in ``[start, end)`` whose rendered prompt exceeds ``max_prompt_length`` tokens."""
+        """Row ids in ``[start, end)`` whose rendered prompt (images expanded) exceeds ``max_prompt_length``
+        tokens; every image file is checked on the way."""
         found = []
-        for first, prompts in self._rows.iter_column(self._config.prompt_key, start, end):
+        prompt_key = self._config.prompt_key
+        for first, columns in self._rows.iter_columns([prompt_key, *self._media], start, end):
             describe = lambda i, o=first: self._rows.describe(o + i)
-            lengths = self._encoder.lengths(prompts, describe)
+            rows = [dict(zip(columns, values)) for values in zip(*columns.values())]
+            sizes = self._image_sizes(rows, describe)
+            lengths = self._encoder.lengths(columns[prompt_key], describe, sizes)
             found.append(first + np.flatnonzero(lengths > self._encoder.max_prompt_length))
         return np.concatenate(found).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
 
@@ -147,7 +175,8 @@ class DistributedDataLoader:
         if self._dataset is not None:
             return np.arange(len(self._dataset), dtype=np.int64), 0
         all_rows = np.arange(self._rows.num_rows, dtype=np.int64)
-        if not self._config.filter_overlong_prompts and self._encoder.truncation != "error":
+        # Image rows are always scanned: a missing or broken file must fail before training starts.
+        if not self._config.filter_overlong_prompts and self._encoder.truncation != "error" and not self._images:
             return all_rows, 0
         if scan is None or scan.size == 1:
             too_long = self._too_long(0, len(all_rows))
@@ -156,10 +185,12 @@ class DistributedDataLoader:
             mine = self._too_long(int(bounds[scan.rank]), int(bounds[scan.rank + 1]))
             too_long = np.sort(np.concatenate(scan.gather(mine)))
         if not self._config.filter_overlong_prompts:
-            if len(too_long):
+            if len(too_long) and self._encoder.truncation == "error":
                 first = int(too_long[0])
-                prompt = self._rows.read([first], [self._config.prompt_key])[0].get(self._config.prompt_key)
-                length = int(self._encoder.lengths([prompt], lambda i: self._rows.describe(first))[0])
+                row = self._rows.read([first], [self._config.prompt_key, *self._media])
+                describe = lambda i: self._rows.describe(first)
+                sizes = self._image_sizes(row, describe)
+                length = int(self._encoder.lengths([row[0].get(self._config.prompt_key)], describe, sizes)[0])
                 raise self._encoder.too_long_error(self._rows.describe(first), length)
             return all_rows, 0
         num_filtered = len(too_long)
@@ -217,8 +248,15 @@ class DistributedDataLoader:
 
     def _make_batch(self, rows: list[dict], row_ids: np.ndarray) -> TensorDict:
         prompts = [row.get(self._config.prompt_key) for row in rows]
-        tensors = self._encoder.encode(prompts, lambda i: self._rows.describe(int(row_ids[i])))
-        return self._with_row_fields(TensorDict(tensors, batch_size=[len(rows)]), rows, row_ids, prompts)
+        describe = lambda i: self._rows.describe(int(row_ids[i]))
+        tensors = self._encoder.encode(prompts, describe, self._image_sizes(rows, describe))
+        batch = TensorDict(tensors, batch_size=[len(rows)])
+        if self._images is not None:
+            image_key = self._config.image_key
+            inputs, data = zip(*(self._images.row_inputs(row.get(image_key), describe(i)) for i, row in enumerate(rows)))
+            set_non_tensor_list(batch, "multi_modal_inputs", list(inputs))
+            set_non_tensor_list(batch, "multi_modal_data", list(data))
+        return self._with_row_fields(batch, rows, row_ids, prompts)
 
     def _dataset_batch(self, row_ids: np.ndarray) -> TensorDict:
         """A batch of ``data.custom_cls`` items: verl's items carry the row's columns next to their tensors."""
@@ -268,7 +306,7 @@ class DistributedDataLoader:
 
 def build_train_dataloader(
     config: DataConfig, tokenizer: Any, dp_rank: int, dp_size: int, files: Sequence[str] | None = None,
-    scan: ScanShare | None = None,
+    scan: ScanShare | None = None, image_processor: Any = None,
 ) -> DistributedDataLoader:
     """Shuffled, ``drop_last`` loader of ``data.train_batch_size`` prompts per batch over all ranks, or of
     ``data.gen_batch_size`` when set (DAPO's group filter then fills a train batch from several of them)."""
@@ -289,12 +327,13 @@ def build_train_dataloader(
         shuffle=config.shuffle,
         drop_last=True,
         scan=scan,
+        image_processor=image_processor,
     )
 
 
 def build_val_dataloader(
     config: DataConfig, tokenizer: Any, dp_rank: int, dp_size: int, files: Sequence[str] | None = None,
-    scan: ScanShare | None = None,
+    scan: ScanShare | None = None, image_processor: Any = None,
 ) -> DistributedDataLoader:
     """The whole validation set, sharded in file order, nothing dropped (``val_batch_size=-1``: one batch)."""
     files = list(config.val_files if files is None else files)
@@ -310,4 +349,5 @@ def build_val_dataloader(
         shuffle=False,
         drop_last=False,
         scan=scan,
+        image_processor=image_processor,
     )

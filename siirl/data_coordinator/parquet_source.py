@@ -74,9 +74,12 @@ class ParquetRows:
         except (pa.ArrowException, OSError) as exc:
             raise DataFileError(f"{self._paths[file_idx]} is malformed ({_one_line(exc)})") from None
 
-    def iter_column(self, column: str, start: int = 0, end: int | None = None) -> Iterator[tuple[int, list]]:
-        """``(first row id, values)`` of one column over rows ``[start, end)``, one row group at a time, in
-        global row order; row groups outside the range are never read."""
+    def iter_columns(
+        self, columns: Sequence[str], start: int = 0, end: int | None = None
+    ) -> Iterator[tuple[int, dict[str, list]]]:
+        """``(first row id, {column: values})`` over rows ``[start, end)``, one row group at a time, in
+        global row order (a column a file lacks is all null there); row groups outside the range are never
+        read."""
         end = self.num_rows if end is None else end
         for file_idx, handle in enumerate(self._files):
             base = int(self._file_start[file_idx])
@@ -85,9 +88,13 @@ class ParquetRows:
                 lo, hi = base + int(bounds[group]), base + int(bounds[group + 1])
                 if hi <= start or lo >= end:
                     continue
-                values = self._read_group(file_idx, group, [column]).column(column)
+                table = self._read_group(file_idx, group, columns)
                 first, last = max(lo, start), min(hi, end)
-                yield first, values.slice(first - lo, last - first).to_pylist()
+                yield first, {
+                    c: table.column(c).slice(first - lo, last - first).to_pylist()
+                    if c in table.column_names else [None] * (last - first)
+                    for c in columns
+                }
 
     def first_missing(self, column: str, field: str) -> int | None:
         """Global id of the first row whose ``column`` struct has no ``field`` value (null, or the column

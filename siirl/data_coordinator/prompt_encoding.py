@@ -14,9 +14,12 @@ import numpy as np
 import torch
 
 from siirl.data_coordinator.errors import DataError, PromptTooLongError
+from siirl.data_coordinator.images import ImagePrompts
 from siirl.registry import Registry
 
 Describe = Callable[[int], str]
+#: (width, height) of each image of each prompt, for ``<image>`` expansion.
+ImageSizes = Sequence[Sequence[tuple[int, int]]]
 
 #: How an over-long prompt is cut to ``data.max_prompt_length`` (``error``: it is refused instead).
 TRUNCATIONS: Registry[Callable[[list[int], int], list[int]]] = Registry(
@@ -27,7 +30,8 @@ TRUNCATIONS.add("right", lambda ids, max_len: ids[:max_len])
 
 
 class PromptEncoder:
-    """Turns ``prompt`` cells (chat messages or plain text) into left-padded token tensors."""
+    """Turns ``prompt`` cells (chat messages or plain text) into left-padded token tensors; with ``images``
+    (a vision model's image processor), ``<image>`` placeholders become the images' vision tokens."""
 
     def __init__(
         self,
@@ -36,6 +40,7 @@ class PromptEncoder:
         truncation: str,
         apply_chat_template: bool,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        images: ImagePrompts | None = None,
     ) -> None:
         if max_prompt_length < 1:
             raise DataError(f"data.max_prompt_length must be >= 1, got {max_prompt_length}")
@@ -52,6 +57,7 @@ class PromptEncoder:
         #: ``data.apply_chat_template_kwargs``: what the template reads besides the messages.
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.pad_id = int(pad_id)
+        self.images = images
 
     def render(self, prompt: Any, describe: Describe, position: int) -> str:
         """The text fed to the tokenizer for the prompt at ``position`` of the current list."""
@@ -72,15 +78,23 @@ class PromptEncoder:
             messages, add_generation_prompt=True, tokenize=False, **self.chat_template_kwargs
         )
 
-    def token_ids(self, prompts: Sequence[Any], describe: Describe) -> list[list[int]]:
+    def token_ids(
+        self, prompts: Sequence[Any], describe: Describe, image_sizes: ImageSizes | None = None
+    ) -> list[list[int]]:
         """Token ids per prompt; ``describe(i)`` names the i-th prompt's row for error messages."""
         texts = [self.render(p, describe, i) for i, p in enumerate(prompts)]
         if not texts:
             return []
+        if image_sizes is not None:
+            if self.images is None:
+                raise DataError("rows with images need a policy model with a vision tower and image processor")
+            texts = [self.images.expand(t, s, describe(i)) for i, (t, s) in enumerate(zip(texts, image_sizes))]
         return [list(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
-    def lengths(self, prompts: Sequence[Any], describe: Describe) -> np.ndarray:
-        return np.array([len(ids) for ids in self.token_ids(prompts, describe)], dtype=np.int64)
+    def lengths(
+        self, prompts: Sequence[Any], describe: Describe, image_sizes: ImageSizes | None = None
+    ) -> np.ndarray:
+        return np.array([len(ids) for ids in self.token_ids(prompts, describe, image_sizes)], dtype=np.int64)
 
     def too_long_error(self, where: str, length: int) -> PromptTooLongError:
         return PromptTooLongError(
@@ -88,9 +102,11 @@ class PromptEncoder:
             "set data.filter_overlong_prompts=true or data.truncation=left|right"
         )
 
-    def encode(self, prompts: Sequence[Any], describe: Describe) -> dict[str, torch.Tensor]:
+    def encode(
+        self, prompts: Sequence[Any], describe: Describe, image_sizes: ImageSizes | None = None
+    ) -> dict[str, torch.Tensor]:
         """``input_ids``, ``attention_mask`` and ``position_ids`` of shape [batch, max_prompt_length]."""
-        all_ids = self.token_ids(prompts, describe)
+        all_ids = self.token_ids(prompts, describe, image_sizes)
         max_len = self.max_prompt_length
         input_ids = torch.full((len(all_ids), max_len), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(all_ids), max_len), dtype=torch.long)
@@ -98,6 +114,12 @@ class PromptEncoder:
             if len(ids) > max_len:
                 if self.truncation == "error":
                     raise self.too_long_error(describe(row), len(ids))
+                if image_sizes is not None and image_sizes[row]:
+                    raise DataError(
+                        f"{describe(row)}: a prompt with images cannot be truncated ({len(ids)} tokens > "
+                        f"data.max_prompt_length={max_len}) without cutting its image; "
+                        "set data.filter_overlong_prompts=true"
+                    )
                 ids = TRUNCATIONS.get(self.truncation)(ids, max_len)
             if ids:
                 input_ids[row, max_len - len(ids) :] = torch.tensor(ids, dtype=torch.long)

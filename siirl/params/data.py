@@ -19,6 +19,11 @@ class DataConfig:
     train_files: list[str] = field(default_factory=list)
     val_files: list[str] = field(default_factory=list)
     prompt_key: str = "prompt"
+    #: Column of each row's images (verl's: a list of ``{bytes}`` / ``{path}`` / paths); read when the
+    #: policy has a vision tower, each ``<image>`` in the prompt becoming that image's vision tokens.
+    image_key: str = "images"
+    #: Column of each row's videos (verl's); a row with videos is refused (video input is not built).
+    video_key: str = "videos"
     reward_fn_key: str = "data_source"
     max_prompt_length: int = 16
     max_response_length: int = 6

@@ -101,6 +101,8 @@ class ActorConfig:
     strategy: str = "auto"
     #: auto | recompute | rollout: where the PPO old log-probs come from (see siirl.params.old_log_prob).
     old_log_prob_source: str = "auto"
+    #: verl's: the policy's vision tower (a VLM's image encoder) is not trained; nothing to freeze in a text LM.
+    freeze_vision_tower: bool = False
     #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
     ppo_mini_batch_size: int = 16
     #: null = not set (64). Setting it without ``use_dynamic_bsz`` turns token-budget batching off, as the

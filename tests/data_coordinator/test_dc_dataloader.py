@@ -227,14 +227,14 @@ def test_ranks_scan_only_their_slice_for_overlong_prompts_and_agree(parquet_of, 
     config = data_config(train_files=[path], train_batch_size=4)
     whole = epoch_indices(build_train_dataloader(config, tokenizer, 0, 1))
     scanned: dict[int, list[int]] = {}
-    original = ParquetRows.iter_column
+    original = ParquetRows.iter_columns
 
-    def spy(self, column, start=0, end=None):
-        for first, values in original(self, column, start, end):
-            scanned.setdefault(rank, []).extend(range(first, first + len(values)))
+    def spy(self, columns, start=0, end=None):
+        for first, values in original(self, columns, start, end):
+            scanned.setdefault(rank, []).extend(range(first, first + len(values[columns[0]])))
             yield first, values
 
-    monkeypatch.setattr(ParquetRows, "iter_column", spy)
+    monkeypatch.setattr(ParquetRows, "iter_columns", spy)
     found = {}  # every rank's over-long ids, as an all-gather would return them
     for rank in range(4):
         share = ScanShare(rank, 4, lambda ids, r=rank: [found.setdefault(r, ids)])

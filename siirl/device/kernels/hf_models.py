@@ -44,4 +44,21 @@ def rms_norm_class(model: nn.Module) -> type | None:
 def uses_sliding_window(model: nn.Module) -> bool:
     """Sliding-window layers need a banded mask the varlen kernels here do not build."""
     config = getattr(model, "config", None)
+    config = config.get_text_config() if config is not None else None
     return "sliding_attention" in (getattr(config, "layer_types", None) or ())
+
+
+def text_config(model: nn.Module):
+    """The config of the model's language model: the config itself for a text LM, ``text_config`` for a
+    vision-language model (whose vision tower has its own)."""
+    return model.config.get_text_config()
+
+
+def set_text_attn_implementation(model: nn.Module, name: str) -> None:
+    """Switch the LANGUAGE model's attention to ``name``. A VLM's vision tower keeps its own: the packed
+    kernels read text-sequence boundaries, which the tower's patch attention does not pass."""
+    if text_config(model) is model.config:
+        model.set_attn_implementation(name)
+        return
+    key = next(k for k in model.config.sub_configs if getattr(model.config, k) is text_config(model))
+    model.set_attn_implementation({key: name})

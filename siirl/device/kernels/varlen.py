@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from siirl.device.kernels.hf_models import set_text_attn_implementation
+
 
 @dataclass(frozen=True)
 class Segments:
@@ -137,4 +139,4 @@ def install(model: nn.Module, name: str, kernel: VarlenKernel) -> None:
 
     AttentionInterface.register(name, make_attention_forward(kernel))
     AttentionMaskInterface.register(name, flash_attention_mask)
-    model.set_attn_implementation(name)
+    set_text_attn_implementation(model, name)

@@ -34,6 +34,8 @@ class RolloutEngine(ABC):
     #: The engine serves the policy's LoRA adapter over its own copy of the base weights
     #: (``sync_lora_adapter``) rather than taking merged full weights (``sync_weights``).
     takes_lora_adapters: bool = False
+    #: The engine passes a vision-language policy its rows' images (``multi_modal_inputs``).
+    takes_images: bool = False
 
     @classmethod
     def sampled_log_probs(cls, dtype: torch.dtype) -> str:

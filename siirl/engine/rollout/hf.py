@@ -19,6 +19,7 @@ from transformers import (
     PreTrainedTokenizerBase,
     StoppingCriteria,
     StoppingCriteriaList,
+    SuppressTokensLogitsProcessor,
 )
 from transformers.generation.stopping_criteria import StopStringCriteria
 
@@ -27,7 +28,10 @@ from siirl.engine.rollout.base import ROLLOUT_ENGINES, RolloutEngine
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right, prompt_position_ids
 from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
 from siirl.engine.rollout.sampling import SamplingParams
+from siirl.engine.rollout.vision_requests import vision_token_ids
+from siirl.engine.rollout.vision_rollout import RolloutImages, rollout_images
 from siirl.engine.workers.model_loading import load_causal_lm, load_tokenizer, resolve_dtype
+from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.errors import ConfigError
 from siirl.params.model import ModelConfig, RolloutConfig
 
@@ -90,6 +94,8 @@ class HFRolloutEngine(RolloutEngine):
     """``model_cfg`` / ``rollout_cfg``: ``ModelConfig`` / ``RolloutConfig`` sections; responses are at most
     ``max_response_length`` tokens (``data.max_response_length``)."""
 
+    takes_images = True
+
     def __init__(
         self,
         model_cfg: ModelConfig,
@@ -117,6 +123,9 @@ class HFRolloutEngine(RolloutEngine):
         self.model.to(self.device)
         self.params = dict(self.model.named_parameters(remove_duplicate=False))
         self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        vision = vision_token_ids(self.model.config)
+        # After the log-prob recorder: it records the policy's own distribution, as training computes it.
+        self.never_sampled = SuppressTokensLogitsProcessor(vision, device=self.device) if vision else None
         self.pad_id = int(self.tokenizer.pad_token_id)
         self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
         self.train_params = SamplingParams.from_config(rollout_cfg)
@@ -164,7 +173,9 @@ class HFRolloutEngine(RolloutEngine):
         the same transformers code; in half precision the two paths round differently."""
         return "exact" if dtype == torch.float32 else "approximate"
 
-    def _shared_prompt_cache(self, ids: torch.Tensor, mask: torch.Tensor, repeats: int) -> DynamicCache:
+    def _shared_prompt_cache(
+        self, ids: torch.Tensor, mask: torch.Tensor, repeats: int, images: RolloutImages | None
+    ) -> DynamicCache:
         """The KV cache of every prompt token but the last, computed once per distinct prompt and repeated
         for its ``repeats`` samples (rows come in runs of identical prompts).
 
@@ -174,13 +185,14 @@ class HFRolloutEngine(RolloutEngine):
         """
         head_ids, head_mask = ids[::repeats, :-1], mask[::repeats, :-1]
         cache = DynamicCache(config=self.model.config)
+        inputs = {"position_ids": prompt_position_ids(head_mask)} if images is None else images.prefill_inputs(repeats)
         self.model(
             input_ids=head_ids,
             attention_mask=head_mask,
-            position_ids=prompt_position_ids(head_mask),
             past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
+            **inputs,
         )
         cache.batch_repeat_interleave(repeats)
         return cache
@@ -194,14 +206,17 @@ class HFRolloutEngine(RolloutEngine):
         ids, mask = ids.to(self.device), mask.to(self.device)
         stop = StopStringCriteria(self.tokenizer, self.stop_strings) if self.stop_strings else None
         tracker = FinishTracker(ids.shape[1], self.eos_ids, stop, ids.shape[0])
-        share = repeats > 1 and ids.shape[1] > 1
-        shared = {"past_key_values": self._shared_prompt_cache(ids, mask, repeats)} if share else {}
+        images = rollout_images(self.model, prompts, ids, mask)
+        share = repeats > 1 and ids.shape[1] > 1 and not (images is not None and images.last_token_is_image())
+        shared = {"past_key_values": self._shared_prompt_cache(ids, mask, repeats, images)} if share else {}
+        if images is not None:
+            shared.update(images.generate_inputs(prefilled=share))
         out = self.model.generate(
             input_ids=ids,
             attention_mask=mask,
             generation_config=config,
             stopping_criteria=StoppingCriteriaList([tracker]),
-            logits_processor=LogitsProcessorList([recorder] if recorder is not None else []),
+            logits_processor=LogitsProcessorList([p for p in (recorder, self.never_sampled) if p is not None]),
             **shared,
         )
         generated = out[:, ids.shape[1] :].cpu()
@@ -228,7 +243,9 @@ class HFRolloutEngine(RolloutEngine):
         record = self.records_log_probs and not params.greedy
         rows_per_chunk = max(params.n, self.micro_batch_size // params.n * params.n)  # whole prompt groups
         # kept for the output; generate derives positions from the mask
-        fields = [k for k in ("input_ids", "attention_mask", "position_ids") if k in set(expanded.keys())]
+        fields = [
+            k for k in ("input_ids", "attention_mask", "position_ids", MULTIMODAL_INPUTS) if k in set(expanded.keys())
+        ]
         for start in range(0, expanded.batch_size[0], rows_per_chunk):
             chunk = expanded[start : start + rows_per_chunk].select(*fields)
             recorder = SampledLogProbs(params.temperature) if record else None

@@ -9,7 +9,9 @@ cache before generation.
 SGLang API used: ``Engine(model_path=..., tp_size=..., ...)``, ``Engine.generate(input_ids=...,
 sampling_params={...})`` -> ``[{"output_ids": [...], "meta_info": {...}}, ...]``,
 ``update_weights_from_tensor(named_tensors=..., flush_cache=...)``, ``flush_cache()``,
-``release_memory_occupation(tags=...)`` / ``resume_memory_occupation(tags=...)``.
+``release_memory_occupation(tags=...)`` / ``resume_memory_occupation(tags=...)``; for a vision-language
+policy ``Engine.generate(..., image_data=[[images] per request])`` with collapsed image placeholders and
+``sampling_params["logit_bias"]`` (see ``vision_requests``).
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from typing import Any
 
 import torch.distributed as dist
 from tensordict import TensorDict
-from transformers import PreTrainedTokenizerBase
+from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from siirl.device import DeviceBackend, get_backend
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.engine_knobs import rollout_dtype, sglang_knobs
 from siirl.engine.rollout.sampling import SamplingParams
+from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA, NEVER, image_requests, vision_token_ids
 from siirl.engine.rollout.vllm_batch import (
     dtype_name,
     engine_model_paths,
@@ -52,6 +55,8 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
     while a DAG worker is pinned to its own device. Use ``rollout.name=vllm`` for rollout TP.
     """
 
+    takes_images = True
+
     def __init__(
         self,
         model_cfg: ModelConfig,
@@ -76,12 +81,15 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
         self.pad_id = int(self.tokenizer.pad_token_id)
         self.eos_ids = eos_token_ids(model_path, self.tokenizer)
+        self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=bool(model_cfg.trust_remote_code))
+        self.never_sampled = vision_token_ids(self.hf_config)
         self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
         args: dict[str, Any] = {
             "model_path": model_path,
             "tokenizer_path": tokenizer_path,
-            # Prompts arrive as token ids; a tokenizer is only needed to match stop strings.
-            "skip_tokenizer_init": not self.stop_strings,
+            # Prompts arrive as token ids; a tokenizer is only needed to match stop strings, and by the
+            # processor of a multimodal model.
+            "skip_tokenizer_init": not self.stop_strings and not self.never_sampled,
             "trust_remote_code": bool(model_cfg.trust_remote_code),
             "tp_size": 1,
             "base_gpu_id": local_rank,
@@ -131,6 +139,8 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
         }
         if self.stop_strings:
             sampling["stop"] = list(self.stop_strings)
+        if self.never_sampled:
+            sampling["logit_bias"] = {str(token): NEVER for token in self.never_sampled}
         return sampling
 
     # ----- memory -----
@@ -160,7 +170,11 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
         prompts = prompt_token_lists(batch)
         params = self.val_params if validate else self.train_params
         self._prepare_generation()
-        input_ids = [prompt for prompt in prompts for _ in range(params.n)]
-        outputs = self.engine.generate(input_ids=input_ids, sampling_params=self._sampling_params(params))
+        requests = [r for r in image_requests(batch, prompts, self.hf_config) for _ in range(params.n)]
+        images = [(r.get(MULTIMODAL_DATA) or {}).get("image") for r in requests]
+        outputs = self.engine.generate(
+            input_ids=[r["prompt_token_ids"] for r in requests], sampling_params=self._sampling_params(params),
+            **({"image_data": images} if any(images) else {}),
+        )
         samples = [list(out["output_ids"]) for out in outputs]
         return responses_to_batch(batch, samples, params.n, self.pad_id, self.max_response_length)

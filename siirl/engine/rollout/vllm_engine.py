@@ -12,7 +12,9 @@ trainer runs and wakes weights first, KV cache only before generation.
 vLLM API used: ``LLM(...)``, ``LLM.generate(prompts=[TokensPrompt(prompt_token_ids=...)],
 sampling_params=SamplingParams(...))`` -> ``RequestOutput.outputs[i].token_ids``, ``LLM.apply_model``
 (older releases: ``llm_engine.model_executor.driver_worker[.worker].model_runner.model``),
-``LLM.sleep(level=1)``, ``LLM.wake_up(tags=[...])``, ``LLM.reset_prefix_cache()``.
+``LLM.sleep(level=1)``, ``LLM.wake_up(tags=[...])``, ``LLM.reset_prefix_cache()``; for a vision-language
+policy ``multi_modal_data={"image": [...]}`` per request and ``SamplingParams(logit_bias=...)`` (see
+``vision_requests``).
 
 Under LoRA (``actor_rollout_ref.model.lora_rank``) the engine keeps the base weights it loaded
 (``rollout.load_format``) and serves the policy's adapter: ``enable_lora`` / ``max_lora_rank`` /
@@ -30,7 +32,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from tensordict import TensorDict
-from transformers import PreTrainedTokenizerBase
+from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from siirl.device import DeviceBackend, get_backend
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
@@ -38,6 +40,7 @@ from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.engine_knobs import rollout_dtype, vllm_knobs
 from siirl.engine.rollout.lora_adapters import AdapterFolders
 from siirl.engine.rollout.sampling import SamplingParams
+from siirl.engine.rollout.vision_requests import NEVER, image_requests, vision_token_ids
 from siirl.engine.rollout.vllm_batch import (
     dtype_name,
     engine_model_paths,
@@ -88,6 +91,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
     device index this process sees (0 once pinned)."""
 
     takes_lora_adapters = True
+    takes_images = True
 
     def __init__(
         self,
@@ -113,6 +117,8 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
         self.pad_id = int(self.tokenizer.pad_token_id)
         self.eos_ids = eos_token_ids(model_path, self.tokenizer)
+        self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=bool(model_cfg.trust_remote_code))
+        self.never_sampled = vision_token_ids(self.hf_config)
         self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
         self.lora_rank = configured_rank(model_cfg) if lora_enabled(model_cfg) else 0
         self.adapters = AdapterFolders() if self.lora_rank else None
@@ -136,8 +142,9 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         args: dict[str, Any] = {
             "model": model_path,
             "tokenizer": tokenizer_path,
-            # Prompts arrive as token ids; a tokenizer is only needed to match stop strings.
-            "skip_tokenizer_init": not self.stop_strings,
+            # Prompts arrive as token ids; a tokenizer is only needed to match stop strings, and by the
+            # processor of a multimodal model.
+            "skip_tokenizer_init": not self.stop_strings and not self.never_sampled,
             "trust_remote_code": bool(model_cfg.trust_remote_code),
             "tensor_parallel_size": self.tp_size,
             "dtype": dtype_name(self.dtype),
@@ -177,6 +184,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             stop=self.stop_strings or None,
             stop_token_ids=list(self.eos_ids),
             detokenize=bool(self.stop_strings),
+            **({"logit_bias": dict.fromkeys(self.never_sampled, NEVER)} if self.never_sampled else {}),
         )
 
     # ----- memory -----
@@ -238,7 +246,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         prompts = prompt_token_lists(batch)
         params = self.val_params if validate else self.train_params
         self._prepare_generation()
-        requests = [{"prompt_token_ids": prompt} for prompt in prompts]
+        requests = image_requests(batch, prompts, self.hf_config)
         if self.lora_rank and self._lora_request is None:
             raise RuntimeError("vLLM LoRA engine: generate before the first sync_lora_adapter")
         lora = {"lora_request": self._lora_request} if self._lora_request is not None else {}

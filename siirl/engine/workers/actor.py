@@ -32,9 +32,9 @@ from siirl.engine.workers.lora import (
     merged_named_parameters,
     write_adapter,
 )
-from siirl.engine.workers.model_loading import load_policy_lm
 from siirl.engine.workers.optim import build_lr_scheduler, build_optimizer
 from siirl.engine.workers.padding_free import HeadReduce
+from siirl.engine.workers.vision import policy_loader
 from siirl.params.checkpoint_contents import saves_hf_model
 from siirl.params.model import ActorConfig, ModelConfig, PolicyModelConfig, RefConfig, RolloutConfig
 
@@ -98,7 +98,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         super().__init__(
             model_cfg,
             backend,
-            load_policy_lm,
+            policy_loader(bool(actor_cfg.freeze_vision_tower)),
             trainable=True,
             process_group=process_group,
             local_rank=local_rank,

@@ -23,6 +23,7 @@ from torch import nn
 
 from siirl.algorithms import logprobs_from_logits
 from siirl.device import DeviceBackend, get_backend
+from siirl.device.kernels.hf_models import set_text_attn_implementation, text_config
 from siirl.engine.workers.distributed import DataParallelGroup
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
 from siirl.engine.workers.model_loading import resolve_dtype
@@ -35,6 +36,7 @@ from siirl.engine.workers.padding_free import (
 )
 from siirl.engine.workers.parallel_strategy import build_strategy, count_parameters
 from siirl.engine.workers.stage_timer import StageTimer
+from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, vision_rows
 from siirl.errors import ConfigError
 from siirl.params.fsdp import FSDPConfig, host_offload
 from siirl.params.micro_batch_keys import micro_batching
@@ -150,15 +152,16 @@ class FSDPWorker:
         model.train(trainable)
         if not trainable:
             model.requires_grad_(False)
-        layer_types = set(getattr(model.config, "layer_types", None) or ["full_attention"])
+        language = text_config(model)
+        layer_types = set(getattr(language, "layer_types", None) or ["full_attention"])
         self.layout, attn = choose_layout(
             bool(model_cfg.use_remove_padding),
             str(model_cfg.remove_padding_layout),
-            str(model.config._attn_implementation),
+            str(language._attn_implementation),
             full_causal=layer_types == {"full_attention"},
         )
-        if attn != model.config._attn_implementation:
-            model.set_attn_implementation(attn)
+        if attn != language._attn_implementation:
+            set_text_attn_implementation(model, attn)
         self.logits_to_keep = supports_logits_to_keep(model)
         fused = self.backend.fused_log_probs() if bool(model_cfg.use_fused_kernels) else None
         self.log_probs_fn = fused or logprobs_from_logits
@@ -190,6 +193,7 @@ class FSDPWorker:
                 self.layout,
                 reduce,
                 self.logits_to_keep,
+                vision_rows(self.model, micro, micro["input_ids"], micro["attention_mask"]),
             )
 
     def micro_batches(self, batch: TensorDict, batching: Batching) -> list[list[int]]:
@@ -203,7 +207,7 @@ class FSDPWorker:
         """(rows, device micro-batch, is_dummy); a dummy reruns row 0 so that FSDP collectives line up."""
         if batch.batch_size[0] == 0:
             raise ValueError(f"{type(self).__name__} got an empty batch on dp rank {self.dp.rank}")
-        view = batch.select(*keys)
+        view = batch.select(*keys, *(k for k in (MULTIMODAL_INPUTS,) if k in set(batch.keys())))
         for rows in self.micro_batches(batch, batching):
             dummy = not rows
             with self.timer.phase("data_movement"):

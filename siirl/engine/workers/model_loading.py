@@ -14,6 +14,7 @@ import torch
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
+    AutoModelForImageTextToText,
     AutoModelForSequenceClassification,
     AutoModelForTokenClassification,
     AutoTokenizer,
@@ -107,6 +108,12 @@ def load_tokenizer(model_cfg: ModelConfig) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
+def is_vision_config(config: Any) -> bool:
+    """A model config with a vision tower: it loads through ``AutoModelForImageTextToText`` (the causal-LM
+    class refuses it)."""
+    return getattr(config, "vision_config", None) is not None
+
+
 def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> list[str]:
     """verl's ``model.override_config``: set values on the HF config (as verl does, also names the config
     class lacks, which its model then does not read). Returns those names, for the caller to report."""
@@ -128,6 +135,8 @@ def _load(
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust, **extra)
     apply_config_overrides(config, dict(getattr(model_cfg, "override_config", {}) or {}))
     attn = resolve_attn_implementation(str(model_cfg.attn_implementation), backend)
+    if auto_cls is AutoModelForCausalLM and is_vision_config(config):
+        auto_cls = AutoModelForImageTextToText
     model = auto_cls.from_pretrained(
         path, config=config, dtype=dtype, attn_implementation=attn, trust_remote_code=trust
     )
@@ -142,7 +151,8 @@ def _load(
 def load_causal_lm(
     model_cfg: ModelConfig, backend: DeviceBackend, dtype: torch.dtype, generation: bool = False
 ) -> PreTrainedModel:
-    """The causal LM at ``model_cfg.path`` on the host, parameters in ``dtype``, ``use_cache`` off.
+    """The causal LM at ``model_cfg.path`` on the host, parameters in ``dtype``, ``use_cache`` off (a
+    vision-language model loads as image-text-to-text: the same logits, plus its vision tower).
 
     ``generation``: built for decoding (rollout): device kernels that serve only packed training
     sequences are left out, so generation runs the stock batched attention with its KV cache.

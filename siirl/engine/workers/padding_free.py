@@ -33,6 +33,7 @@ from torch import nn
 
 from siirl.device.kernels import VARLEN_ATTENTION_NAMES
 from siirl.engine.workers.varlen_attention import VARLEN_SDPA
+from siirl.engine.workers.vision_inputs import VisionRows
 from siirl.errors import ConfigError
 from siirl.params.model import REMOVE_PADDING_LAYOUTS
 from siirl.registry import Registry
@@ -56,9 +57,12 @@ class TokenSelection:
     labels: torch.Tensor
     #: Flat index of each used position in the ``(rows, R)`` output, shape ``(N,)``.
     target: torch.Tensor
+    #: Rows whose prompt tokens are in the model input, in input order (whose images the model needs).
+    prompt_rows: torch.Tensor
 
 
-SelectFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], TokenSelection]
+SelectFn = Callable[..., TokenSelection]
+
 LAYOUTS: Registry[SelectFn] = Registry("padding-free layout", open=True)
 
 
@@ -115,25 +119,28 @@ def _select_columns(
         model_inputs={
             "input_ids": input_ids[:, lo:hi],
             "attention_mask": attention_mask[:, lo:hi],
-            "position_ids": position_ids[:, lo:hi],
+            "position_ids": position_ids[..., lo:hi],  # (rows, S) or mrope's (3, rows, S)
         },
         keep=keep,
         used=used,
         labels=input_ids[:, prompt_len:hi].flatten()[used],
         target=target[used],
+        prompt_rows=torch.arange(rows, device=input_ids.device),
     )
 
 
 @LAYOUTS.register("padded")
 def select_padded(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int,
+    row_key: torch.Tensor | None = None,
 ) -> TokenSelection:
     return _select_columns(input_ids, attention_mask, position_ids, response_len, trim=False)
 
 
 @LAYOUTS.register("trimmed")
 def select_trimmed(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int,
+    row_key: torch.Tensor | None = None,
 ) -> TokenSelection:
     return _select_columns(input_ids, attention_mask, position_ids, response_len, trim=True)
 
@@ -144,10 +151,12 @@ def _pack(
     position_ids: torch.Tensor,
     response_len: int,
     share_prompts: bool,
+    row_key: torch.Tensor | None = None,
 ) -> TokenSelection:
     """Every valid token in one row; with ``share_prompts``, a row whose prompt an earlier row repeats
     leaves its prompt tokens out and reads that row's (same tokens, same positions) through the attention
-    gather (``siirl_sequence_tokens`` / ``siirl_token_source``, sent only when some prompt is shared)."""
+    gather (``siirl_sequence_tokens`` / ``siirl_token_source``, sent only when some prompt is shared).
+    ``row_key`` (rows,) is part of the prompt's identity besides its tokens (its image)."""
     rows, width = input_ids.shape
     prompt_len = width - response_len
     device = input_ids.device
@@ -156,6 +165,8 @@ def _pack(
     leader = row_ids
     if share_prompts:
         prompt_key = torch.where(valid[:, :prompt_len], input_ids[:, :prompt_len], -1)
+        if row_key is not None:
+            prompt_key = torch.cat([row_key[:, None].to(prompt_key), prompt_key], dim=1)
         _, group = torch.unique(prompt_key, dim=0, return_inverse=True)
         first_of_group = torch.full((int(group.max()) + 1,), rows, device=device)
         leader = first_of_group.scatter_reduce(0, group, row_ids, "amin")[group]
@@ -174,7 +185,7 @@ def _pack(
     model_inputs = {
         "input_ids": input_ids.flatten()[packed_flat][None, :],
         "attention_mask": None,
-        "position_ids": position_ids.flatten()[packed_flat][None, :],
+        "position_ids": position_ids.flatten(-2)[..., packed_flat].unsqueeze(-2),  # (1, T) or (3, 1, T)
         # Sequence boundaries for varlen kernels (flash attention, siirl_varlen_sdpa); others ignore them.
         "cu_seq_lens_q": cu_seqlens,
         "cu_seq_lens_k": cu_seqlens,
@@ -198,21 +209,24 @@ def _pack(
         used=None,
         labels=input_ids.flatten()[seq_flat[targets]],
         target=row[targets] * response_len + (col[targets] - prompt_len),
+        prompt_rows=(leader == row_ids).nonzero().squeeze(1),
     )
 
 
 @LAYOUTS.register("packed")
 def select_packed(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int,
+    row_key: torch.Tensor | None = None,
 ) -> TokenSelection:
-    return _pack(input_ids, attention_mask, position_ids, response_len, share_prompts=False)
+    return _pack(input_ids, attention_mask, position_ids, response_len, share_prompts=False, row_key=row_key)
 
 
 @LAYOUTS.register("shared")
 def select_shared_prompts(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int,
+    row_key: torch.Tensor | None = None,
 ) -> TokenSelection:
-    return _pack(input_ids, attention_mask, position_ids, response_len, share_prompts=True)
+    return _pack(input_ids, attention_mask, position_ids, response_len, share_prompts=True, row_key=row_key)
 
 
 def supports_logits_to_keep(model: nn.Module) -> bool:
@@ -233,22 +247,33 @@ def response_outputs(
     layout: str,
     reduce: HeadReduce,
     logits_to_keep: bool,
+    vision: VisionRows | None = None,
 ) -> torch.Tensor:
     """``reduce(head_outputs (N, C), labels (N,))`` placed at the valid response tokens of ``(rows, R, ...)``.
 
     ``reduce`` maps the head outputs of the N needed positions (logits for an LM, values for a critic)
-    to one value (or a vector) per position; everything else in the result is 0.
+    to one value (or a vector) per position; everything else in the result is 0. ``vision``: the rows'
+    images, for a vision-language model (its mrope positions replace ``position_ids``).
     """
     if response_len < 1 or input_ids.shape[1] <= response_len:
         raise ValueError(
             f"need at least one prompt and one response column, got width {input_ids.shape[1]} "
             f"and response length {response_len}"
         )
-    selection = LAYOUTS.get(layout)(input_ids, attention_mask, position_ids, response_len)
+    row_key, anchor = None, None
+    if vision is not None:
+        position_ids, row_key = vision.positions, vision.row_key
+    selection = LAYOUTS.get(layout)(input_ids, attention_mask, position_ids, response_len, row_key)
+    inputs = selection.model_inputs
+    if vision is not None:
+        images, anchor = vision.model_inputs(model, selection.prompt_rows)
+        inputs = {**inputs, **images}
     if logits_to_keep:
-        head = model(**selection.model_inputs, use_cache=False, logits_to_keep=selection.keep).logits
+        head = model(**inputs, use_cache=False, logits_to_keep=selection.keep).logits
     else:
-        head = model(**selection.model_inputs, use_cache=False).logits.index_select(1, selection.keep)
+        head = model(**inputs, use_cache=False).logits.index_select(1, selection.keep)
+    if anchor is not None:
+        head = head + anchor
     head = head.reshape(-1, head.shape[-1])
     if selection.used is not None:
         head = head.index_select(0, selection.used)

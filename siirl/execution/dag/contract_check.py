@@ -28,8 +28,13 @@ class ContractError(ConfigError):
 DATALOADER_KEYS = ("input_ids", "attention_mask", "position_ids", "data_source", "ground_truth", "index")
 
 def dataloader_keys(cfg: SiirlConfig) -> tuple[str, ...]:
+    from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
+    from siirl.engine.workers.vision import policy_sees_images
+    from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
+
     raw = ("raw_prompt",) if cfg.data.return_raw_chat else ()
-    return (*DATALOADER_KEYS, *raw)
+    images = (MULTIMODAL_INPUTS, MULTIMODAL_DATA) if policy_sees_images(cfg) else ()
+    return (*DATALOADER_KEYS, *raw, *images)
 
 
 def _check_roles(node_id: str, contract: NodeContract, cfg: SiirlConfig) -> None:

@@ -24,7 +24,7 @@ SERVER_ARGS = {
     "disable_radix_cache": False, "cuda_graph_bs": None, "attention_backend": None,
 }
 SAMPLING_KEYS = {"n", "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "stop", "stop_token_ids",
-                 "ignore_eos", "skip_special_tokens", "sampling_seed"}
+                 "ignore_eos", "skip_special_tokens", "sampling_seed", "logit_bias"}
 MEMORY_TAGS = ("weights", "kv_cache")
 
 
@@ -52,7 +52,9 @@ class Engine:
         return {"n": 1, "max_new_tokens": 128, "temperature": 1.0, "top_p": 1.0, "top_k": -1,
                 "stop_token_ids": [], **params}
 
-    def generate(self, prompt=None, sampling_params: dict | None = None, input_ids=None, **_: Any):
+    def generate(
+        self, prompt=None, sampling_params: dict | None = None, input_ids=None, image_data=None, **_: Any
+    ):
         if self.released:
             raise RuntimeError(f"generate while {sorted(self.released)} are released; resume_memory_occupation first")
         if prompt is not None or input_ids is None:
@@ -60,19 +62,27 @@ class Engine:
         single = bool(input_ids) and isinstance(input_ids[0], int)
         batch = [input_ids] if single else [list(p) for p in input_ids]
         params = self._check_sampling(dict(sampling_params or {}))
-        CALLS.append(("generate", {"input_ids": batch, "sampling_params": dict(params)}))
+        images = list(image_data) if image_data is not None else [None] * len(batch)
+        if any(images) and self.tokenizer is None:
+            raise ValueError("image_data needs the tokenizer and processor (skip_tokenizer_init=True)")
+        CALLS.append(("generate", {"input_ids": batch, "sampling_params": dict(params), "image_data": image_data}))
         seed = self.server_args["random_seed"] or 0
-        # Identical requests (a prompt sent n times) are decoded side by side.
-        groups: dict[tuple[int, ...], list[int]] = {}
+        bias = {int(token): value for token, value in (params.get("logit_bias") or {}).items()}
+        # Identical requests (a prompt sent n times, with the same images) are decoded side by side.
+        groups: dict[tuple, list[int]] = {}
         for index, ids in enumerate(batch):
-            groups.setdefault(tuple(ids), []).extend([index] * params["n"])
+            key = (tuple(ids), tuple(id(i) for i in images[index] or ()))
+            groups.setdefault(key, []).extend([index] * params["n"])
         results: list[dict | None] = [None] * (len(batch) * params["n"])
-        for ids, indices in groups.items():
+        for (ids, _), indices in groups.items():
             rid = next(self._rids)
+            prompt_ids, processed = list(ids), None
+            if images[indices[0]]:
+                prompt_ids, processed = self.lm.expand_images(prompt_ids, images[indices[0]])
             samples = self.lm.sample(
-                list(ids), len(indices), temperature=params["temperature"], top_p=params["top_p"],
+                prompt_ids, len(indices), temperature=params["temperature"], top_p=params["top_p"],
                 top_k=params["top_k"], max_tokens=params["max_new_tokens"], stop_token_ids=params["stop_token_ids"],
-                generator=torch.Generator().manual_seed(seed * 100003 + rid),
+                generator=torch.Generator().manual_seed(seed * 100003 + rid), images=processed, logit_bias=bias,
             )
             slots = [i * params["n"] + k for i in dict.fromkeys(indices) for k in range(params["n"])]
             for slot, (tokens, reason) in zip(slots, samples):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 DTYPES = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -20,7 +20,10 @@ class TinyLM:
     def __init__(self, model_path: str, dtype: str = "auto") -> None:
         if dtype not in DTYPES:
             raise ValueError(f"unknown dtype {dtype!r}")
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=DTYPES[dtype]).eval()
+        self.path = model_path
+        vision = getattr(AutoConfig.from_pretrained(model_path), "vision_config", None) is not None
+        auto = AutoModelForImageTextToText if vision else AutoModelForCausalLM
+        self.model = auto.from_pretrained(model_path, dtype=DTYPES[dtype]).eval()
         self.params = dict(self.model.named_parameters())
         #: (name, shape, dtype) of every tensor loaded, in order.
         self.loaded: list[tuple[str, tuple[int, ...], torch.dtype]] = []
@@ -39,6 +42,21 @@ class TinyLM:
             names.add(name)
         return names
 
+    def expand_images(self, ids: list[int], images: list) -> tuple[list[int], dict]:
+        """The engines' multimodal input processing: the model's image processor runs on the images and
+        each image placeholder (one per image, else an error) becomes that image's run of tokens."""
+        from transformers import AutoImageProcessor
+
+        config = self.model.config
+        processed = AutoImageProcessor.from_pretrained(self.path)(images=images, return_tensors="pt")
+        grids = processed["image_grid_thw"]
+        pad = int(config.image_token_id)
+        if ids.count(pad) != len(grids):
+            raise ValueError(f"{ids.count(pad)} image placeholders in the prompt for {len(grids)} images")
+        merge = int(config.vision_config.spatial_merge_size) ** 2
+        counts = iter(int(g.prod()) // merge for g in grids)
+        return [t for token in ids for t in ([pad] * next(counts) if token == pad else [token])], dict(processed)
+
     @torch.no_grad()
     def sample(
         self,
@@ -51,13 +69,24 @@ class TinyLM:
         max_tokens: int,
         stop_token_ids: list[int],
         generator: torch.Generator,
+        images: dict[str, torch.Tensor] | None = None,
+        logit_bias: dict[int, float] | None = None,
     ) -> list[tuple[list[int], str]]:
-        """``n`` samples of one prompt (decoded side by side): (generated ids, "stop" | "length") each."""
+        """``n`` samples of one prompt (decoded side by side): (generated ids, "stop" | "length") each;
+        ``images``: the prompt's processed images (``pixel_values``, ``image_grid_thw``), prompt expanded."""
         ids = torch.tensor([prompt] * n, dtype=torch.long)
+        extra = {}
+        if images:
+            extra = {"pixel_values": images["pixel_values"].repeat(n, 1), "image_grid_thw": images["image_grid_thw"].repeat(n, 1)}
+        bias = torch.zeros(self.model.config.get_text_config().vocab_size)
+        for token, value in (logit_bias or {}).items():
+            bias[token] = max(-100.0, min(100.0, value))
         outs: list[list[int]] = [[] for _ in range(n)]
         reasons = ["length"] * n
         for _ in range(max_tokens):
-            logits = self.model(input_ids=ids).logits[:, -1].float()
+            if extra:
+                extra["mm_token_type_ids"] = (ids == self.model.config.image_token_id).int()
+            logits = self.model(input_ids=ids, **extra).logits[:, -1].float() + bias
             if temperature == 0.0:
                 tokens = logits.argmax(-1)
             else:

@@ -204,10 +204,11 @@ class LLM:
             generator = torch.Generator().manual_seed(
                 (params.seed if params.seed is not None else self._seed) * 100003 + request_id
             )
+            ids, images = self._multimodal(prompt)
             samples = self.lm.sample(
-                list(prompt["prompt_token_ids"]), params.n, temperature=params.temperature, top_p=params.top_p,
+                ids, params.n, temperature=params.temperature, top_p=params.top_p,
                 top_k=params.top_k, max_tokens=params.max_tokens, stop_token_ids=params.stop_token_ids,
-                generator=generator,
+                generator=generator, images=images, logit_bias=params.logit_bias,
             )
             completions = [
                 CompletionOutput(index, "", tokens, None, None, reason, tokens[-1] if reason == "stop" else None)
@@ -215,6 +216,16 @@ class LLM:
             ]
             outputs.append(RequestOutput(str(request_id), None, list(prompt["prompt_token_ids"]), None, completions))
         return outputs
+
+    def _multimodal(self, prompt: dict) -> tuple[list[int], dict | None]:
+        """As vLLM's input processing: images in ``multi_modal_data`` need the tokenizer and processor."""
+        ids = list(prompt["prompt_token_ids"])
+        data = prompt.get("multi_modal_data")
+        if not data:
+            return ids, None
+        if self.skip_tokenizer_init:
+            raise ValueError("multimodal inputs need the tokenizer and processor (skip_tokenizer_init=True)")
+        return self.lm.expand_images(ids, data["image"])
 
     def sleep(self, level: int = 1) -> None:
         if not self.enable_sleep_mode:

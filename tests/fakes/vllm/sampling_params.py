@@ -25,6 +25,8 @@ class SamplingParams:
     logprobs: int | None = None
     detokenize: bool = True
     skip_special_tokens: bool = True
+    #: token id -> bias added to its logit (vLLM clamps to [-100, 100]).
+    logit_bias: dict[int, float] | None = None
 
     def __post_init__(self) -> None:
         if self.n < 1:

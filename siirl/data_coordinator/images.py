@@ -1,0 +1,100 @@
+"""Images of verl's multimodal rows: decoding, ``<image>`` placeholder expansion and pixel inputs.
+
+A row's ``data.image_key`` cell is a list of images, each ``{"bytes": ...}`` / ``{"path": ...}`` (the Hugging
+Face ``Image`` feature's layout, as verl writes it) or a plain path. Every ``<image>`` in the rendered prompt
+becomes the vision block of the Qwen-VL family, ``<|vision_start|>`` + one ``<|image_pad|>`` per merged patch
++ ``<|vision_end|>``, so token counts (and the over-long filter) see what the model sees. The count comes from
+the image size alone, so scanning a dataset decodes no pixels.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from siirl.data_coordinator.errors import DataError
+
+PLACEHOLDER = "<image>"
+VISION_START, IMAGE_PAD, VISION_END = "<|vision_start|>", "<|image_pad|>", "<|vision_end|>"
+
+
+def _label(value: Any, index: int) -> str:
+    """How an image is named in errors: its file when it has one, else its position in the row."""
+    path = value if isinstance(value, str) else (value or {}).get("path") if isinstance(value, dict) else None
+    return f"image {index} ({path})" if path else f"image {index}"
+
+
+def open_image(value: Any, where: str, index: int, decode: bool):
+    """One cell entry as a PIL image: decoded to RGB, or (``decode=False``) only integrity-checked, which
+    keeps its size but not its pixels (PIL's ``verify``)."""
+    from PIL import Image, UnidentifiedImageError
+
+    label = _label(value, index)
+    data = value.get("bytes") if isinstance(value, dict) else None
+    path = value if isinstance(value, str) else value.get("path") if isinstance(value, dict) else None
+    if data is None and not path:
+        raise DataError(f"{where}: {label} has neither bytes nor a path (got {type(value).__name__})")
+    if data is None and not os.path.isfile(path):
+        raise DataError(f"{where}: {label} not found")
+    try:
+        image = Image.open(io.BytesIO(data) if data is not None else path)
+        if decode:
+            return image.convert("RGB")
+        image.verify()
+        return image
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{where}: {label} is not a readable image ({reason})") from None
+
+
+def image_list(cell: Any, where: str) -> list:
+    """A row's image cell as a list (null: no images)."""
+    if cell is None:
+        return []
+    if isinstance(cell, (list, tuple)):
+        return list(cell)
+    raise DataError(f"{where}: the image column must hold a list of images, got {type(cell).__name__}")
+
+
+class ImagePrompts:
+    """Expands ``<image>`` placeholders and builds the pixel inputs, with the policy's image processor."""
+
+    def __init__(self, image_processor: Any) -> None:
+        self.image_processor = image_processor
+        self.merge = int(getattr(image_processor, "merge_size", 1)) ** 2
+
+    def tokens_per_image(self, size: tuple[int, int]) -> int:
+        width, height = size
+        return self.image_processor.get_number_of_image_patches(height, width) // self.merge
+
+    def sizes(self, cell: Any, where: str) -> list[tuple[int, int]]:
+        """(width, height) of each image of a row, each file checked for integrity."""
+        sizes = []
+        for i, value in enumerate(image_list(cell, where)):
+            sizes.append(open_image(value, where, i, decode=False).size)
+        return sizes
+
+    def expand(self, text: str, sizes: Sequence[tuple[int, int]], where: str) -> str:
+        """``text`` with its i-th ``<image>`` replaced by image i's vision block."""
+        pieces = text.split(PLACEHOLDER)
+        if len(pieces) - 1 != len(sizes):
+            raise DataError(
+                f"{where}: the prompt has {len(pieces) - 1} {PLACEHOLDER} placeholder(s) but the row has "
+                f"{len(sizes)} image(s)"
+            )
+        blocks = [VISION_START + IMAGE_PAD * self.tokens_per_image(s) + VISION_END for s in sizes]
+        return pieces[0] + "".join(block + piece for block, piece in zip(blocks, pieces[1:]))
+
+    def row_inputs(self, cell: Any, where: str) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
+        """verl's ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``: what the HF model takes) and
+        ``multi_modal_data`` (``{"image": [RGB images]}``: what vLLM takes) of one row; {} without images."""
+        values = image_list(cell, where)
+        if not values:
+            return {}, {}
+        images = [open_image(v, where, i, decode=True) for i, v in enumerate(values)]
+        out = self.image_processor(images=images, return_tensors="pt")
+        return {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}, {"image": images}
