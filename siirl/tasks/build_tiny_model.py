@@ -76,12 +76,19 @@ def build_model(tokenizer: PreTrainedTokenizerBase, cfg: WarmupConfig) -> Qwen2F
 def make_examples(
     tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[int, int]]
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded (input_ids, labels) of the addition problems ``pairs``."""
+    prompts = [encode_prompt(tokenizer, format_prompt(a, b)) for a, b in pairs]
+    return answer_examples(tokenizer, prompts, [str(a + b) for a, b in pairs])
+
+
+def answer_examples(
+    tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Sequence[int]], answers: Sequence[str]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded (input_ids, labels); labels mask the prompt so the loss covers answer + EOS only."""
     seqs, labels = [], []
-    for a, b in pairs:
-        prompt = encode_prompt(tokenizer, format_prompt(a, b))
-        answer = tokenizer(str(a + b), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        seqs.append(prompt + answer)
+    for prompt, text in zip(prompts, answers):
+        answer = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        seqs.append(list(prompt) + answer)
         labels.append([-100] * len(prompt) + answer)
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
