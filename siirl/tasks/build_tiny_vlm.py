@@ -22,8 +22,8 @@ from transformers import (
     PreTrainedTokenizerBase,
     Qwen2VLConfig,
     Qwen2VLForConditionalGeneration,
+    Qwen2VLImageProcessorPil,
 )
-from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
 from siirl.tasks import digit_images
 from siirl.tasks.build_tiny_model import answer_examples, save, sft_until_band

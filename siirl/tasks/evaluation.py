@@ -49,21 +49,23 @@ def greedy_generate(
     pad_id: int,
     max_new_tokens: int = 5,
     step_inputs: Callable[[torch.Tensor, torch.Tensor], dict[str, Any]] | None = None,
+    suppress: Sequence[int] = (),
 ) -> list[list[int]]:
     """Greedy decoding without a KV cache (prompts here are ~10 tokens), stopping each row at EOS.
 
     Kept independent of ``generate`` so the warm-up's stopping rule does not drift with library versions.
     ``step_inputs(ids, mask)`` gives the model's other inputs at each step; by default the 1-D positions
     of the left-padded rows (a VLM passes its images instead and derives its 3-D positions itself).
+    Tokens in ``suppress`` are never chosen (a VLM must not emit image tokens it has no image for).
     """
     step_inputs = step_inputs or _text_positions
     ids, mask, _ = left_pad(prompts, pad_id)
     finished = torch.zeros(len(prompts), dtype=torch.bool)
     outputs: list[list[int]] = [[] for _ in prompts]
     for _ in range(max_new_tokens):
-        logits = model(input_ids=ids, attention_mask=mask, use_cache=False, **step_inputs(ids, mask)).logits[
-            :, -1
-        ]
+        inputs = step_inputs(ids, mask)
+        logits = model(input_ids=ids, attention_mask=mask, use_cache=False, **inputs).logits[:, -1]
+        logits[:, list(suppress)] = -torch.inf
         nxt = logits.argmax(-1)
         for i in torch.nonzero(~finished).flatten().tolist():
             outputs[i].append(int(nxt[i]))

@@ -18,7 +18,7 @@ from PIL import Image
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from siirl.tasks.evaluation import count_exact, greedy_generate, render_prompt
-from siirl.tasks.tiny_tokenizer import IMAGE_PAD, VISION_END, VISION_START
+from siirl.tasks.tiny_tokenizer import IMAGE_PAD, VISION_END, VISION_START, VISION_TOKENS
 
 PLACEHOLDER = "<image>"
 
@@ -81,7 +81,8 @@ def greedy_image_accuracy(
     answers: Sequence[str],
     batch_size: int = 256,
 ) -> float:
-    """Fraction of image prompts whose greedy completion (special tokens dropped, stripped) is the answer."""
+    """Fraction of image prompts whose greedy completion (special tokens dropped, stripped, vision tokens
+    never chosen) is the answer."""
     if not len(contents) == len(images) == len(answers) > 0:
         raise ValueError(
             f"need as many prompts, image lists and answers (>0): {len(contents)}, {len(images)}, "
@@ -100,6 +101,7 @@ def greedy_image_accuracy(
             tokenizer.pad_token_id,
             max_new_tokens=4,
             step_inputs=image_step_inputs(model, prompts),
+            suppress=tokenizer.convert_tokens_to_ids(VISION_TOKENS),
         )
         correct += count_exact(tokenizer, outs, answers[chunk])
     model.train(was_training)
