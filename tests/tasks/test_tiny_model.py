@@ -82,6 +82,14 @@ def test_generate_agrees_with_reference_greedy(model_and_tokenizer):
         assert out[0, len(prompt) :].tolist() == expected
 
 
+def test_greedy_never_picks_suppressed_tokens(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    prompts = [encode_prompt(tok, "3+4=")]
+    free = greedy_generate(model, prompts, tok.eos_token_id, tok.pad_token_id)[0]
+    held = greedy_generate(model, prompts, tok.eos_token_id, tok.pad_token_id, suppress=free[:1])[0]
+    assert free[0] not in held
+
+
 def test_examples_mask_the_prompt():
     from siirl.tasks.tiny_tokenizer import build_tokenizer
 

@@ -63,7 +63,8 @@ def test_image_tokens_get_3d_positions(shipped, val_rows):
     ids = torch.tensor(prompts.input_ids)
     inputs = image_step_inputs(model, prompts)(ids, torch.ones_like(ids))
     positions, _ = model.model.get_rope_index(ids, inputs["mm_token_type_ids"], prompts.image_grid_thw)
-    assert positions[1:, 0, 2:6].tolist() == [[0 + 2, 0 + 2, 1 + 2, 1 + 2], [0 + 2, 1 + 2, 0 + 2, 1 + 2]]
+    # the 2x2 merged grid after <|user|><|vision_start|>: rows (height) and columns (width) from position 2
+    assert positions[1:, 0, 2:6].tolist() == [[2, 2, 3, 3], [2, 3, 2, 3]]
     implicit = model(input_ids=ids, **inputs).logits
     explicit = model(input_ids=ids, position_ids=positions, **inputs).logits
     flat = model(input_ids=ids, position_ids=torch.arange(ids.shape[1]).expand_as(ids), **inputs).logits
