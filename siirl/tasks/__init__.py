@@ -38,8 +38,8 @@ def default_data_files() -> tuple[str, str]:
 
 
 def default_vlm_model_path() -> str:
-    """Directory of the embedded tiny Qwen2-VL with its tokenizer and image processor (``AutoModelForImageTextToText``,
-    ``AutoTokenizer``, ``AutoImageProcessor``)."""
+    """Directory of the embedded tiny Qwen2-VL with its tokenizer and image processor (loadable with
+    ``AutoModelForImageTextToText``, ``AutoTokenizer`` and ``AutoImageProcessor``)."""
     return str(_existing(ASSETS_DIR / "tiny_qwen2_vl", BUILD_VLM))
 
 

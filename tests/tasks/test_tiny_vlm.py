@@ -9,6 +9,8 @@ import torch
 from PIL import Image
 from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
 
+import siirl.tasks
+from siirl.errors import SiirlUserError
 from siirl.tasks import default_vlm_data_files, default_vlm_model_path
 from siirl.tasks.build_tiny_vlm import VlmWarmupConfig, warm_up
 from siirl.tasks.evaluation import greedy_generate
@@ -109,3 +111,12 @@ def test_warm_up_is_reproducible():
 def test_warm_up_reports_missing_target():
     with pytest.raises(RuntimeError, match="did not reach 0.99 within 2 steps"):
         warm_up(seed=0, cfg=_small(eval_every=1, max_steps=2, target_low=0.99, target_high=1.0))
+
+
+@pytest.mark.parametrize("helper", [default_vlm_model_path, default_vlm_data_files])
+def test_missing_assets_name_the_rebuild_command(helper, monkeypatch, tmp_path):
+    monkeypatch.setattr(siirl.tasks, "ASSETS_DIR", tmp_path)
+    with pytest.raises(
+        SiirlUserError, match=r"embedded asset missing: .*python -m siirl.tasks.build_tiny_vlm"
+    ):
+        helper()
