@@ -1,7 +1,9 @@
-"""Embedded default task and model: synthetic addition data and a tiny SFT-warmed Qwen2.
+"""Embedded tasks and models: synthetic addition data and a tiny SFT-warmed Qwen2; digit images and a tiny
+SFT-warmed Qwen2-VL.
 
-The default run needs no download: the model, tokenizer and parquet files ship inside the package
-under ``siirl/assets`` and are rebuilt by ``python -m siirl.tasks.build_tiny_model``.
+The default run needs no download: the models, tokenizers and parquet files ship inside the package
+under ``siirl/assets`` and are rebuilt by ``python -m siirl.tasks.build_tiny_model`` and
+``python -m siirl.tasks.build_tiny_vlm``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ BUILD_POLICY = (
     "python -m siirl.tasks.build_tiny_model --out siirl/assets/tiny_qwen2 --data-out siirl/assets/data/arith"
 )
 
+#: How the embedded VLM and its image task data are rebuilt.
+BUILD_VLM = "python -m siirl.tasks.build_tiny_vlm --out siirl/assets/tiny_qwen2_vl --data-out siirl/assets/data/digits"
+
 
 def default_model_path() -> str:
     """Directory of the embedded tiny model + tokenizer (loadable with ``from_pretrained``)."""
@@ -29,8 +34,23 @@ def default_reward_model_path() -> str:
 
 def default_data_files() -> tuple[str, str]:
     """(train, val) parquet paths of the embedded addition task."""
-    data = ASSETS_DIR / "data" / "arith"
-    return str(_existing(data / "train.parquet")), str(_existing(data / "val.parquet"))
+    return _split_files("arith", BUILD_POLICY)
+
+
+def default_vlm_model_path() -> str:
+    """Directory of the embedded tiny Qwen2-VL with its tokenizer and image processor (loadable with
+    ``AutoModelForImageTextToText``, ``AutoTokenizer`` and ``AutoImageProcessor``)."""
+    return str(_existing(ASSETS_DIR / "tiny_qwen2_vl", BUILD_VLM))
+
+
+def default_vlm_data_files() -> tuple[str, str]:
+    """(train, val) parquet paths of the embedded digit-image task (verl's multimodal format)."""
+    return _split_files("digits", BUILD_VLM)
+
+
+def _split_files(task: str, rebuild: str) -> tuple[str, str]:
+    data = ASSETS_DIR / "data" / task
+    return str(_existing(data / "train.parquet", rebuild)), str(_existing(data / "val.parquet", rebuild))
 
 
 def _existing(path: Path, rebuild: str = BUILD_POLICY) -> Path:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -76,12 +76,19 @@ def build_model(tokenizer: PreTrainedTokenizerBase, cfg: WarmupConfig) -> Qwen2F
 def make_examples(
     tokenizer: PreTrainedTokenizerBase, pairs: Sequence[tuple[int, int]]
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded (input_ids, labels) of the addition problems ``pairs``."""
+    prompts = [encode_prompt(tokenizer, format_prompt(a, b)) for a, b in pairs]
+    return answer_examples(tokenizer, prompts, [str(a + b) for a, b in pairs])
+
+
+def answer_examples(
+    tokenizer: PreTrainedTokenizerBase, prompts: Sequence[Sequence[int]], answers: Sequence[str]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded (input_ids, labels); labels mask the prompt so the loss covers answer + EOS only."""
     seqs, labels = [], []
-    for a, b in pairs:
-        prompt = encode_prompt(tokenizer, format_prompt(a, b))
-        answer = tokenizer(str(a + b), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        seqs.append(prompt + answer)
+    for prompt, text in zip(prompts, answers):
+        answer = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        seqs.append(list(prompt) + answer)
         labels.append([-100] * len(prompt) + answer)
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -101,35 +108,58 @@ def warm_up(seed: int, cfg: WarmupConfig) -> tuple[Qwen2ForCausalLM, PreTrainedT
     ids, labels = make_examples(tokenizer, train_pairs)
     val_contents = [format_prompt(a, b) for a, b in val_pairs]
     val_answers = [str(a + b) for a, b in val_pairs]
+
+    def batch_loss(idx: list[int]) -> torch.Tensor:
+        batch_ids = ids[idx]
+        mask = (batch_ids != tokenizer.pad_token_id).long()
+        return model(input_ids=batch_ids, attention_mask=mask, labels=labels[idx]).loss
+
+    step, acc = sft_until_band(
+        model,
+        cfg,
+        seed,
+        len(ids),
+        batch_loss,
+        lambda: greedy_accuracy(model, tokenizer, val_contents, val_answers),
+    )
+    return model, tokenizer, step, acc
+
+
+def sft_until_band(
+    model: torch.nn.Module,
+    cfg: WarmupConfig,
+    seed: int,
+    num_rows: int,
+    batch_loss: Callable[[list[int]], torch.Tensor],
+    val_accuracy: Callable[[], float],
+) -> tuple[int, float]:
+    """AdamW over seeded reshuffles of ``num_rows`` rows, checking ``val_accuracy`` every ``eval_every``
+    steps; returns (step, accuracy) once it is in [target_low, target_high], raises if it overshoots or
+    never gets there."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
     gen = torch.Generator().manual_seed(seed)
-    order = torch.randperm(len(ids), generator=gen)
+    order = torch.randperm(num_rows, generator=gen)
     cursor = 0
     model.train()
     for step in range(1, cfg.max_steps + 1):
         if cursor + cfg.batch_size > len(order):
-            order, cursor = torch.randperm(len(ids), generator=gen), 0
-        idx = order[cursor : cursor + cfg.batch_size]
+            order, cursor = torch.randperm(num_rows, generator=gen), 0
+        idx = order[cursor : cursor + cfg.batch_size].tolist()
         cursor += cfg.batch_size
-        batch_ids = ids[idx]
-        loss = model(
-            input_ids=batch_ids,
-            attention_mask=(batch_ids != tokenizer.pad_token_id).long(),
-            labels=labels[idx],
-        ).loss
+        loss = batch_loss(idx)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         if step % cfg.eval_every:
             continue
-        acc = greedy_accuracy(model, tokenizer, val_contents, val_answers)
+        acc = val_accuracy()
         logger.info("step %d loss %.4f val greedy acc %.4f", step, loss.item(), acc)
         if acc > cfg.target_high:
             raise RuntimeError(
                 f"val accuracy jumped past the target band to {acc:.3f} at step {step}; lower lr or eval_every"
             )
         if acc >= cfg.target_low:
-            return model, tokenizer, step, acc
+            return step, acc
     raise RuntimeError(f"val accuracy did not reach {cfg.target_low} within {cfg.max_steps} steps")
 
 

@@ -119,6 +119,9 @@ def test_boxed_scores():
 
 def test_default_compute_score_dispatch():
     assert default_compute_score("siirl/arith_add", "46", "46") == 1.0
+    assert default_compute_score("siirl/digit_images", " 7\n", "7") == 1.0
+    assert default_compute_score("siirl/digit_images", "1", "7") == 0.0
+    assert default_compute_score("siirl/digit_images", "7.", "7") == 0.0
     assert default_compute_score("openai/gsm8k", "#### 46", "46") == 1.0
     assert default_compute_score("lighteval/MATH", r"\boxed{46}", "46") == 1.0
     assert default_compute_score("DigitalLearningGmbH/MATH-lighteval", r"\boxed{4}", "46") == 0.0

@@ -32,9 +32,26 @@ def test_config_matches_tokenizer(model_and_tokenizer):
     assert 100_000 <= model.num_parameters() <= 1_500_000
 
 
-def test_assets_are_small():
-    total = sum(f.stat().st_size for f in ASSETS_DIR.rglob("*") if f.is_file())
-    assert total < 5 * 1024 * 1024, f"assets take {total} bytes"
+# MiB per shipped asset; the package stays small enough to install anywhere.
+ASSET_BUDGETS = {
+    "tiny_qwen2": 3,
+    "tiny_reward_model": 3,
+    "tiny_qwen2_vl": 4,
+    "data/arith": 0.5,
+    "data/digits": 1,
+}
+
+
+@pytest.mark.parametrize(("asset", "mib"), ASSET_BUDGETS.items())
+def test_assets_are_small(asset, mib):
+    size = sum(f.stat().st_size for f in (ASSETS_DIR / asset).rglob("*") if f.is_file())
+    assert 0 < size < mib * 1024 * 1024, f"{asset} takes {size} bytes"
+
+
+def test_every_asset_has_a_size_budget():
+    shipped = {str(p.relative_to(ASSETS_DIR)) for p in ASSETS_DIR.glob("*/") if p.name != "data"}
+    shipped |= {str(p.relative_to(ASSETS_DIR)) for p in (ASSETS_DIR / "data").glob("*/")}
+    assert shipped == set(ASSET_BUDGETS)
     assert os.path.isfile(os.path.join(default_model_path(), "model.safetensors"))
 
 
@@ -63,6 +80,14 @@ def test_generate_agrees_with_reference_greedy(model_and_tokenizer):
     for prompt, expected in zip(prompts, reference):
         out = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=5)
         assert out[0, len(prompt) :].tolist() == expected
+
+
+def test_greedy_never_picks_suppressed_tokens(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    prompts = [encode_prompt(tok, "3+4=")]
+    free = greedy_generate(model, prompts, tok.eos_token_id, tok.pad_token_id)[0]
+    held = greedy_generate(model, prompts, tok.eos_token_id, tok.pad_token_id, suppress=free[:1])[0]
+    assert free[0] not in held
 
 
 def test_examples_mask_the_prompt():

@@ -65,3 +65,27 @@ def test_chat_template_full_conversation(shipped):
 def test_chat_template_rejects_unknown_role(shipped):
     with pytest.raises(Exception, match="unknown chat role: tool"):
         shipped.apply_chat_template([{"role": "tool", "content": "x"}], tokenize=False)
+
+
+def test_vision_variant_keeps_text_ids_and_adds_vision_tokens():
+    text, vision = build_tokenizer(), build_tokenizer(vision=True)
+    assert {t: i for t, i in vision.get_vocab().items() if i < len(text)} == text.get_vocab()
+    block = "<|vision_start|><|image_pad|><|vision_end|>"
+    assert vision(block, add_special_tokens=False)["input_ids"] == [len(text), len(text) + 1, len(text) + 2]
+    assert (
+        vision.decode(vision(block + "7", add_special_tokens=False)["input_ids"], skip_special_tokens=True)
+        == "7"
+    )
+
+
+def test_vision_chat_template_renders_images_like_qwen2_vl():
+    tok = build_tokenizer(vision=True)
+    parts = [{"type": "image"}, {"type": "text", "text": "Digit?"}]
+    rendered = tok.apply_chat_template(
+        [{"role": "user", "content": parts}], add_generation_prompt=True, tokenize=False
+    )
+    assert rendered == "<|user|><|vision_start|><|image_pad|><|vision_end|>Digit?<|assistant|>"
+    placeholder = [{"role": "user", "content": "<image>Digit?"}]
+    assert tok.apply_chat_template(placeholder, tokenize=False) == "<|user|><image>Digit?"
+    with pytest.raises(Exception, match="unsupported content part: video"):
+        tok.apply_chat_template([{"role": "user", "content": [{"type": "video"}]}], tokenize=False)

@@ -1,7 +1,7 @@
 """Rule-based reward (score) functions, picked per sample by the dataset's ``data_source``.
 
-Importing this package registers the built-in scorers: the embedded addition task, GSM8K and
-boxed-answer MATH datasets, and verl's code datasets (run in a SandboxFusion server).
+Importing this package registers the built-in scorers: the embedded addition and digit-image tasks, GSM8K
+and boxed-answer MATH datasets, and verl's code datasets (run in a SandboxFusion server).
 ``default_compute_score`` dispatches through that registry.
 """
 

@@ -1,4 +1,5 @@
-"""Exact-match score for the embedded addition tasks (``siirl/arith_add``, three-number ``siirl/arith_add3``)."""
+"""Exact-match score for the embedded tasks with integer answers: addition (``siirl/arith_add``, three-number
+``siirl/arith_add3``) and reading a digit off an image (``siirl/digit_images``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def parse_integer(text: str) -> int | None:
     return int(text) if _INTEGER.fullmatch(text) else None
 
 
-@SCORES.register("siirl/arith_add", "siirl/arith_add3")
+@SCORES.register("siirl/arith_add", "siirl/arith_add3", "siirl/digit_images")
 def compute_score(solution_str: str, ground_truth: str, extra_info: dict | None = None) -> float:
     """1.0 when the whole response is the integer answer, else 0.0 (no partial credit: "46 apples" fails)."""
     expected = parse_integer(str(ground_truth))
