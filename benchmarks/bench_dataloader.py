@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -115,6 +116,27 @@ def run(ranks: int, data: Path, shared: bool, batches: int) -> dict:
     }
 
 
+#: The launcher planning a job (``--plan``: config, pre-flight data checks, the plan) in its own process; it
+#: prints its peak RSS (VmHWM: a fresh process image, unlike ru_maxrss after fork). The driver must not hold the data: its cost may not grow with the dataset.
+LAUNCHER = (
+    "import re, sys, time; from siirl.main_dag import main; t = time.perf_counter(); "
+    "code = main(['--plan', 'device=cpu', 'data.train_files=[' + sys.argv[1] + ']', 'trainer.output_dir=' + sys.argv[2]]); "
+    "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
+    "print('LAUNCHER', code, time.perf_counter() - t, int(hwm) / 1024)"
+)
+
+
+def launcher_startup(data: Path, out: Path) -> dict:
+    """Wall time and peak RSS of the launcher planning a job on ``data``."""
+    done = subprocess.run([sys.executable, "-c", LAUNCHER, str(data), str(out)], capture_output=True, text=True,
+                          cwd=ROOT, check=True)
+    line = next(text for text in done.stdout.splitlines() if text.startswith("LAUNCHER"))
+    _, code, wall, rss = line.split()
+    if code != "0":
+        raise RuntimeError(f"the launcher refused {data}: {done.stderr[-500:]}")
+    return {"wall_s": float(wall), "peak_rss_mb": float(rss)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -124,6 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "prompts.parquet"
         write_dataset(data, args.rows)
+        small = Path(tmp) / "small.parquet"
+        write_dataset(small, 1000)
+        launcher = {"1k rows (baseline)": launcher_startup(small, Path(tmp) / "out_small"),
+                    f"{args.rows} rows": launcher_startup(data, Path(tmp) / "out_big")}
         results = {
             "shared scan": run(args.ranks, data, True, args.batches),
             "every rank scans all (baseline)": run(args.ranks, data, False, args.batches),
@@ -134,9 +160,17 @@ def main(argv: list[str] | None = None) -> None:
     for name, r in results.items():
         print(f"{name:<34}{r['wall_s']:>9.1f}{r['slowest_build_s']:>17.1f}{r['max_rank_rss_mb']:>18.1f}"
               f"{base['slowest_ready_s'] / r['slowest_ready_s']:>8.2f}x")
+    small_run, big_run = launcher.values()
+    print("\nlauncher --plan (the driver: config, pre-flight data checks, plan)")
+    print(f"{'dataset':<34}{'wall s':>9}{'peak RSS MB':>13}{'wall ratio':>12}{'RSS +MB':>9}")
+    for name, r in launcher.items():
+        print(f"{name:<34}{r['wall_s']:>9.1f}{r['peak_rss_mb']:>13.0f}{r['wall_s'] / small_run['wall_s']:>11.2f}x"
+              f"{r['peak_rss_mb'] - small_run['peak_rss_mb']:>9.0f}")
     print(json.dumps({"benchmark": "dataloader_startup", "rows": args.rows, "ranks": args.ranks,
                       "results": results,
-                      "speedup": base["slowest_ready_s"] / results["shared scan"]["slowest_ready_s"]}))
+                      "speedup": base["slowest_ready_s"] / results["shared scan"]["slowest_ready_s"],
+                      "launcher": launcher, "launcher_wall_ratio": big_run["wall_s"] / small_run["wall_s"],
+                      "launcher_rss_growth_mb": big_run["peak_rss_mb"] - small_run["peak_rss_mb"]}))
 
 
 if __name__ == "__main__":

@@ -183,7 +183,7 @@ def check_batch_sizes(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
 
 #: Rows the launcher scans for over-long prompts before Ray starts; beyond it the DAG workers find them (its time
 #: and memory stay those of a small dataset: the driver holds no data).
-PREFLIGHT_SCAN_ROWS = 65536
+PREFLIGHT_SCAN_ROWS = 8192
 
 
 def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
@@ -203,8 +203,10 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
             continue
         custom = dataset_class(cfg.data) is not None  # the user's dataset filters its own rows
         scan = None if custom else preview_scan(ParquetRows(files, [cfg.data.prompt_key]).num_rows, PREFLIGHT_SCAN_ROWS)
-        # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would.
-        next(iter(build(cfg.data, tokenizer, 0, dp, scan=scan, image_processor=images)))
+        # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would: the
+        # first rows, in file order, which the preview scanned (a shuffled batch would read every row group).
+        first_rows = dataclasses.replace(cfg.data, shuffle=False)
+        build(first_rows, tokenizer, 0, dp, scan=scan, image_processor=images).peek()
 
 
 def check_plan(cfg: SiirlConfig, plan: ExecutionPlan) -> None:

@@ -246,6 +246,14 @@ class DistributedDataLoader:
             yield batch
         self._epoch, self._position = epoch + 1, 0
 
+    def peek(self) -> TensorDict:
+        """The next batch, reading only its rows and without advancing: the launcher's look at the data, whose
+        memory must not grow with the dataset (iterating reads a rank's whole epoch at once)."""
+        row_ids = self._kept[self._sampler.batches(self._epoch)[self._position]]
+        if self._dataset is not None:
+            return self._dataset_batch(row_ids)
+        return self._make_batch(self._rows.read(row_ids, self._columns), row_ids)
+
     def _make_batch(self, rows: list[dict], row_ids: np.ndarray) -> TensorDict:
         prompts = [row.get(self._config.prompt_key) for row in rows]
         describe = lambda i: self._rows.describe(int(row_ids[i]))
