@@ -111,9 +111,20 @@ class DataBuffer:
         entry = self._entries.get((step, key))
         return ([], {}, None) if entry is None else (list(entry.metas.values()), dict(entry.shards), entry.conflict)
 
-    async def cut(self, step: int, key: str, producer_rank: int, rows: list[int]) -> list[Any]:
+    async def cut(
+        self, step: int, key: str, producer_rank: int, rows: list[int], timeout_s: float = 60.0
+    ) -> list[Any]:
         """A consumer on another node wants some rows of a shard held here: cut them out on this node (the
-        shard is read zero-copy from this node's store) so only those rows cross the network."""
+        shard is read zero-copy from this node's store) so only those rows cross the network.
+
+        The consumer learnt of the shard from its own node's buffer; the producer's publish to this buffer
+        is a separate call that may not have arrived yet, so wait for it (up to ``timeout_s``)."""
+
+        def held() -> bool:
+            entry = self._entries.get((step, key))
+            return entry is not None and producer_rank in entry.shards
+
+        await self._wait(held, timeout_s)
         entry = self._entries.get((step, key))
         if entry is None or producer_rank not in entry.shards:
             raise ValueError(f"no shard of producer rank {producer_rank} for step {step} stage {key!r} here")

@@ -158,7 +158,7 @@ class DataCoordinator:
         if lost:
             raise RuntimeError(f"step {step} stage {key!r}: no shard ref of local producer ranks {lost}")
         cuts = {
-            r: self._remote_buffer(metas[r]).cut.remote(step, key, r, rows[r].tolist())
+            r: self._remote_buffer(metas[r]).cut.remote(step, key, r, rows[r].tolist(), self.timeout_s)
             for r in mine if r not in here
         }
         local_wires = dict(zip(here, ray.get([shards[r][0] for r in here])))  # mapped, not copied

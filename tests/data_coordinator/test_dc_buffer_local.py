@@ -145,3 +145,21 @@ def test_a_producer_rank_published_twice_fails_the_consumers(cluster):
         raised_cause(w[3].consume.remote(8, "dup", 0, 1, 2))
     assert sum(ray.get([b.drop_step.remote(8) for b in buffers.values()])) == 1
     assert open_entries(buffers) == {node: {} for node in buffers}
+
+
+def test_a_cut_that_arrives_before_the_producers_publish_waits_for_it(cluster):
+    """A consumer on another node learns of a shard from its own node's buffer and asks the producer's node
+    for its rows; the producer's publish to that buffer is a separate call and may land second."""
+    from siirl.data_coordinator.tensordict_ops import to_wire
+
+    buffers, _ = cluster
+    node, buffer = next(iter(buffers.items()))
+    shard = make_shard(0, 3, 1)
+    early = buffer.cut.remote(9, "late", 0, [2], 30.0)
+    meta = describe_shard(shard, 0, node, "uid", "attention_mask")
+    buffer.publish.remote(9, "late", meta, 1, [ray.put(to_wire(shard))])
+    wire = ray.get(ray.get(early)[0])
+    assert wire.num_rows == 1
+    with pytest.raises(ValueError, match="no shard of producer rank 1 for step 9 stage 'late' here"):
+        raised_cause(buffer.cut.remote(9, "late", 1, [0], 0.5))
+    assert ray.get(buffer.drop_step.remote(9)) == 1

@@ -1,0 +1,92 @@
+"""Several Ray nodes run as fast as one: the default GRPO job on one Ray node of 2 CPUs vs two Ray nodes of
+1 CPU each (``ray.cluster_utils.Cluster`` on this host: separate raylets and object stores, so every hand-off
+between the two DAG workers crosses nodes), same 2 DAG workers, same steps.
+
+Reported: the mean ``timing_s/step`` after the first step (warm-up), and the two-node / one-node ratio (goal
+<= 1.15x). The metrics other than timings must be equal: the same job, placed differently.
+
+    python benchmarks/bench_two_nodes.py [--steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import ray
+from ray.cluster_utils import Cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from siirl.main_dag import main as siirl_main
+
+#: The e2e tests' small job: 2 DAG workers, 8 prompts x 4 samples per step.
+SMALL_JOB = [
+    "device=cpu",
+    "data.train_batch_size=8",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+    "actor_rollout_ref.rollout.n=4",
+    "data.val_batch_size=64",
+    "trainer.val_before_train=false",
+    "trainer.logger=[console,jsonl]",
+]
+#: Key parts that measure time (or throughput), not what was trained (also under an agent's prefix).
+TIMING_PARTS = ("timing_s/", "perf/")
+
+
+def run_on_nodes(nodes: int, run_dir: Path, *overrides: str) -> list[dict]:
+    """Run a job on a fresh Ray cluster of ``nodes`` nodes sharing 2 CPUs; the job's metrics records."""
+    cpus = 2 // nodes
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus})
+    for _ in range(nodes - 1):
+        cluster.add_node(num_cpus=cpus)
+    cluster.wait_for_nodes()
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}},
+             logging_level="ERROR")
+    try:
+        code = siirl_main([*SMALL_JOB, f"trainer.nnodes={nodes}", f"trainer.n_devices_per_node={2 // nodes}",
+                           f"trainer.output_dir={run_dir}", *overrides])
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    if code != 0:
+        raise RuntimeError(f"the job on {nodes} node(s) exited {code}")
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def trained(records: list[dict]) -> list[dict]:
+    """What the records say about training: every metric but the timings."""
+    return [{k: v for k, v in r.items() if not any(part in k for part in TIMING_PARTS)} for r in records]
+
+
+def mean_step_s(records: list[dict]) -> float:
+    steps = [r["timing_s/step"] for r in records if "timing_s/step" in r][1:]
+    return sum(steps) / len(steps)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {nodes: run_on_nodes(nodes, Path(tmp) / f"nodes_{nodes}", f"trainer.total_training_steps={args.steps}")
+                for nodes in (1, 2)}
+    one, two = mean_step_s(runs[1]), mean_step_s(runs[2])
+    same = trained(runs[1]) == trained(runs[2])
+    print(f"default GRPO job, 2 DAG workers, {args.steps} steps (mean step time after the first)")
+    print(f"{'placement':<36}{'step s':>8}{'ratio':>8}")
+    print(f"{'1 Ray node x 2 CPUs (baseline)':<36}{one:>8.3f}{1.0:>7.2f}x")
+    print(f"{'2 Ray nodes x 1 CPU':<36}{two:>8.3f}{two / one:>7.2f}x")
+    print(f"metrics other than timings equal: {same}")
+    print(json.dumps({"benchmark": "two_nodes", "steps": args.steps, "one_node_step_s": one, "two_node_step_s": two,
+                      "ratio": two / one, "same_metrics": same}))
+
+
+if __name__ == "__main__":
+    main()
