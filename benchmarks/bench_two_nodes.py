@@ -15,6 +15,8 @@ import json
 import os
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import ray
@@ -39,8 +41,11 @@ SMALL_JOB = [
 TIMING_PARTS = ("timing_s/", "perf/")
 
 
-def run_on_nodes(nodes: int, run_dir: Path, *overrides: str) -> list[dict]:
-    """Run a job on a fresh Ray cluster of ``nodes`` nodes sharing 2 CPUs; the job's metrics records."""
+def run_on_nodes(
+    nodes: int, run_dir: Path, *overrides: str, while_running: Callable[[Cluster], None] | None = None
+) -> tuple[int, list[dict]]:
+    """Run a job on a fresh Ray cluster of ``nodes`` nodes sharing 2 CPUs (``while_running(cluster)`` in a
+    thread beside it, e.g. to take a node away); the launcher's exit code and the job's metrics records."""
     cpus = 2 // nodes
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus})
     for _ in range(nodes - 1):
@@ -49,15 +54,18 @@ def run_on_nodes(nodes: int, run_dir: Path, *overrides: str) -> list[dict]:
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}},
              logging_level="ERROR")
+    side = threading.Thread(target=while_running, args=(cluster,), daemon=True) if while_running else None
     try:
+        if side is not None:
+            side.start()
         code = siirl_main([*SMALL_JOB, f"trainer.nnodes={nodes}", f"trainer.n_devices_per_node={2 // nodes}",
                            f"trainer.output_dir={run_dir}", *overrides])
     finally:
         ray.shutdown()
         cluster.shutdown()
-    if code != 0:
-        raise RuntimeError(f"the job on {nodes} node(s) exited {code}")
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = run_dir / "metrics.jsonl"
+    text = metrics.read_text() if metrics.is_file() else ""
+    return code, [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def trained(records: list[dict]) -> list[dict]:
@@ -75,8 +83,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {nodes: run_on_nodes(nodes, Path(tmp) / f"nodes_{nodes}", f"trainer.total_training_steps={args.steps}")
-                for nodes in (1, 2)}
+        runs = {}
+        for nodes in (1, 2):
+            code, runs[nodes] = run_on_nodes(nodes, Path(tmp) / f"nodes_{nodes}", f"trainer.total_training_steps={args.steps}")
+            if code != 0:
+                raise SystemExit(f"the job on {nodes} node(s) exited {code}")
     one, two = mean_step_s(runs[1]), mean_step_s(runs[2])
     same = trained(runs[1]) == trained(runs[2])
     print(f"default GRPO job, 2 DAG workers, {args.steps} steps (mean step time after the first)")

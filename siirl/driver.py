@@ -13,7 +13,7 @@ import sys
 import time
 
 import ray
-from ray.exceptions import RayError
+from ray.exceptions import ActorUnavailableError, RayError
 from ray.util.placement_group import placement_group, remove_placement_group
 
 from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_init_options
@@ -35,6 +35,8 @@ PLACEMENT_TIMEOUT_S = 120
 #: After the first worker failure, how long to wait for the others' errors (a user error raised on one
 #: rank usually makes its peers fail too, with less telling errors).
 FAILURE_GRACE_S = 3.0
+#: How long a worker that Ray cannot reach may take to show up as on a dead node (Ray's node health checks).
+NODE_LOSS_WAIT_S = 40.0
 
 
 def _init_ray(cfg: SiirlConfig) -> tuple[bool, OrphanGuard | None]:
@@ -94,13 +96,43 @@ def _launch_workers(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPla
     ]
 
 
-def _rendezvous(workers: list) -> None:
-    """torch.distributed across the workers, hosted by rank 0."""
+def _rendezvous(workers: list) -> dict[int, tuple[str, str]]:
+    """torch.distributed across the workers, hosted by rank 0; where each rank runs (Ray node id, IP)."""
     address, port = ray.get(workers[0].rendezvous_address.remote())
     ray.get([w.init_distributed.remote(address, port) for w in workers])
+    return dict(enumerate(ray.get([w.ray_node.remote() for w in workers])))
 
 
-def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None, stall: StallWatch | None = None) -> dict:
+def lost_node(placement: dict[int, tuple[str, str]]) -> str | None:
+    """The line for a Ray node that died under the job (its ranks die with it), or None if every node the
+    job uses is alive: a lost node is said as such, not as the first of its workers' errors."""
+    alive = {node["NodeID"] for node in ray.nodes() if node.get("Alive")}
+    dead: dict[tuple[str, str], list[int]] = {}
+    for rank, node in sorted(placement.items()):
+        if node[0] not in alive:
+            dead.setdefault(node, []).append(rank)
+    if not dead:
+        return None
+    (node_id, ip), ranks = next(iter(dead.items()))
+    return (f"Ray node {ip} ({node_id[:12]}) was lost with DAG worker ranks {ranks}; restart it (or drop it: "
+            "trainer.nnodes) and run again with trainer.resume_mode=auto to go on from the last checkpoint")
+
+
+def _wait_for_lost_node(placement: dict[int, tuple[str, str]], failures: list) -> str | None:
+    """A worker Ray cannot reach (``ActorUnavailableError``) may sit on a node that died; Ray's control plane
+    marks the node dead only after its health checks fail, so give it up to ``NODE_LOSS_WAIT_S`` to say so
+    before reporting the workers' errors (its peers' connection resets say nothing of the cause)."""
+    unreachable = any(isinstance(exc, ActorUnavailableError) for _, exc in failures)
+    deadline = time.monotonic() + (NODE_LOSS_WAIT_S if unreachable else 0.0)
+    while True:
+        lost = lost_node(placement)
+        if lost or time.monotonic() >= deadline:
+            return lost
+        time.sleep(0.5)
+
+
+def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None, stall: StallWatch | None = None,
+           placement: dict[int, tuple[str, str]] | None = None) -> dict:
     """Wait for every worker's ``run``; the first failure fails the job, naming the worker.
 
     A dead worker's ref resolves to an error at once, while its peers may sit in a collective waiting
@@ -126,6 +158,9 @@ def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None, stall: S
                 failures.append((rank, exc))
                 deadline = deadline or time.monotonic() + FAILURE_GRACE_S
     if failures:
+        lost = _wait_for_lost_node(placement, failures) if placement else None
+        if lost:
+            raise WorkerFailed(lost)
         rank, exc = pick_failure(failures)
         raise explain(exc, rank, output_dir)
     return summaries[0]
@@ -160,14 +195,15 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
                 create_data_buffers()
             board = create_board()
             try:
-                _rendezvous(workers)
+                placement = _rendezvous(workers)
             except RayError as exc:  # worker start-up / process groups
                 raise explain(exc, None, str(cfg.trainer.output_dir)) from None
             logger.info("worker output (prints, library warnings): %s", worker_log_path(cfg.trainer.output_dir, "<rank>"))
             bar = ProgressBar(board)
             try:
                 stall = StallWatch(board, cfg.trainer.stall_timeout_s)
-                summary = _watch([w.run.remote() for w in workers], str(cfg.trainer.output_dir), bar, stall)
+                summary = _watch([w.run.remote() for w in workers], str(cfg.trainer.output_dir), bar, stall,
+                                 placement)
             finally:
                 bar.close()
             shown = ", ".join(f"{k}={v:.3f}" for k, v in summary.items())

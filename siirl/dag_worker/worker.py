@@ -92,6 +92,12 @@ class DAGWorker(BuiltinNodeMethods):
         self._listener: socket.socket | None = None
         torch.set_num_threads(worker_threads(self.cfg, plan, rank, ray_node_cpus()))
 
+    def ray_node(self) -> tuple[str, str]:
+        """(Ray node id, node IP) this worker runs on: the driver names a lost node's ranks with it."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+
     def rendezvous_address(self) -> tuple[str, int]:
         """Rank 0 hosts the torch.distributed rendezvous, on the node IP Ray uses (the address peers dial)."""
         import ray
