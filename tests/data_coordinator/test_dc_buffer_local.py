@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def cluster():
     ray.init(
+        address="local",  # a Ray of our own, even when another one runs on this host
         num_cpus=4,
         object_store_memory=200 * 1024**2,
         include_dashboard=False,

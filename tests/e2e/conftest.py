@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 def start_local_ray() -> None:
     """The session's local Ray: 4 CPUs, the repo importable in every worker."""
     path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=4, runtime_env={"env_vars": {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}},
+    ray.init(address="local", num_cpus=4, runtime_env={"env_vars": {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}},
              include_dashboard=False, logging_level="ERROR")
 
 

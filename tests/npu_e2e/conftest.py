@@ -40,7 +40,7 @@ def fake_npu_ray(tmp_path) -> Iterator[Path]:
     level = probe_logger.level
     probe_logger.setLevel(logging.CRITICAL)
     try:
-        ray.init(num_cpus=4, resources={"NPU": 2}, runtime_env={"env_vars": env}, include_dashboard=False,
+        ray.init(address="local", num_cpus=4, resources={"NPU": 2}, runtime_env={"env_vars": env}, include_dashboard=False,
                  logging_level="ERROR")
     finally:
         probe_logger.setLevel(level)
