@@ -5,7 +5,6 @@ one line naming it, and ``resume_mode=auto`` goes on to the uninterrupted run's 
 ``benchmarks/bench_two_nodes.py``'s, which also reports the step-time ratio."""
 
 import json
-import threading
 import time
 
 import pytest
