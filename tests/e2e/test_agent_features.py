@@ -18,6 +18,7 @@ ROWS = {
     "use_kl_loss": (["actor_rollout_ref.actor.use_kl_loss=true"], "actor/kl_loss"),
     "use_kl_in_reward": (["algorithm.use_kl_in_reward=true"], "actor/reward_kl_penalty"),
     "gae": (["algorithm.adv_estimator=gae"], "critic/vf_loss"),
+    "gae_marft": (["algorithm.adv_estimator=gae_marft"], "critic/vf_loss"),
     "rloo": (["algorithm.adv_estimator=rloo"], "actor/pg_loss"),
     "reinforce_plus_plus": (["algorithm.adv_estimator=reinforce_plus_plus"], "actor/pg_loss"),
     "critic": (["critic.enable=true"], "critic/vf_loss"),
