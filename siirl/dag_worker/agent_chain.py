@@ -22,7 +22,7 @@ def incoming_chain(full: TensorDict, rows: TensorDict, next_agent: str) -> tuple
         zeros = torch.zeros(rows.batch_size[0], dtype=torch.float32)
         return zeros, zeros
     following = full.get((AGENTS_FIELD, next_agent))
-    missing = [key for key in HEAD_KEYS if key not in following.keys()]
+    missing = [key for key in HEAD_KEYS if key not in following.keys()]  # noqa: SIM118 (TensorDict keys)
     if missing:
         raise RuntimeError(
             f"agent {next_agent!r} has no {missing[0]} yet: its advantage node must run before the agent "

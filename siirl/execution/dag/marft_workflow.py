@@ -13,11 +13,13 @@ templates for their ``process.py``, the environment that rewards it, ``env_path`
   data's rule score (``reward_mode="final"``; the published ``MathEnv`` scores with the math rule);
 - the training nodes (log-probs, reference, critic, advantage, updates) are each agent's built-in chain
   for the run's config, as for every team; ``train_cycle`` on the actor updates makes the agents take
-  turns training.
+  turns training. ``share_instance`` (one agent using another's critic) is not read: every agent trains a
+  critic of its own, which agents on their own workers need (the loader says so once).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,9 +28,10 @@ from siirl.errors import ConfigError
 from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.dag.workflow_yaml import is_marft_layout, load_workflow_yaml
-from siirl.user_files import load_user_yaml
 from siirl.params.root import SiirlConfig
+from siirl.user_files import load_user_yaml
 
+logger = logging.getLogger(__name__)
 TEMPLATE_PROMPT = "siirl.user_interface.marft_templates:template_prompt"
 #: Environment classes of the published MARFT examples that this loader knows: each scores the agent's
 #: answer against the ground truth with the rule reward.
@@ -113,6 +116,10 @@ def marft_team(data: Mapping[str, Any], cfg: SiirlConfig, default_id: str, where
                   prompt_kwargs={"pre_templates": pre[: k + 1], "post_templates": post[: k + 1]})
         for k, node in enumerate(rollouts)
     ]
+    shared = [str(n.get("node_id")) for n in nodes if _options(n, where).get("share_instance") is not None]
+    if shared:
+        logger.warning("%s: share_instance on %s is not read; every agent trains a critic of its own",
+                       where, ", ".join(shared))
     rewarded = _rewarded_group(nodes, cfg.actor_rollout_ref.rollout.agent.rewards_with_env, where)
     if rewarded != len(agents) - 1:
         _refuse(where, f"agent_group {rewarded} is rewarded, but the team's answer is the last agent's "
