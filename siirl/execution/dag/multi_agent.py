@@ -4,7 +4,8 @@ Agent ``k`` sees the question plus the outputs of agents ``0..k-1`` (its ``promp
 from them), so the agents form one sequential team episode as in MARFT's Flex-POMDP. Every agent has its
 own weights, optimiser and rollout engine (built from the same base model), its own rows in the batch
 (``batch["agents", name]``), its own advantages and its own update; rewards are ``shared`` (every agent
-gets the team's final-answer score) or ``per_agent`` (each agent's ``reward_fn`` scores its own step).
+gets the team's final-answer score), ``per_agent`` (each agent's ``reward_fn`` scores its own step) or
+``final`` (only the answering agent is scored, as in MARFT workflow files: ``marft_workflow``).
 
 The graph is plain Pipeline code, so a custom team is a call to :func:`multi_agent_pipeline` (or any
 Pipeline that uses the node functions of :mod:`siirl.dag_worker.agent_nodes` with ``config={"agent":
@@ -17,7 +18,8 @@ builds only its own agents' models) or every worker (``shared``: one copy of eve
 ranks. After the team reward every agent trains in a branch of its own, so agents on separate workers
 train at the same time. The branch is the single-policy training chain (``policy_steps``: advantage,
 log-probs, reference, critic, update, as the config asks) with ``config={"agent": name}``: the same
-built-in nodes, so KL terms, critics and every estimator reach agents with no extra code.
+built-in nodes, so KL terms, critics and every estimator reach agents with no extra code. An estimator
+that chains the agents (``gae_marft``) starts each earlier agent's branch after the next agent's advantages.
 """
 
 from __future__ import annotations
