@@ -103,3 +103,14 @@ def test_what_the_loader_refuses_is_one_line(tmp_path, edit, extra, message):
 def test_without_environment_rewards_the_reward_node_scores_the_last_agent():
     graph = _team(PUBLISHED, "actor_rollout_ref.rollout.agent.rewards_with_env=false")
     assert graph.nodes["team_reward"].config["reward_mode"] == "final"
+
+
+@pytest.mark.parametrize("where", ["custom_pipeline_fn", "plain_workflow"])
+def test_environment_rewards_need_a_marft_file(tmp_path, where):
+    if where == "plain_workflow":
+        (tmp_path / "plain.yaml").write_text("pipeline_id: p\nnodes: []\n")
+        extra = f"dag.workflow_path={tmp_path / 'plain.yaml'}"
+    else:
+        extra = "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders"
+    with pytest.raises(ConfigError, match="rewards_with_env=true rewards the agent of a MARFT workflow"):
+        select_pipeline(load_config([*RUN, extra]))

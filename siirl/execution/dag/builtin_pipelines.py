@@ -21,6 +21,7 @@ from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeTyp
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.role_defaults import FILTERS, NODES
 from siirl.execution.dag.task_graph import TaskGraph
+from siirl.execution.dag.workflow_yaml import ENV_REWARDS_NEED_MARFT
 from siirl.execution.roles import uses_critic
 from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.enums import WorkflowType
@@ -227,15 +228,12 @@ def select_pipeline(cfg: SiirlConfig | None) -> TaskGraph:
     custom_fn, workflow_path = cfg.dag.custom_pipeline_fn, cfg.dag.workflow_path
     if custom_fn and workflow_path:
         raise ConfigError("set only one of dag.custom_pipeline_fn and dag.workflow_path")
-    if custom_fn:
-        return _run_custom_pipeline_fn(custom_fn, cfg)
-    if cfg.actor_rollout_ref.rollout.agent.rewards_with_env and not workflow_path:
-        raise ConfigError(
-            "actor_rollout_ref.rollout.agent.rewards_with_env=true rewards the agent of a MARFT workflow that names "
-            "an environment (env_path); pass that workflow as dag.workflow_path (docs/agents.md)"
-        )
     if workflow_path:
         from siirl.execution.dag.marft_workflow import load_run_workflow  # it builds teams from this module
 
         return load_run_workflow(workflow_path, cfg)
+    if cfg.actor_rollout_ref.rollout.agent.rewards_with_env:
+        raise ConfigError(ENV_REWARDS_NEED_MARFT)
+    if custom_fn:
+        return _run_custom_pipeline_fn(custom_fn, cfg)
     return PIPELINES.get(builtin_pipeline_name(cfg))(cfg)

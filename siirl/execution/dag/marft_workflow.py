@@ -27,7 +27,7 @@ from typing import Any
 from siirl.errors import ConfigError
 from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
 from siirl.execution.dag.task_graph import TaskGraph
-from siirl.execution.dag.workflow_yaml import is_marft_layout, load_workflow_yaml
+from siirl.execution.dag.workflow_yaml import ENV_REWARDS_NEED_MARFT, is_marft_layout, load_workflow_yaml
 from siirl.params.root import SiirlConfig
 from siirl.user_files import load_user_yaml
 
@@ -134,4 +134,6 @@ def load_run_workflow(path: str, cfg: SiirlConfig) -> TaskGraph:
     data = load_user_yaml(Path(path), "workflow file")
     if is_marft_layout(data):
         return marft_team(data, cfg, Path(path).stem, str(path))
+    if cfg.actor_rollout_ref.rollout.agent.rewards_with_env:
+        raise ConfigError(ENV_REWARDS_NEED_MARFT)
     return load_workflow_yaml(path)

@@ -43,6 +43,12 @@ _CONTRACT_KEYS = ("reads", "writes", "roles")
 _NODE_KEYS = (*_REQUIRED_NODE_KEYS, "func", "dependencies", "only_forward_compute", "config", *_CONTRACT_KEYS)
 
 
+ENV_REWARDS_NEED_MARFT = (
+    "actor_rollout_ref.rollout.agent.rewards_with_env=true rewards the agent of a MARFT workflow that names an "
+    "environment (env_path); pass that workflow as dag.workflow_path (docs/agents.md)"
+)
+
+
 def is_marft_layout(data: Any) -> bool:
     """True for the original siiRL's multi-agent (MARFT) layout: ``actor_N_config`` sections or nodes
     with an ``agent_group``; ``dag.workflow_path`` reads those as a team (``siirl.execution.dag.marft_workflow``)."""
