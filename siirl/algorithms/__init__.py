@@ -10,6 +10,7 @@ from siirl.algorithms import (  # noqa: F401  (registries)
     cispo,
     gpg,
     group_filter_metrics,
+    marft_gae,
     optimal_token_baseline,
     outcome_advantage,
     pf_ppo,

@@ -63,6 +63,10 @@ class AdvantageInputs:
     old_log_probs: torch.Tensor | None = None
     sum_pi_squared: torch.Tensor | None = None
     rollout_is_weights: torch.Tensor | None = None
+    #: In a team, the agent acting next: its critic value and (unwhitened) advantage at its first response
+    #: token, one per row (gae_marft continues from them; ``None`` for the last agent or a single policy).
+    chain_values: torch.Tensor | None = None
+    chain_advantages: torch.Tensor | None = None
 
     def outcome_scores(self) -> torch.Tensor:
         """One scalar per response: the sum of its rewards over valid tokens."""
@@ -89,13 +93,15 @@ def compute_advantage(
     values: torch.Tensor | None = None,
     reward_baselines: torch.Tensor | None = None,
     config: AlgorithmConfig | None = None,
+    chain: tuple[torch.Tensor, torch.Tensor] | None = None,
     **token_inputs: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the estimator registered as ``name``; returns ``(advantages, returns)``, no gradient.
 
     ``index`` holds one group id (uid) per row; ``values`` are critic values ``(batch, response_len)``;
     ``reward_baselines`` one baseline reward per row (ReMax: the greedy response's reward);
-    ``token_inputs`` the optional per-token tensors of ``AdvantageInputs`` (``old_log_probs``, ...).
+    ``token_inputs`` the optional per-token tensors of ``AdvantageInputs`` (``old_log_probs``, ...);
+    ``chain`` the next agent's ``(chain_values, chain_advantages)``, one per row (team estimators).
     """
     fn = get_adv_estimator(name)
     if token_level_rewards.dim() != 2 or token_level_rewards.shape != response_mask.shape:
@@ -114,6 +120,8 @@ def compute_advantage(
     for key, tensor in token_inputs.items():
         if tensor is not None and tensor.shape != token_level_rewards.shape:
             raise ValueError(f"{key} has shape {tuple(tensor.shape)}, expected {tuple(token_level_rewards.shape)}")
+    if chain is not None and any(t.shape != token_level_rewards.shape[:1] for t in chain):
+        raise ValueError(f"chain values and advantages must have shape ({token_level_rewards.shape[0]},)")
     if not token_level_rewards.is_floating_point():
         token_level_rewards = token_level_rewards.float()
     inputs = AdvantageInputs(
@@ -124,6 +132,8 @@ def compute_advantage(
         values=values,
         reward_baselines=reward_baselines,
         config=config if config is not None else AlgorithmConfig(),
+        chain_values=chain[0] if chain is not None else None,
+        chain_advantages=chain[1] if chain is not None else None,
         **token_inputs,
     )
     with torch.no_grad():

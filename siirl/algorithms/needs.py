@@ -3,7 +3,8 @@
 The built-in pipeline is derived from these needs: ``values`` adds the critic's value and training
 nodes, ``reward_baselines`` adds the greedy-baseline node (ReMax), ``groups`` says the estimator compares
 the responses of one prompt (uid), ``sum_pi_squared`` that it reads the old policy's per-token log-probs and
-``sum_pi_squared`` (the actor's ``calculate_sum_pi_squared``), so the old-log-prob pass runs first. ``loss_mode`` is the policy loss that ``loss_mode=auto`` picks for it.
+``sum_pi_squared`` (the actor's ``calculate_sum_pi_squared``), so the old-log-prob pass runs first. ``loss_mode`` is the policy loss that ``loss_mode=auto`` picks for it;
+``agent_chain`` that, in a team, each agent's advantage node waits for the next agent's (gae_marft).
 A built-in estimator states them where it registers (``ADV_ESTIMATORS.register(name, needs=...)``); one
 from user code (``algorithm.adv_estimator=my_module:my_fn``) is not registered, so it declares them with
 ``@declare_estimator_needs(...)``; without either it is treated like GRPO (groups, vanilla loss). Read them
@@ -26,6 +27,8 @@ class EstimatorNeeds:
     groups: bool = True
     sum_pi_squared: bool = False
     loss_mode: str = "vanilla"
+    #: a team estimator: an agent's advantages continue from those of the agent acting after it (gae_marft)
+    agent_chain: bool = False
 
     def batch_keys(self) -> tuple[str, ...]:
         """Batch keys the advantage node reads because of this estimator."""

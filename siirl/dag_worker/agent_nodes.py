@@ -67,7 +67,8 @@ def agent_generate(
     questions = non_tensor_list(rows, "question")
     earlier = [non_tensor_list(rows, f"{p}_output") for p in previous]
     prompt_fn = _function(node_config.prompt_fn)
-    texts = [prompt_fn(q, [answers[i] for answers in earlier]) for i, q in enumerate(questions)]
+    kwargs = node_config.prompt_kwargs
+    texts = [prompt_fn(q, [answers[i] for answers in earlier], **kwargs) for i, q in enumerate(questions)]
     data = ctx.cfg.data
     encoder = PromptEncoder(
         ctx.tokenizer, int(data.max_prompt_length), "left", True, data.apply_chat_template_kwargs
@@ -103,14 +104,17 @@ def _team_scores(batch: TensorDict, final_agent: str) -> list[float]:
 
 @node_contract(reads=("question", "ground_truth", "data_source", "agents"), config=TeamRewardConfig)
 def team_reward(batch: TensorDict, config: Any = None, *, node_config: TeamRewardConfig, **_: Any) -> NodeOutput:
-    """Shared reward (the final answer's score for every agent) or each agent's own ``reward_fn``."""
+    """Shared reward (the final answer's score for every agent), each agent's own ``reward_fn``, or the final
+    answer's score for the last agent only (``final``, MARFT's reward on the answering agent's turn)."""
     names, mode = list(node_config.agents), node_config.reward_mode
     team = _team_scores(batch, names[-1])
     metrics = {"team/final_accuracy": sum(team) / len(team), "reward/mean": sum(team) / len(team)}
     questions, truths = non_tensor_list(batch, "question"), non_tensor_list(batch, "ground_truth")
     for position, name in enumerate(names):
-        if mode == "shared":
+        if mode == "shared" or (mode == "final" and position == len(names) - 1):
             scores = team
+        elif mode == "final":
+            scores = [0.0] * len(team)
         else:
             reward_fn = _function(node_config.reward_fns[position])
             earlier = [non_tensor_list(batch, f"{p}_output") for p in names[:position]]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -22,6 +22,7 @@ from tensordict import TensorDict
 
 from siirl import algorithms
 from siirl.algorithms.rollout_correction import IS_WEIGHTS_KEY
+from siirl.dag_worker.agent_chain import incoming_chain, record_chain_head
 from siirl.dag_worker.batch_reweighting import (
     apply_rollout_correction,
     compares_rollout_log_probs,
@@ -113,6 +114,10 @@ class PolicyNodeConfig:
     """Own section of a per-policy node: the agent whose policy it acts on (empty: the run's policy)."""
 
     agent: str = ""
+    #: estimators that chain a team's agents (gae_marft): the agent acting after this one ("" for the last)
+    next_agent: str = ""
+    #: agents taking turns updating (MARFT's train_cycle): [cycle, this agent's position, team size]
+    train_turn: list[int] = field(default_factory=list)
 
 
 def _agent(node_config: Any) -> str:
@@ -225,6 +230,8 @@ def compute_advantage(
     if ctx.cfg.trainer.dump_high_diff_tokens and has_rollout_log_probs(batch, ctx.cfg):
         dump_high_diff_tokens(batch, ctx.tokenizer, dump_dir(ctx.cfg.trainer), ctx.step, ctx.rank)
     metrics.update(apply_rollout_correction(batch, ctx.cfg))
+    chained = bool(agent) and algorithms.estimator_needs(algo.adv_estimator).agent_chain
+    incoming = incoming_chain(full, batch, node_config.next_agent) if chained else None
     advantages, returns = algorithms.compute_advantage(
         algo.adv_estimator,
         token_level_rewards=batch["token_level_rewards"],
@@ -233,9 +240,12 @@ def compute_advantage(
         values=batch.get("values", None),
         reward_baselines=batch.get("reward_baselines", None),
         config=algo,
+        chain=incoming,
         **{key: batch.get(key, None) for key in ("old_log_probs", "sum_pi_squared", IS_WEIGHTS_KEY)},
     )
     batch["advantages"], batch["returns"] = advantages, returns
+    if incoming is not None:
+        record_chain_head(batch, incoming)
     mask = batch["response_mask"].bool()
     metrics["advantages/mean"] = advantages[mask].mean().item() if mask.any() else 0.0
     resampled = pf_ppo_resample(batch, algo, ctx.cfg.trainer.seed, ctx.step, ctx.rank)
@@ -336,11 +346,16 @@ def stop_if_diverged(model: Any, section: str, ctx: Any) -> None:
 def train_actor(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
     """PPO-style policy update; marks the rollout engine's weights stale. During verl's critic warm-up
     (``step <= trainer.critic_warmup``) the update is skipped, so the policy stays as it is while the
-    critic learns values for it; ``actor/critic_warmup=1`` marks those steps."""
+    critic learns values for it; ``actor/critic_warmup=1`` marks those steps. Agents taking turns
+    (``train_turn``) skip the steps that are not theirs (``actor/waiting_turn=1``)."""
     agent = _agent(node_config)
     warmup = ctx.cfg.trainer.critic_warmup
     if warmup > 0 and ctx.step <= warmup:
         return NodeOutput(batch, metrics=_scoped({"actor/critic_warmup": 1.0}, agent), info={"skipped": "critic warm-up"})
+    if agent and node_config.train_turn:
+        cycle, position, team = node_config.train_turn
+        if ctx.step // cycle % team != position:
+            return NodeOutput(batch, metrics=_scoped({"actor/waiting_turn": 1.0}, agent), info={"skipped": "not its turn"})
     start = time.perf_counter()
     policy = ctx.policy(agent)
     metrics = policy.actor.update_policy(_rows(batch, agent))

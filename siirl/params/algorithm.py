@@ -74,6 +74,7 @@ class RolloutCorrectionConfig:
 @dataclass
 class AlgorithmConfig:
     #: grpo | gae | cpgd | gspo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | gpg | optimal_token_baseline
+    #: | gae_marft (teams only)
     adv_estimator: str = "grpo"
     #: DEFAULT | DAPO | EMBODIED
     workflow_type: str = "DEFAULT"

@@ -16,6 +16,7 @@ class AdvantageEstimator(str, Enum):
     REMAX = "remax"
     GPG = "gpg"
     OPTIMAL_TOKEN_BASELINE = "optimal_token_baseline"
+    GAE_MARFT = "gae_marft"
 
 
 class WorkflowType(str, Enum):

@@ -168,6 +168,15 @@ class EngineKwargs:
 
 
 @dataclass
+class TeamRolloutConfig:
+    """The original siiRL's ``rollout.agent`` section (its multi-agent teams; verl's agent loop is not read)."""
+
+    #: MARFT workflows: the agent whose node names an environment (``env_path``) is rewarded by it for its
+    #: turn, instead of by the workflow's reward node (docs/agents.md). Read by MARFT workflow files only.
+    rewards_with_env: bool = False
+
+
+@dataclass
 class RolloutConfig:
     #: hf | vllm | sglang (the device backend says which are available; on device=cpu vllm/sglang fall
     #: back to hf with a warning)
@@ -227,6 +236,7 @@ class RolloutConfig:
     stop: list[str] = field(default_factory=list)
     val_kwargs: ValSamplingConfig = field(default_factory=ValSamplingConfig)
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
+    agent: TeamRolloutConfig = field(default_factory=TeamRolloutConfig)
 
 
 @dataclass

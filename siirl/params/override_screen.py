@@ -75,7 +75,7 @@ def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str]) -> tu
         new_key, value = target
         text = raw if value == _parse(raw) else str(value)
         return f"{'++' if sign else ''}{new_key}={text}", None
-    if is_inert(bare):
+    if bare not in schema.leaves and is_inert(bare):  # a key we implement beats its verl family
         return None, inert_refusal(bare, _parse(raw))
     if is_not_read(bare):
         return None, None

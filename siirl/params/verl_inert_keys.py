@@ -93,10 +93,6 @@ INERT: dict[str, Inert] = {
     _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
     _ROLLOUT + "prometheus.*": Inert((), "the engine's Prometheus metrics server is not started"),
     _ROLLOUT + "multi_turn.use_all_traj": Inert((False,), _ONE_ROUND_TEAMS),
-    _ROLLOUT + "agent.rewards_with_env": Inert(
-        (False,), "the original siiRL's MARFT environment rewards are not implemented; a team here is scored by "
-        "its team reward (multi_agent_pipeline's reward_mode)"
-    ),
     _ROLLOUT + "agent.*": Inert(
         (), "verl's agent loop is not implemented; tool rollouts use rollout.multi_turn.*"
     ),

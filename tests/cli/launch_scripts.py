@@ -142,6 +142,16 @@ def swapped_values(folder: Path, data: dict[str, str]) -> dict[str, str]:
     }
 
 
+def _repo_file(name: str, value: str) -> str:
+    """A file of the script's own repository (e.g. siiRL's MARFT workflow YAML), kept next to its fixtures:
+    ``<source>/<path in the repository>`` (the scripts run from the repository root, ``PWD``)."""
+    relative = os.path.relpath(value, load_fixture(name)["environment"]["PWD"])
+    path = FIXTURES / name.split("/", 1)[0] / relative
+    if not path.is_file():
+        raise FileNotFoundError(f"{name}: the replay needs a copy of {relative} at {path}")
+    return str(path)
+
+
 def _swap(override: str, kind: str, values: dict[str, str]) -> str:
     key, _, value = override.partition("=")
     if kind == "data":
@@ -168,6 +178,9 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
                 flags[flag] = value
                 continue
             kind = invocation["swap"].get(re.sub(r"^[+~]+", "", flag))
+            if kind == "repo_file":
+                overrides.append(f"{flag}={_repo_file(name, value.strip())}")
+                continue
             overrides.append(_swap(override, kind, values) if kind else override)
         relative = os.path.normpath(flags["--config-path"] or "config") == "config"
         if flags["--config-name"] and relative and invocation["module"].startswith("verl."):

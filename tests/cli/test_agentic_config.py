@@ -14,7 +14,6 @@ from siirl.main_dag import EXIT_USER_ERROR, main
         (["env.timeout_s=0"], ["env.timeout_s"]),
         (["actor_rollout_ref.rollout.multi_turn.bogus=1"], ["bogus"]),
         (["actor_rollout_ref.rollout.multi_turn.use_all_traj=true"], ["use_all_traj=True", "multi-round agent team"]),
-        (["actor_rollout_ref.rollout.agent.rewards_with_env=true"], ["rewards_with_env=True", "team reward"]),
     ],
 )
 def test_bad_agentic_config_is_one_line(capsys, overrides, needles):
@@ -23,6 +22,14 @@ def test_bad_agentic_config_is_one_line(capsys, overrides, needles):
     assert code == EXIT_USER_ERROR and "\n" not in err and "Traceback" not in err, err
     for needle in needles:
         assert needle in err, err
+
+
+def test_environment_rewards_outside_a_marft_workflow_are_one_line(capsys):
+    """rewards_with_env names the agent a MARFT workflow gives an environment; other runs have none."""
+    code = main(["--plan", "device=cpu", "actor_rollout_ref.rollout.agent.rewards_with_env=true"])
+    err = capsys.readouterr().err.strip()
+    assert code == EXIT_USER_ERROR and "\n" not in err, err
+    assert "rewards_with_env=true" in err and "dag.workflow_path" in err, err
 
 
 def test_multi_turn_and_env_keys_are_accepted(capsys):

@@ -147,16 +147,19 @@ def _episodes(adder, finisher):
     return batch
 
 
-@pytest.mark.parametrize("mode", ["shared", "per_agent"])
+@pytest.mark.parametrize("mode", ["shared", "per_agent", "final"])
 def test_team_reward_modes(mode):
     graph = agent_teams.two_agent_adders() if mode == "per_agent" else agent_teams.two_agent_adders_shared()
     config = graph.nodes["team_reward"].node_config()
+    config.reward_mode = mode if mode == "final" else config.reward_mode
     out = team_reward(_episodes(["42", "41", "42"], ["49", "48", "1"]), node_config=config)
     adder = out.batch.get(("agents", "adder"))["token_level_scores"].sum(-1).tolist()
     finisher = out.batch.get(("agents", "finisher"))["token_level_scores"].sum(-1).tolist()
     assert out.metrics["team/final_accuracy"] == pytest.approx(1 / 3)
     if mode == "shared":
         assert adder == finisher == [1.0, 0.0, 0.0]
+    elif mode == "final":  # only the answering agent is scored (MARFT)
+        assert adder == [0.0, 0.0, 0.0] and finisher == [1.0, 0.0, 0.0]
     else:
         assert adder == [1.0, 0.0, 1.0] and finisher == [1.0, 1.0, 0.0]
     assert out.batch.get(("agents", "adder"))["token_level_scores"][:, 1].sum() == sum(adder)

@@ -3,6 +3,8 @@ of them, through the same built-in nodes, or the launcher refuses it in one line
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from siirl.main_dag import EXIT_USER_ERROR
@@ -18,6 +20,7 @@ ROWS = {
     "use_kl_loss": (["actor_rollout_ref.actor.use_kl_loss=true"], "actor/kl_loss"),
     "use_kl_in_reward": (["algorithm.use_kl_in_reward=true"], "actor/reward_kl_penalty"),
     "gae": (["algorithm.adv_estimator=gae"], "critic/vf_loss"),
+    "gae_marft": (["algorithm.adv_estimator=gae_marft"], "critic/vf_loss"),
     "rloo": (["algorithm.adv_estimator=rloo"], "actor/pg_loss"),
     "reinforce_plus_plus": (["algorithm.adv_estimator=reinforce_plus_plus"], "actor/pg_loss"),
     "critic": (["critic.enable=true"], "critic/vf_loss"),
@@ -52,3 +55,23 @@ def test_team_trains_with_every_single_policy_feature(row, team_data, tmp_path, 
         assert all(f"{agent}/{expected}" in r for r in steps), (agent, sorted(steps[-1]))
     if row == "use_kl_in_reward":  # the policies moved away from their references after step 1
         assert all(steps[-1][f"{agent}/actor/reward_kl_penalty"] != 0.0 for agent in AGENTS)
+
+
+def test_marft_workflow_file_trains_as_a_team(team_data, tmp_path, ray_session):
+    """The original siiRL's MARFT file (Reasoner -> Actor) with gae_marft and environment rewards, each agent
+    on its own worker: the Actor's advantages reach the Reasoner's worker, and the agents take turns updating
+    (train_cycle 15: the Reasoner's turn at steps 1-2)."""
+    workflow = (Path(__file__).resolve().parents[1] / "fixtures" / "launch_scripts" / "siirl" / "examples"
+                / "experimental" / "marft" / "config" / "workflow_marft.yaml")
+    train, val = team_data
+    code = run_main(
+        tmp_path / "run", f"dag.workflow_path={workflow}", "algorithm.adv_estimator=gae_marft",
+        "actor_rollout_ref.rollout.agent.rewards_with_env=true", "actor_rollout_ref.rollout.n=1",
+        f"data.train_files=[{train}]", f"data.val_files=[{val}]", "trainer.total_training_steps=2",
+    )
+    assert code == 0
+    steps = [r for r in read_metrics(tmp_path / "run") if "team/final_accuracy" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for record in steps:
+        assert "reasoner/actor/pg_loss" in record and record["actor/actor/waiting_turn"] == 1.0
+        assert "reasoner/critic/vf_loss" in record and "actor/critic/vf_loss" in record

@@ -98,6 +98,8 @@ def expected_refusal(overrides: list[str]) -> str | None:
         return device
     if "dag.agent_placement=own" in overrides and not any(o.startswith("dag.custom_pipeline_fn=") for o in overrides):
         return "has none"  # placing agents on their own workers needs a multi-agent graph (tests/e2e/test_agentic_training.py)
+    if "algorithm.adv_estimator=gae_marft" in overrides:
+        return "chains the turns of a multi-agent team"  # teams: tests/e2e/test_agent_features.py
     engine = next((o.split("=")[1] for o in overrides if o.startswith("actor_rollout_ref.rollout.name=")), "hf")
     # device=cpu (the run's explicit choice) rolls out with hf in place of an engine the CPU cannot run
     if engine != "hf" and device != "cpu" and not get_backend("cpu").supports_rollout(engine):

@@ -21,7 +21,7 @@ from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeTyp
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.role_defaults import FILTERS, NODES
 from siirl.execution.dag.task_graph import TaskGraph
-from siirl.execution.dag.workflow_yaml import load_workflow_yaml
+from siirl.execution.dag.workflow_yaml import ENV_REWARDS_NEED_MARFT
 from siirl.execution.roles import uses_critic
 from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.enums import WorkflowType
@@ -136,6 +136,11 @@ def _scoring(head: list[str], cfg: SiirlConfig) -> list[str]:
 def derived_pipeline(pipeline_id: str, description: str, head: list[str], cfg: SiirlConfig | None) -> TaskGraph:
     """The chain for ``cfg`` (``None``: the defaults), ordered so that every read comes after its writer."""
     cfg = or_defaults(cfg)
+    if estimator_needs(_estimator_name(cfg)).agent_chain:
+        raise ConfigError(
+            f"algorithm.adv_estimator={_estimator_name(cfg)} chains the turns of a multi-agent team and this run "
+            "trains one policy; use gae, or a team (dag.workflow_path=<MARFT workflow> or multi_agent_pipeline)"
+        )
     steps = [*_scoring(head, cfg), *policy_steps(cfg)]
     return chain_pipeline(pipeline_id, description, order_by_contracts(steps, cfg)).build()
 
@@ -223,8 +228,12 @@ def select_pipeline(cfg: SiirlConfig | None) -> TaskGraph:
     custom_fn, workflow_path = cfg.dag.custom_pipeline_fn, cfg.dag.workflow_path
     if custom_fn and workflow_path:
         raise ConfigError("set only one of dag.custom_pipeline_fn and dag.workflow_path")
+    if workflow_path:
+        from siirl.execution.dag.marft_workflow import load_run_workflow  # it builds teams from this module
+
+        return load_run_workflow(workflow_path, cfg)
+    if cfg.actor_rollout_ref.rollout.agent.rewards_with_env:
+        raise ConfigError(ENV_REWARDS_NEED_MARFT)
     if custom_fn:
         return _run_custom_pipeline_fn(custom_fn, cfg)
-    if workflow_path:
-        return load_workflow_yaml(workflow_path)
     return PIPELINES.get(builtin_pipeline_name(cfg))(cfg)

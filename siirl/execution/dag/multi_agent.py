@@ -4,7 +4,8 @@ Agent ``k`` sees the question plus the outputs of agents ``0..k-1`` (its ``promp
 from them), so the agents form one sequential team episode as in MARFT's Flex-POMDP. Every agent has its
 own weights, optimiser and rollout engine (built from the same base model), its own rows in the batch
 (``batch["agents", name]``), its own advantages and its own update; rewards are ``shared`` (every agent
-gets the team's final-answer score) or ``per_agent`` (each agent's ``reward_fn`` scores its own step).
+gets the team's final-answer score), ``per_agent`` (each agent's ``reward_fn`` scores its own step) or
+``final`` (only the answering agent is scored, as in MARFT workflow files: ``marft_workflow``).
 
 The graph is plain Pipeline code, so a custom team is a call to :func:`multi_agent_pipeline` (or any
 Pipeline that uses the node functions of :mod:`siirl.dag_worker.agent_nodes` with ``config={"agent":
@@ -17,14 +18,17 @@ builds only its own agents' models) or every worker (``shared``: one copy of eve
 ranks. After the team reward every agent trains in a branch of its own, so agents on separate workers
 train at the same time. The branch is the single-policy training chain (``policy_steps``: advantage,
 log-probs, reference, critic, update, as the config asks) with ``config={"agent": name}``: the same
-built-in nodes, so KL terms, critics and every estimator reach agents with no extra code.
+built-in nodes, so KL terms, critics and every estimator reach agents with no extra code. An estimator
+that chains the agents (``gae_marft``) starts each earlier agent's branch after the next agent's advantages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from siirl.algorithms import estimator_needs
 from siirl.errors import ConfigError
 from siirl.execution.dag.builtin_pipelines import STEPS, policy_steps
 from siirl.execution.dag.contract import AGENT_KEY, ROLLOUT_WRITES, scoped_key
@@ -34,19 +38,22 @@ from siirl.execution.dag.task_graph import TaskGraph
 from siirl.params.root import SiirlConfig, or_defaults
 
 AGENT_NODES = "siirl.dag_worker.agent_nodes"
-REWARD_MODES = ("shared", "per_agent")
+#: shared: the final answer's score for every agent; per_agent: each agent's reward_fn; final: only the
+#: agent giving the final answer is scored (MARFT: the earlier agents' credit comes through gae_marft)
+REWARD_MODES = ("shared", "per_agent", "final")
 
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """One agent: ``prompt_fn(question, previous_outputs) -> str`` and, for per-agent rewards,
-    ``reward_fn(question, previous_outputs, output, ground_truth) -> float`` (both "module:function");
+    """One agent: ``prompt_fn(question, previous_outputs, **prompt_kwargs) -> str`` and, for per-agent
+    rewards, ``reward_fn(question, previous_outputs, output, ground_truth) -> float`` (both "module:function");
     ``model_path`` gives the agent its own base model (default: ``actor_rollout_ref.model.path``)."""
 
     name: str
     prompt_fn: str
     reward_fn: str = ""
     model_path: str = ""
+    prompt_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -57,6 +64,7 @@ class AgentRolloutConfig:
     previous: list[str] = field(default_factory=list)
     prompt_fn: str = ""
     model_path: str = ""
+    prompt_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -88,15 +96,25 @@ def _training_steps(cfg: SiirlConfig) -> list[str]:
 
 
 def multi_agent_pipeline(
-    agents: Sequence[AgentSpec], reward_mode: str = "shared", pipeline_id: str = "marft", cfg: SiirlConfig | None = None
+    agents: Sequence[AgentSpec],
+    reward_mode: str = "shared",
+    pipeline_id: str = "marft",
+    cfg: SiirlConfig | None = None,
+    train_cycle: int = 0,
 ) -> TaskGraph:
     """rollout(agent 0) -> ... -> rollout(agent K-1) -> reward, then per agent a branch of its own, the
-    single-policy training chain for ``cfg`` (agents on separate workers update side by side)."""
+    single-policy training chain for ``cfg`` (agents on separate workers update side by side).
+
+    ``train_cycle > 0``: the agents take turns updating their policy, ``train_cycle`` steps each (MARFT's
+    agent-by-agent training: agent ``k`` updates at the steps where ``step // train_cycle % K == k``).
+    """
     names = [agent.name for agent in agents]
     if not agents or len(set(names)) != len(names) or any("/" in n or not n for n in names):
         raise ConfigError(f"multi-agent pipeline needs unique, non-empty agent names without '/', got {names}")
     if reward_mode not in REWARD_MODES:
         raise ConfigError(f"reward_mode={reward_mode!r} is not one of {', '.join(REWARD_MODES)}")
+    if train_cycle < 0:
+        raise ConfigError(f"train_cycle must be >= 0 (0: every agent updates every step), got {train_cycle}")
     if reward_mode == "per_agent" and any(not agent.reward_fn for agent in agents):
         raise ConfigError("reward_mode=per_agent needs a reward_fn for every agent")
     pipeline = Pipeline(pipeline_id, f"{len(agents)}-agent team ({reward_mode} reward)")
@@ -108,7 +126,7 @@ def multi_agent_pipeline(
             node_id, f"{AGENT_NODES}:agent_generate", deps=previous[-1:], node_type=NodeType.MODEL_INFERENCE,
             node_role=NodeRole.ROLLOUT,
             config={"agent": agent.name, "previous": names[:position], "prompt_fn": agent.prompt_fn,
-                    "model_path": agent.model_path},
+                    "model_path": agent.model_path, "prompt_kwargs": dict(agent.prompt_kwargs)},
             reads=("question", "agents", *earlier) if position else ("input_ids", "attention_mask"),
             writes=(f"{agent.name}_output", "agents", "question", "uid",
                     *(scoped_key(agent.name, key) for key in ROLLOUT_WRITES)),
@@ -119,12 +137,22 @@ def multi_agent_pipeline(
                       node_type=NodeType.COMPUTE, node_role=NodeRole.REWARD, config=team,
                       reads=tuple(f"{name}_output" for name in names),
                       writes=tuple(scoped_key(name, "token_level_scores") for name in names))
-    steps = _training_steps(or_defaults(cfg))
-    for agent in agents:
-        last = "team_reward"
+    cfg = or_defaults(cfg)
+    steps = _training_steps(cfg)
+    chained = estimator_needs(cfg.algorithm.adv_estimator).agent_chain
+    # a chaining estimator (gae_marft) needs the next agent's advantages first: the last agent's branch
+    # starts at the team reward, each earlier agent's at the advantage node of the agent after it
+    for position in reversed(range(len(names))) if chained else range(len(names)):
+        following = names[position + 1] if chained and position + 1 < len(names) else ""
+        last = f"{following}_calculate_advantages" if following else "team_reward"
         for step_id in steps:
-            step, node_id = STEPS[step_id], f"{agent.name}_{step_id}"
+            step, node_id = STEPS[step_id], f"{names[position]}_{step_id}"
+            config = {"agent": names[position]}
+            if chained and step_id == "calculate_advantages":
+                config["next_agent"] = following
+            if train_cycle and step_id == "actor_train":
+                config["train_turn"] = [train_cycle, position, len(names)]
             pipeline.add_node(node_id, step.func, deps=[last], node_type=step.node_type, node_role=step.node_role,
-                              only_forward_compute=step.only_forward_compute, config={"agent": agent.name})
+                              only_forward_compute=step.only_forward_compute, config=config)
             last = node_id
     return pipeline.build()

@@ -43,17 +43,20 @@ _CONTRACT_KEYS = ("reads", "writes", "roles")
 _NODE_KEYS = (*_REQUIRED_NODE_KEYS, "func", "dependencies", "only_forward_compute", "config", *_CONTRACT_KEYS)
 
 
-_MULTI_AGENT_LAYOUT = (
-    "is the original siiRL's multi-agent (MARFT) workflow format (agent_group, actor_N_config), which is not read "
-    "here; build a team with siirl.execution.dag.multi_agent.multi_agent_pipeline (docs/agents.md)"
+ENV_REWARDS_NEED_MARFT = (
+    "actor_rollout_ref.rollout.agent.rewards_with_env=true rewards the agent of a MARFT workflow that names an "
+    "environment (env_path); pass that workflow as dag.workflow_path (docs/agents.md)"
 )
 
 
-def _refuse_multi_agent_layout(data: Mapping[str, Any]) -> None:
+def is_marft_layout(data: Any) -> bool:
+    """True for the original siiRL's multi-agent (MARFT) layout: ``actor_N_config`` sections or nodes
+    with an ``agent_group``; ``dag.workflow_path`` reads those as a team (``siirl.execution.dag.marft_workflow``)."""
+    if not isinstance(data, Mapping):
+        return False
     nodes = data.get("nodes") if isinstance(data.get("nodes"), list) else []
     per_agent = any(str(key).startswith("actor_") and str(key).endswith("_config") for key in data)
-    if per_agent or any(isinstance(node, Mapping) and "agent_group" in node for node in nodes):
-        raise DAGValidationError(f"workflow {_MULTI_AGENT_LAYOUT}")
+    return per_agent or any(isinstance(node, Mapping) and "agent_group" in node for node in nodes)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -101,7 +104,11 @@ def workflow_from_dict(
     """Build and validate a TaskGraph from the parsed YAML mapping (``default_id``: id when none is given)."""
     if not isinstance(data, Mapping):
         raise DAGValidationError(f"a workflow must be a mapping with {', '.join(_TOP_KEYS)}")
-    _refuse_multi_agent_layout(data)
+    if is_marft_layout(data):
+        raise DAGValidationError(
+            "workflow is in the original siiRL's MARFT layout (agent_group, actor_N_config), which builds a team "
+            "from the run's config: pass it as dag.workflow_path (docs/agents.md)"
+        )
     _check_keys(data, _TOP_KEYS, "workflow")
     if "pipeline_id" in data and "dag_id" in data:
         raise DAGValidationError("workflow sets both 'pipeline_id' and 'dag_id'; keep one")
