@@ -54,8 +54,6 @@ def _per_role() -> tuple[dict[str, Inert], dict[str, str]]:
         )
         for knob in ("entropy_from_logits_with_chunking", "use_torch_compile", "entropy_checkpointing"):
             not_read[fsdp + knob] = SPEED
-    for role in (_ACTOR, _REF, "critic."):
-        not_read[role + "rollout_n"] = _ROLE_COPY + " (actor_rollout_ref.rollout.n)"
     for role in _OPTIMIZED:
         optim = role + "optim."
         inert[optim + "optimizer"] = Inert(("AdamW",), "siiRL's optimizer is torch AdamW (AdamW only)")
@@ -83,6 +81,8 @@ TREE_RENAMED: dict[str, Renamed] = {
         for role in _OPTIMIZED
     },
     "critic.optim.clip_grad": Renamed("critic.grad_clip"),
+    # verl's per-role copies of rollout.n (their default interpolates it)
+    **{role + "rollout_n": Renamed(_ROLLOUT + "n") for role in (_ACTOR, _REF, "critic.")},
     _ACTOR + "use_fused_kernels": Renamed(_MODEL + "use_fused_kernels"),
     _ACTOR + "use_remove_padding": Renamed(_MODEL + "use_remove_padding"),
 }

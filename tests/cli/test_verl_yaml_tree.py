@@ -62,12 +62,13 @@ def test_verls_own_ppo_trainer_plans_as_shipped():
     train, val = default_data_files()
     cfg = load_config(
         ["device=cpu", f"actor_rollout_ref.model.path={default_model_path()}",
-         f"data.train_files={train}", f"data.val_files={val}"],
+         f"data.train_files={train}", f"data.val_files={val}", "actor_rollout_ref.rollout.n=3"],
         config_path=str(VERL_CONFIG), config_name="ppo_trainer",
     )
     assert cfg.trainer.device == "cpu"  # the command line's device beats the file's trainer.device: cuda
     assert cfg.actor_rollout_ref.model.tokenizer_path in ("", None)  # verl's null: not set
     assert cfg.actor_rollout_ref.actor.optim.lr == 1e-6  # verl's value, kept
+    assert cfg.actor_rollout_ref.rollout.n == 3  # the per-role copies (actor.rollout_n, ...) follow it
 
 
 def test_verls_tree_refuses_a_non_default_value_in_one_line(tmp_path):
