@@ -8,6 +8,7 @@ registers every built-in variant.
 
 from siirl.algorithms import (  # noqa: F401  (registries)
     cispo,
+    gmpo,
     gpg,
     group_filter_metrics,
     marft_gae,

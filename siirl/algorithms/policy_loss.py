@@ -17,7 +17,8 @@ Options come from the actor section, ``inputs.config`` (an ``ActorConfig``; its 
 - ``loss_agg_horizon`` (0: the mask width): the constant of ``seq-mean-token-sum-norm``.
 
 ``rollout_is_weights`` (rollout correction, ``siirl.algorithms.rollout_correction``) multiply every loss's
-per-token matrix before aggregation, so each loss gets the correction without knowing about it.
+per-token matrix in ``inputs.aggregate``, so each loss gets the correction without knowing about it; a
+sequence-level loss (``geo_mean``) reduces with ``inputs.aggregate_sequences`` instead.
 
 Every loss reports ``clipfrac_low`` / ``clipfrac_high`` (share of valid tokens whose objective is clipped
 below / above) and ``ppo_kl`` (mean of ``old_log_prob - log_prob`` over valid tokens).
@@ -66,7 +67,26 @@ class PolicyLossInputs:
     advantages: torch.Tensor
     response_mask: torch.Tensor  # in log_prob's dtype
     config: ActorConfig
-    aggregate: Callable[[torch.Tensor], torch.Tensor]
+    reduce: Callable[..., torch.Tensor]  # agg_loss with the mask and data-parallel counts bound
+    rollout_is_weights: torch.Tensor | None = None  # detached, in log_prob's dtype
+
+    def aggregate(self, loss_mat: torch.Tensor) -> torch.Tensor:
+        """The configured ``loss_agg_mode`` over ``loss_mat`` times the rollout-correction weights."""
+        if self.rollout_is_weights is not None:
+            loss_mat = loss_mat * self.rollout_is_weights
+        return self.reduce(loss_mat)
+
+    def aggregate_sequences(self, seq_losses: torch.Tensor) -> torch.Tensor:
+        """Mean over sequences of a ``(batch,)`` sequence-level loss, whatever ``loss_agg_mode`` says.
+
+        Rollout-correction weights enter as each sequence's geometric mean over its valid tokens, the
+        sequence-level counterpart of the token product a sequence ratio stands for.
+        """
+        if self.rollout_is_weights is not None:
+            log_weights = torch.log(self.rollout_is_weights + 1e-10)
+            seq_losses = seq_losses * torch.exp(masked_mean(log_weights, self.response_mask, dim=-1))
+        loss_mat = seq_losses.unsqueeze(-1).expand_as(self.response_mask)
+        return self.reduce(loss_mat, loss_agg_mode="seq-mean-token-mean")
 
     def share(self, flags: torch.Tensor) -> torch.Tensor:
         """Fraction of valid tokens where ``flags`` holds."""
@@ -179,12 +199,6 @@ def cpgd_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     return inputs.aggregate(loss_mat), metrics
 
 
-def _weighted(
-    aggregate: Callable[[torch.Tensor], torch.Tensor], weights: torch.Tensor, loss_mat: torch.Tensor
-) -> torch.Tensor:
-    return aggregate(loss_mat * weights)
-
-
 def compute_policy_loss(
     loss_mode: str | Enum,
     *,
@@ -209,7 +223,7 @@ def compute_policy_loss(
             f"{[tuple(t.shape) for t in (old_log_prob, log_prob, advantages, response_mask)]}"
         )
     mask = response_mask.to(log_prob.dtype)
-    aggregate = partial(
+    reduce = partial(
         agg_loss,
         loss_mask=mask,
         loss_agg_mode=loss_agg_mode,
@@ -218,10 +232,8 @@ def compute_policy_loss(
         dp_size=dp_size,
         horizon=config.loss_agg_horizon or None,  # 0 in the config: the mask width
     )
-    if rollout_is_weights is not None:
-        weights = rollout_is_weights.detach().to(log_prob.dtype)
-        aggregate = partial(_weighted, aggregate, weights)
-    inputs = PolicyLossInputs(old_log_prob, log_prob, advantages, mask, config, aggregate)
+    weights = None if rollout_is_weights is None else rollout_is_weights.detach().to(log_prob.dtype)
+    inputs = PolicyLossInputs(old_log_prob, log_prob, advantages, mask, config, reduce, weights)
     loss, metric_tensors = fn(inputs)
     values = torch.stack([v.detach().to(torch.float64) for v in metric_tensors.values()]).tolist()
     return loss, dict(zip(metric_tensors, values))

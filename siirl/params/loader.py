@@ -124,12 +124,17 @@ def _drop_targets(node: Any) -> None:
             _drop_targets(value)
 
 
-def _primary_with(user: dict[str, Any], folder: Path) -> None:
-    """Write into ``folder`` a primary config: siiRL's defaults list and values, the user's file on top."""
+def _primary_with(user: dict[str, Any], folder: Path, device_chosen: bool) -> None:
+    """Write into ``folder`` a primary config: siiRL's defaults list and values, the user's file on top.
+    A ``device=`` group chosen on the command line is applied after the file: verl's tree writes
+    ``trainer.device: cuda``, and the command line wins over a file."""
     import yaml
 
     base = yaml.safe_load((config_dir() / f"{PRIMARY_CONFIG}.yaml").read_text(encoding="utf-8")) or {}
     defaults = base.pop("defaults", [])
+    if device_chosen:
+        device = [entry for entry in defaults if isinstance(entry, dict) and "device" in entry]
+        defaults = [entry for entry in defaults if entry not in device] + device
     merged = OmegaConf.to_container(OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(user)))
     (folder / f"{PRIMARY_CONFIG}.yaml").write_text(yaml.safe_dump({"defaults": defaults, **merged}))
     for group in config_dir().iterdir():
@@ -145,7 +150,7 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
     refuse_unsupported(overrides, user)
     user = screen_tree(user, schema_keys(SiirlConfig))
     with tempfile.TemporaryDirectory(prefix="siirl_config_") as folder:
-        _primary_with(user, Path(folder))
+        _primary_with(user, Path(folder), any(o.partition("=")[0] == "device" for o in overrides))
         with initialize_config_dir(config_dir=folder, version_base=None):
             return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
 

@@ -64,8 +64,9 @@ class PolicyModelConfig(ModelConfig):
     target_modules: Any = "all-linear"
     #: Module names (or suffixes) left without adapters; null = none.
     exclude_modules: Any = None
-    #: A saved peft adapter (adapter_config.json + weights) to start from; its rank and targets win.
-    lora_adapter_path: str = ""
+    #: A saved peft adapter (adapter_config.json + weights) to start from; its rank and targets win. null or
+    #: empty = none (verl's default is null).
+    lora_adapter_path: Optional[str] = None  # noqa: UP045
     #: Read the model files from a copy in /dev/shm, made once per host and shared by its workers.
     use_shm: bool = False
 

@@ -15,11 +15,13 @@ from typing import Any
 @dataclasses.dataclass(frozen=True)
 class SchemaKeys:
     """``leaves``: every settable dotted key; ``sections``: dataclass-valued keys (settable as a whole);
-    ``open_prefixes``: dict-valued keys, under which any sub-key is the user's own."""
+    ``open_prefixes``: dict-valued keys, under which any sub-key is the user's own; ``not_nullable``: leaves
+    whose type does not admit null."""
 
     leaves: frozenset[str]
     sections: frozenset[str]
     open_prefixes: frozenset[str]
+    not_nullable: frozenset[str] = frozenset()
 
     def knows(self, key: str) -> bool:
         if key in self.leaves or key in self.sections:
@@ -44,7 +46,13 @@ def _is_mapping(hint: Any) -> bool:
     return any(_is_mapping(arg) for arg in typing.get_args(hint) if arg is not type(None))
 
 
-def _walk(cls: type, prefix: str, leaves: set[str], sections: set[str], open_prefixes: set[str]) -> None:
+def _admits_none(hint: Any) -> bool:
+    return hint is Any or type(None) in typing.get_args(hint)
+
+
+def _walk(
+    cls: type, prefix: str, leaves: set[str], sections: set[str], open_prefixes: set[str], not_nullable: set[str]
+) -> None:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
@@ -52,9 +60,11 @@ def _walk(cls: type, prefix: str, leaves: set[str], sections: set[str], open_pre
         nested = _dataclass_of(hint)
         if nested is not None:
             sections.add(key)
-            _walk(nested, key + ".", leaves, sections, open_prefixes)
+            _walk(nested, key + ".", leaves, sections, open_prefixes, not_nullable)
         else:
             leaves.add(key)
+            if not _admits_none(hint):
+                not_nullable.add(key)
             if _is_mapping(hint):
                 open_prefixes.add(key)
 
@@ -64,5 +74,6 @@ def schema_keys(root: type) -> SchemaKeys:
     leaves: set[str] = set()
     sections: set[str] = set()
     open_prefixes: set[str] = set()
-    _walk(root, "", leaves, sections, open_prefixes)
-    return SchemaKeys(frozenset(leaves), frozenset(sections), frozenset(open_prefixes))
+    not_nullable: set[str] = set()
+    _walk(root, "", leaves, sections, open_prefixes, not_nullable)
+    return SchemaKeys(frozenset(leaves), frozenset(sections), frozenset(open_prefixes), frozenset(not_nullable))

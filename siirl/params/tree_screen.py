@@ -10,6 +10,7 @@ stays as written, so its interpolations still see the command line.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -42,15 +43,26 @@ def screen_tree(tree: dict[str, Any], schema: SchemaKeys) -> dict[str, Any]:
     overrides = [f"{key}={json.dumps(_resolved(cfg, key), default=str)}" for key in keys]
     results = screen_each(overrides, schema)
     raise_problems([problem for _, problem in results if problem is not None], "keys of the config file")
+    dropped = {key for key, (keep, _) in zip(keys, results) if keep is None or _unset(cfg, key, schema)}
     kept = OmegaConf.create({})
     for key, (keep, _) in zip(keys, results):
-        if keep is None:
+        if key in dropped:
             continue
         target, _, value = keep.partition("=")
         target = target.lstrip("+~")
-        # a renamed key takes the value the rename gives; any other keeps the leaf as written
-        OmegaConf.update(kept, target, yaml.safe_load(value) if target != key else _raw(cfg, key), force_add=True)
+        # a renamed key takes the value the rename gives; any other keeps the leaf as written, unless it
+        # interpolates a dropped key (verl's reward model reads the critic's token budget): then its value
+        raw = _raw(cfg, key)
+        if isinstance(raw, str) and "${" in raw and dropped.intersection(re.findall(r"[\w.]+", raw)):
+            raw = _resolved(cfg, key)
+        OmegaConf.update(kept, target, yaml.safe_load(value) if target != key else raw, force_add=True)
     return OmegaConf.to_container(kept, resolve=False)
+
+
+def _unset(cfg: Any, key: str, schema: SchemaKeys) -> bool:
+    """verl's ``null`` on a key siiRL types without null means "not set" (tokenizer_path: the model's,
+    total_training_steps: from the epochs, critic.enable: follow the estimator): siiRL's default stands."""
+    return key in schema.not_nullable and _resolved(cfg, key) is None
 
 
 def _raw(cfg: Any, key: str) -> Any:

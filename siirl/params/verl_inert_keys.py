@@ -12,28 +12,13 @@ A key (or ``prefix.*`` family) listed here is never an "unknown key": the user m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Renamed:
-    to: str
-    #: parsed value -> new value (``DROP``: no override is kept); None = the value as written.
-    values: dict[Any, Any] | None = None
-
-
-@dataclass(frozen=True)
-class Inert:
-    #: The values that leave the feature off (parsed as YAML); empty: every value is refused.
-    off: tuple[Any, ...]
-    why: str
-
+from siirl.params.verl_key_kinds import DROP, SPEED, ULYSSES, Inert, Renamed
+from siirl.params.verl_tree_keys import TREE_INERT, TREE_NOT_READ, TREE_RENAMED
 
 _ACTOR, _ROLLOUT, _MODEL = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model."
 _REF = "actor_rollout_ref.ref."
-#: A value-map entry meaning "keep no override".
-DROP = object()
 
 RENAMED: dict[str, Renamed] = {
     _MODEL + "torch_dtype": Renamed(_MODEL + "dtype"),
@@ -47,16 +32,15 @@ RENAMED: dict[str, Renamed] = {
         for leaf in ("enable", "len", "penalty_factor", "log")
     },
     "reward_model.reward_kwargs.max_resp_len": Renamed("reward_model.overlong_buffer.max_resp_len"),
+    **TREE_RENAMED,
 }
 
 #: (``*.megatron.*`` keys are refused before this screen, by ``siirl.params.validate.refuse_unsupported``.)
 _MEGATRON = "Megatron-LM training is not implemented; siiRL trains with FSDP2 (drop the megatron.* keys)"
-_PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
 _SIIRL_PROFILER = (
     "the original siiRL's profiler drives torch_npu's profiler, which siiRL does not wrap (profiler.enable=false "
     "only); each step's time split is in metrics.jsonl (timing_s/...)"
 )
-_ULYSSES = "Ulysses sequence parallelism is not implemented (ulysses_sequence_parallel_size=1 only)"
 _ONE_ROUND_TEAMS = (
     "training on every round of a multi-round agent team (the original siiRL's MARFT) is not implemented; a "
     "team's agents act once per episode here, so each trains on its one turn (false only)"
@@ -68,19 +52,11 @@ _EMBODIED = (
 
 INERT: dict[str, Inert] = {
     _ACTOR + "optim.override_optimizer_config.*": Inert((), _MEGATRON),
-    _ACTOR + "ulysses_sequence_parallel_size": Inert((1,), _ULYSSES),
-    "actor_rollout_ref.ref.ulysses_sequence_parallel_size": Inert((1,), _ULYSSES),
-    "critic.ulysses_sequence_parallel_size": Inert((1,), _ULYSSES),
-    _ACTOR + "profiler.enable": Inert((False,), _PROFILER),
-    _ACTOR + "profiler.*": Inert((), _PROFILER + "; its options are not read"),
-    "critic.profiler.enable": Inert((False,), _PROFILER),
-    "critic.profiler.*": Inert((), _PROFILER + "; its options are not read"),
+    _ACTOR + "ulysses_sequence_parallel_size": Inert((1,), ULYSSES),
+    "actor_rollout_ref.ref.ulysses_sequence_parallel_size": Inert((1,), ULYSSES),
+    "critic.ulysses_sequence_parallel_size": Inert((1,), ULYSSES),
     "profiler.enable": Inert((False,), _SIIRL_PROFILER),
-    _ACTOR + "tau_pos": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
-    _ACTOR + "tau_neg": Inert((), "belongs to verl's SAPO policy loss, which is not implemented"),
     "actor_rollout_ref.hybrid_engine": Inert((True,), "the rollout engine is always colocated with the actor"),
-    _MODEL + "mtp.enable": Inert((False,), "multi-token-prediction heads are not implemented (false only)"),
-    _MODEL + "mtp.*": Inert((), "multi-token-prediction heads are not implemented"),
     _MODEL + "model_type": Inert((), _EMBODIED),
     "actor_rollout_ref.embodied.*": Inert((), _EMBODIED),
     "data.dataset_type": Inert((), _EMBODIED),
@@ -90,16 +66,14 @@ INERT: dict[str, Inert] = {
     _REF + "strategy": Inert(("fsdp", "fsdp2"), "the reference shards as the actor does (actor.strategy)"),
     _ROLLOUT + "data_parallel_size": Inert((1,), "rollout data parallelism follows the plan (world / tp); 1 only"),
     _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
-    _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
-    _ROLLOUT + "prometheus.*": Inert((), "the engine's Prometheus metrics server is not started"),
     _ROLLOUT + "multi_turn.use_all_traj": Inert((False,), _ONE_ROUND_TEAMS),
     _ROLLOUT + "agent.*": Inert(
         (), "verl's agent loop is not implemented; tool rollouts use rollout.multi_turn.*"
     ),
+    **TREE_INERT,
 }
 
 
-_SPEED = "a speed or memory knob; siiRL's log-prob path is not torch.compiled nor chunked, results are the same"
 _RM_ENGINE = (
     "how verl serves a reward model (its reward loop and engine); siiRL scores it on the reward model's own "
     "FSDP2 or replicated copy (reward_model.strategy)"
@@ -107,18 +81,19 @@ _RM_ENGINE = (
 
 #: Keys accepted at any value and not read: why, per key or ``prefix.*`` family.
 NOT_READ: dict[str, str] = {
-    _ACTOR + "use_torch_compile": _SPEED,
-    _REF + "use_torch_compile": _SPEED,
-    _ACTOR + "entropy_checkpointing": _SPEED,
-    _REF + "entropy_checkpointing": _SPEED,
-    _ACTOR + "entropy_from_logits_with_chunking": _SPEED,
-    _REF + "entropy_from_logits_with_chunking": _SPEED,
+    _ACTOR + "use_torch_compile": SPEED,
+    _REF + "use_torch_compile": SPEED,
+    _ACTOR + "entropy_checkpointing": SPEED,
+    _REF + "entropy_checkpointing": SPEED,
+    _ACTOR + "entropy_from_logits_with_chunking": SPEED,
+    _REF + "entropy_from_logits_with_chunking": SPEED,
     "reward_model.use_reward_loop": _RM_ENGINE,
     "reward_model.rollout.*": _RM_ENGINE,
     "actor_rollout_ref.nccl_timeout": "the DAG workers' process groups wait up to 30 minutes on a collective",
     "data.auto_repeat": "the dataloader starts the next (reshuffled) epoch whenever one runs out",
     "profiler.*": "the original siiRL's profiler options, read only with profiler.enable=true (refused)",
     "dag.enable_perf": "the original siiRL's per-node timing switch; siiRL logs them every step (timing_s/node/*)",
+    **TREE_NOT_READ,
 }
 
 
@@ -134,8 +109,18 @@ def _governing(key: str, table: dict) -> str | None:
     return None
 
 
+def _specificity(entry: str) -> int:
+    """An exact key beats every family; a longer family beats a shorter one."""
+    return 1_000 if not entry.endswith(".*") else entry.count(".")
+
+
 def _family(key: str) -> str | None:
-    return _governing(key, INERT)
+    """The INERT entry governing ``key``, unless a more specific NOT_READ entry does (e.g. one option of a
+    refused family that verl reads in a mode siiRL also runs)."""
+    inert, not_read = _governing(key, INERT), _governing(key, NOT_READ)
+    if inert is None or (not_read is not None and _specificity(not_read) > _specificity(inert)):
+        return None
+    return inert
 
 
 def is_not_read(key: str) -> bool:

@@ -8,6 +8,7 @@ import pytest
 from siirl.config_checks import load_config
 from siirl.errors import ConfigError
 from siirl.main_dag import EXIT_USER_ERROR, main
+from siirl.tasks import default_data_files, default_model_path
 
 VERL_CONFIG = Path(__file__).resolve().parent.parent / "fixtures" / "verl_config"
 
@@ -55,17 +56,31 @@ def test_unknown_verl_key_in_the_file_fails_in_one_line(tmp_path):
         load_config([], config_path=str(tmp_path), config_name="main")
 
 
-def test_verls_own_ppo_trainer_gets_past_targets(capsys):
-    """verl's full tree composes; what stops it today is the verl keys siiRL has no status for yet, all named
-    at once as unknown command-line keys are, never _target_."""
-    code = main(["--print-config", "device=cpu", "--config-path", str(VERL_CONFIG), "--config-name", "ppo_trainer"])
-    err = capsys.readouterr().err.strip()
-    if code == 0:
-        return
-    lines = err.splitlines()
-    assert code == EXIT_USER_ERROR and err.startswith("siirl: error:"), err
-    assert len(lines) == 1 or lines[0].endswith("keys of the config file cannot be applied:"), err
-    assert "_target_" not in err and all(line.startswith("  ") for line in lines[1:]), err
+def test_verls_own_ppo_trainer_plans_as_shipped():
+    """verl's full tree, unmodified, with only the model and data paths swapped and the CPU chosen: every key
+    in it has a status (tests/cli/test_verl_tree_keys.py), so it plans."""
+    train, val = default_data_files()
+    cfg = load_config(
+        ["device=cpu", f"actor_rollout_ref.model.path={default_model_path()}",
+         f"data.train_files={train}", f"data.val_files={val}", "actor_rollout_ref.rollout.n=3"],
+        config_path=str(VERL_CONFIG), config_name="ppo_trainer",
+    )
+    assert cfg.trainer.device == "cpu"  # the command line's device beats the file's trainer.device: cuda
+    assert cfg.actor_rollout_ref.model.tokenizer_path in ("", None)  # verl's null: not set
+    assert cfg.actor_rollout_ref.actor.optim.lr == 1e-6  # verl's value, kept
+    assert cfg.actor_rollout_ref.rollout.n == 3  # the per-role copies (actor.rollout_n, ...) follow it
+
+
+def test_verls_tree_refuses_a_non_default_value_in_one_line(tmp_path):
+    _write(tmp_path, {"main.yaml": (
+        "defaults:\n  - ppo_trainer\n  - _self_\n"
+        "actor_rollout_ref:\n  actor:\n    fsdp_config:\n      full_determinism: true\n"
+    )})
+    for entry in VERL_CONFIG.iterdir():  # verl's tree beside a user file that extends it
+        (tmp_path / entry.name).symlink_to(entry)
+    with pytest.raises(ConfigError, match="full_determinism=True: verl's full-determinism mode") as info:
+        load_config(["device=cpu"], config_path=str(tmp_path), config_name="main")
+    assert "\n" not in str(info.value)
 
 
 def test_file_keys_follow_the_override_rules(tmp_path):

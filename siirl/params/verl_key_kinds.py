@@ -1,0 +1,26 @@
+"""The kinds of status a verl key without a siiRL field can have (see ``siirl.params.verl_inert_keys``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+#: A value-map entry meaning "keep no override".
+DROP = object()
+
+
+@dataclass(frozen=True)
+class Renamed:
+    to: str
+    #: parsed value -> new value (``DROP``: no override is kept); None = the value as written.
+    values: dict[Any, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Inert:
+    #: The values that leave the feature off (parsed as YAML); empty: every value is refused.
+    off: tuple[Any, ...]
+    why: str
+
+SPEED = "a speed or memory knob; siiRL's log-prob path is not torch.compiled nor chunked, results are the same"
+ULYSSES = "Ulysses sequence parallelism is not implemented (ulysses_sequence_parallel_size=1 only)"
