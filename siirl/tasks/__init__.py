@@ -48,6 +48,12 @@ def default_vlm_data_files() -> tuple[str, str]:
     return _split_files("digits", BUILD_VLM)
 
 
+def asset_path(relative: str) -> str:
+    """A file or folder shipped under ``siirl/assets``; YAML presets name it ``${siirl_asset:<relative>}``
+    (``configs/task/digits.yaml``), since a package-relative path cannot be written in YAML."""
+    return str(_existing(ASSETS_DIR / relative, "the command in siirl/assets/README.md"))
+
+
 def _split_files(task: str, rebuild: str) -> tuple[str, str]:
     data = ASSETS_DIR / "data" / task
     return str(_existing(data / "train.parquet", rebuild)), str(_existing(data / "val.parquet", rebuild))
