@@ -20,7 +20,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from siirl.errors import ConfigError
+from siirl.errors import ConfigError, SiirlUserError
 from siirl.params.defaults import fill_embedded_defaults
 from siirl.params.micro_batch_keys import resolve_micro_batches
 from siirl.params.override_screen import screen_overrides
@@ -191,6 +191,8 @@ def compose_config(
         # '+key=value' may add keys Hydra's struct mode lets through; the schema may not.
         cfg = OmegaConf.merge(OmegaConf.structured(SiirlConfig), OmegaConf.to_container(cfg))
     except (HydraException, OmegaConfBaseException) as exc:
+        if isinstance(exc.__context__, SiirlUserError):  # a preset's ${siirl_asset:...} names a missing file
+            raise exc.__context__ from None
         message = _one_line(exc)
         headline = str(exc).splitlines()[0] if str(exc) else ""
         if "Could not find" in headline or "Could not load" in headline:

@@ -39,5 +39,5 @@ def test_unknown_task_is_one_line():
 
 def test_missing_preset_asset_names_the_rebuild(monkeypatch, tmp_path: Path):
     monkeypatch.setattr(siirl.tasks, "ASSETS_DIR", tmp_path)
-    with pytest.raises(SiirlUserError, match=r"embedded asset missing: .*tiny_qwen2_vl; rebuild with .*README"):
+    with pytest.raises(SiirlUserError, match=r"^embedded asset missing: .*digits/train.parquet; rebuild it as siirl/assets/README.md says$"):
         load_config(["task=digits"])
