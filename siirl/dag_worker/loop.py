@@ -140,7 +140,8 @@ class TrainingLoop:
         sums = torch.tensor([total, float(count), solved, float(episodes)], dtype=torch.float64)
         if dist.is_initialized():
             dist.all_reduce(sums)
-        result = {"val/score": (sums[0] / sums[1].clamp(min=1)).item()}
+        # how many prompts the score averages: a reader can tell a 1024-image validation from a 64-row one
+        result = {"val/score": (sums[0] / sums[1].clamp(min=1)).item(), "val/prompts": int(sums[1].item())}
         if sums[3] > 0:
             result["val/success_rate"] = (sums[2] / sums[3]).item()
         return result

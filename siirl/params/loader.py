@@ -20,7 +20,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from siirl.errors import ConfigError
+from siirl.errors import ConfigError, SiirlUserError
 from siirl.params.defaults import fill_embedded_defaults
 from siirl.params.micro_batch_keys import resolve_micro_batches
 from siirl.params.override_screen import screen_overrides
@@ -68,11 +68,12 @@ def _one_line(exc: BaseException) -> str:
 
 def _explain_group_error(message: str) -> str:
     """Hydra's 'Could not find device/tpu' lists options over several lines; say it in one, naming the
-    group's YAML files (each ``configs/device/<name>.yaml`` is what makes ``device=<name>`` valid)."""
-    if "device/" in message:
-        wanted = message.split("device/", 1)[1].split("'")[0].split()[0]
-        valid = sorted(path.stem for path in (config_dir() / "device").glob("*.yaml"))
-        return f"unknown device '{wanted}'; valid devices: {', '.join(valid)}"
+    group's YAML files (each ``configs/<group>/<name>.yaml`` is what makes ``<group>=<name>`` valid)."""
+    for group in ("device", "task"):
+        if f"{group}/" in message:
+            wanted = message.split(f"{group}/", 1)[1].split("'")[0].split()[0]
+            valid = sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
+            return f"unknown {group} '{wanted}'; valid {group}s: {', '.join(valid)}"
     return message
 
 
@@ -155,6 +156,13 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
             return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
 
 
+def _embedded_asset(relative: str) -> str:
+    """``${siirl_asset:tiny_qwen2_vl}`` in a preset: the shipped file or folder (an error if it is missing)."""
+    from siirl.tasks import asset_path
+
+    return asset_path(relative)
+
+
 def _refuse_blank(overrides: list[str]) -> None:
     """A blank argument usually comes from ``\\ `` (backslash, space) in a shell script: bash passes the space
     and ends the command there, so the lines below it never reached the run; say so instead of a parser error."""
@@ -176,6 +184,7 @@ def compose_config(
     ``SiirlConfig`` dataclasses, so every consumer reads typed attributes and the object pickles as is
     (it travels to the Ray workers)."""
     register_schema()
+    OmegaConf.register_new_resolver("siirl_asset", _embedded_asset, replace=True)
     groups = [path.name for path in config_dir().iterdir() if path.is_dir()]
     overrides = [_listify_override(o) for o in overrides or []]
     _refuse_blank(overrides)
@@ -187,6 +196,8 @@ def compose_config(
         # '+key=value' may add keys Hydra's struct mode lets through; the schema may not.
         cfg = OmegaConf.merge(OmegaConf.structured(SiirlConfig), OmegaConf.to_container(cfg))
     except (HydraException, OmegaConfBaseException) as exc:
+        if isinstance(exc.__context__, SiirlUserError):  # a preset's ${siirl_asset:...} names a missing file
+            raise exc.__context__ from None
         message = _one_line(exc)
         headline = str(exc).splitlines()[0] if str(exc) else ""
         if "Could not find" in headline or "Could not load" in headline:

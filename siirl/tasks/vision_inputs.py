@@ -2,9 +2,10 @@
 
 transformers' ``Qwen2VLProcessor`` cannot be built without torchvision (it wants a video processor), which
 CPU torch here lacks; the PIL image processor alone works. So a prompt is rendered by the chat template and
-each ``<image>`` in it becomes the vision block, one ``<|image_pad|>`` per merged patch of that image (what
-the processor would insert). ``mm_token_type_ids`` marks those tokens: Qwen2-VL builds its 3-D mrope
-positions from it, and refuses images without it.
+its ``<image>`` placeholders are expanded by the data loader's ``ImagePrompts`` (one ``<|image_pad|>`` per
+merged patch, what the processor would insert), so the warm-up sees the tokens the pipeline trains on.
+``mm_token_type_ids`` marks those tokens: Qwen2-VL builds its 3-D mrope positions from it, and refuses
+images without it.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ import torch
 from PIL import Image
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from siirl.data_coordinator.images import ImagePrompts
 from siirl.tasks.evaluation import count_exact, greedy_generate, render_prompt
-from siirl.tasks.tiny_tokenizer import IMAGE_PAD, VISION_END, VISION_START, VISION_TOKENS
-
-PLACEHOLDER = "<image>"
+from siirl.tasks.tiny_tokenizer import VISION_TOKENS
 
 
 @dataclass
-class ImagePrompts:
+class EncodedImagePrompts:
     """Token ids of each prompt and the pixel inputs of all their images, in row order."""
 
     input_ids: list[list[int]]
@@ -37,27 +37,19 @@ def encode_image_prompts(
     image_processor: Any,
     contents: Sequence[str],
     images: Sequence[Sequence[Image.Image]],
-) -> ImagePrompts:
+) -> EncodedImagePrompts:
     """Single-turn user prompts whose i-th ``<image>`` shows the row's i-th image."""
     processed = image_processor(images=[im for row in images for im in row], return_tensors="pt")
-    grid = processed["image_grid_thw"]
-    counts = iter((grid.prod(-1) // image_processor.merge_size**2).tolist())
+    expander = ImagePrompts(image_processor)
     input_ids = []
-    for content, row in zip(contents, images, strict=True):
-        pieces = render_prompt(tokenizer, content).split(PLACEHOLDER)
-        if len(pieces) - 1 != len(row):
-            raise ValueError(
-                f"prompt {content!r} has {len(pieces) - 1} {PLACEHOLDER} for {len(row)} image(s)"
-            )
-        text = pieces[0] + "".join(
-            VISION_START + IMAGE_PAD * next(counts) + VISION_END + p for p in pieces[1:]
-        )
+    for i, (content, row) in enumerate(zip(contents, images, strict=True)):
+        text = expander.expand(render_prompt(tokenizer, content), [im.size for im in row], f"prompt {i}")
         input_ids.append(tokenizer(text, add_special_tokens=False)["input_ids"])
-    return ImagePrompts(input_ids, processed["pixel_values"], grid)
+    return EncodedImagePrompts(input_ids, processed["pixel_values"], processed["image_grid_thw"])
 
 
 def image_step_inputs(
-    model: PreTrainedModel, prompts: ImagePrompts
+    model: PreTrainedModel, prompts: EncodedImagePrompts
 ) -> Callable[[torch.Tensor, torch.Tensor], dict[str, torch.Tensor]]:
     """The forward's image inputs for token ids ``ids`` of these prompts (plus whatever was appended)."""
     image_token_id = model.config.image_token_id
