@@ -26,8 +26,9 @@ EXPECTED = expectations()
 @pytest.fixture(scope="module")
 def task_data(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     folder = tmp_path_factory.mktemp("launch_scripts")
-    # as many rows as the largest batch a script asks for (4096 prompts; DAPO generates up to 3x its batch)
-    return folder, write_task_data(folder / "data", train_rows=16384)
+    # as many rows as the largest batch a script asks for (4096 prompts; DAPO generates up to 3x its batch);
+    # the vision-language scripts ask for 512 (their image rows are each decoded by the pre-Ray scan)
+    return folder, write_task_data(folder / "data", train_rows=16384, image_train_rows=1024)
 
 
 def _outcome(replay) -> str | None:
