@@ -24,6 +24,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,21 +33,24 @@ import torch.distributed as dist
 from tensordict import TensorDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_e2e import breakdown, run_command  # noqa: E402
-from bench_packing import free_port  # noqa: E402
+from bench_e2e import breakdown, run_command
+from bench_packing import free_port
 
-from siirl.data_coordinator import build_train_dataloader  # noqa: E402
-from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list  # noqa: E402
-from siirl.device import get_backend  # noqa: E402
-from siirl.engine.workers import ActorWorker  # noqa: E402
-from siirl.engine.workers.model_loading import load_tokenizer  # noqa: E402
-from siirl.engine.workers.vision import load_image_processor, vision_tower  # noqa: E402
-from siirl.params.data import DataConfig  # noqa: E402
-from siirl.params.model import ActorConfig, ModelConfig, OptimConfig  # noqa: E402
-from siirl.tasks import default_vlm_data_files, default_vlm_model_path  # noqa: E402
+from siirl.data_coordinator import build_train_dataloader
+from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
+from siirl.device import get_backend
+from siirl.engine.workers import ActorWorker
+from siirl.engine.workers.model_loading import load_tokenizer
+from siirl.engine.workers.vision import load_image_processor, vision_tower
+from siirl.params.data import DataConfig
+from siirl.params.model import ActorConfig, ModelConfig, OptimConfig
+from siirl.tasks import default_vlm_data_files, default_vlm_model_path
 
 #: layout -> the ``model.remove_padding_layout`` that picks it (``auto`` shares prompts with sdpa attention)
 LAYOUTS = {"packed": "packed", "shared": "auto"}
+#: Per update: forward / backward wall seconds (the engine's phase timer), the whole update's process CPU
+#: seconds (robust on a shared host with one thread), and the vision tower's encoded images and patches.
+MEASURES = ("forward", "backward", "update_cpu", "images", "patches")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -78,7 +82,11 @@ def stage_shares(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     step = dict(stages)["= step"]
     return {
         "steps": args.steps,
-        "stages": [{"stage": name, "s": seconds, "of_step": seconds / step} for name, seconds in stages],
+        # the whole command's rows (start-up, validation, wall) are seconds of the run, not shares of a step
+        "stages": [
+            {"stage": name, "s": seconds, "of_step": None if name.startswith(("whole", "= whole")) else seconds / step}
+            for name, seconds in stages
+        ],
     }
 
 
@@ -139,25 +147,26 @@ def layout_comparison(args: argparse.Namespace, device: str) -> list[dict[str, A
         ppo_max_token_len_per_gpu=args.micro * batch["input_ids"].shape[1], optim=OptimConfig(lr=1e-5),
     )
     actors, counters, samples = {}, {}, {layout: [] for layout in LAYOUTS}
-    for layout in LAYOUTS:
-        torch.manual_seed(args.seed)
-        cfg = ModelConfig(path=model_cfg.path, use_remove_padding=True, remove_padding_layout=LAYOUTS[layout])
+    for layout, requested in LAYOUTS.items():
+        cfg = ModelConfig(path=model_cfg.path, use_remove_padding=True, remove_padding_layout=requested)
         actors[layout] = ActorWorker(cfg, actor_cfg, device)
-        assert actors[layout].layout == layout, f"{LAYOUTS[layout]} picked {actors[layout].layout}"
+        assert actors[layout].layout == layout, f"{requested} picked {actors[layout].layout}"
         counters[layout] = TowerCounter(vision_tower(actors[layout].model))
         actors[layout].update_policy(batch[: args.n])  # warm-up
         counters[layout].take()
     for _ in range(args.repeats):
         for layout, actor in actors.items():
+            cpu = time.process_time()
             metrics = actor.update_policy(batch)
+            cpu = time.process_time() - cpu
             images, patches = counters[layout].take()
             phases = {phase: metrics[f"timing_s/update_actor/{phase}"] for phase in ("forward", "backward")}
-            samples[layout].append({**phases, "images": images, "patches": patches})
+            samples[layout].append({**phases, "update_cpu": cpu, "images": images, "patches": patches})
     return [
         {
             "layout": layout,
             "remove_padding_layout": LAYOUTS[layout],
-            **{key: statistics.median(s[key] for s in runs) for key in ("forward", "backward", "images", "patches")},
+            **{key: statistics.median(s[key] for s in runs) for key in MEASURES},
         }
         for layout, runs in samples.items()
     ]
@@ -168,19 +177,24 @@ def report(args: argparse.Namespace, device: str, stages: dict | None, layouts: 
         print(f"VLM GRPO step, mean of {stages['steps']} steps (2 DAG workers, n={args.n}):")
         print(f"{'stage':<46} {'s/step':>8} {'of step':>8}")
         for row in stages["stages"]:
-            print(f"{row['stage']:<46} {row['s']:>8.3f} {row['of_step']:>7.1%}")
+            share = "" if row["of_step"] is None else f"{row['of_step']:.1%}"
+            print(f"{row['stage']:<46} {row['s']:>8.3f} {share:>8}")
     packed, shared = (next(r for r in layouts if r["layout"] == name) for name in LAYOUTS)
     ratios = {
         "fwd_bwd": (packed["forward"] + packed["backward"]) / (shared["forward"] + shared["backward"]),
         "forward": packed["forward"] / shared["forward"],
+        "update_cpu": packed["update_cpu"] / shared["update_cpu"],
         "tower_images": packed["images"] / shared["images"],
         "tower_patches": packed["patches"] / shared["patches"],
     }
     rows = args.prompts * args.n
     print(f"\nactor update, {rows} rows ({args.prompts} prompts x {args.n}), device={device} threads={args.threads}:")
-    print(f"{'layout':<8} {'forward s':>10} {'backward s':>11} {'tower images':>13} {'tower patches':>14}")
+    print(f"{'layout':<8} {'forward s':>10} {'backward s':>11} {'update cpu s':>13} {'tower images':>13} {'tower patches':>14}")
     for row in layouts:
-        print(f"{row['layout']:<8} {row['forward']:>10.3f} {row['backward']:>11.3f} {row['images']:>13} {row['patches']:>14}")
+        print(
+            f"{row['layout']:<8} {row['forward']:>10.3f} {row['backward']:>11.3f} {row['update_cpu']:>13.3f} "
+            f"{row['images']:>13} {row['patches']:>14}"
+        )
     print("packed / shared: " + ", ".join(f"{name} {value:.2f}x" for name, value in ratios.items()))
     record = {"benchmark": "vlm", "device": device, "stage_breakdown": stages, "layouts": layouts, "packed_over_shared": ratios}
     line = json.dumps(record)

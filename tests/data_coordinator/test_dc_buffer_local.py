@@ -154,7 +154,13 @@ def test_images_reach_the_actor_intact_when_rollout_and_actor_layouts_differ(clu
     import torch
     from config_testutils import typed_config
     from dc_testutils import data_config
-    from vlm_testutils import build_image_processor, build_vlm_tokenizer, image_row, png_bytes, write_image_rows
+    from vlm_testutils import (
+        build_image_processor,
+        build_vlm_tokenizer,
+        image_row,
+        png_bytes,
+        write_image_rows,
+    )
 
     from siirl.dag_worker.layouts import role_layouts
     from siirl.data_coordinator import build_train_dataloader
