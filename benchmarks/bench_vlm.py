@@ -55,7 +55,9 @@ MEASURES = ("forward", "backward", "update_cpu", "images", "patches")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=6, help="GRPO steps of the stage-breakdown run (0: skip it)")
+    parser.add_argument(
+        "--steps", type=int, default=6, help="GRPO steps of the stage-breakdown run (0: skip it)"
+    )
     parser.add_argument("--prompts", type=int, default=16, help="distinct prompts of the layout batch")
     parser.add_argument("--n", type=int, default=8, help="samples per prompt")
     parser.add_argument("--max-response", type=int, default=8, help="longest response of the layout batch")
@@ -72,10 +74,18 @@ def stage_shares(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     train, val = default_vlm_data_files()
     out_dir = work / "vlm_run"
     argv = [
-        sys.executable, "-m", "siirl.main_dag", "device=cpu", f"trainer.output_dir={out_dir}",
-        f"actor_rollout_ref.model.path={default_vlm_model_path()}", f"data.train_files={train}",
-        f"data.val_files={val}", f"actor_rollout_ref.rollout.n={args.n}",
-        f"trainer.total_training_steps={args.steps}", "trainer.val_before_train=false", "trainer.test_freq=-1",
+        sys.executable,
+        "-m",
+        "siirl.main_dag",
+        "device=cpu",
+        f"trainer.output_dir={out_dir}",
+        f"actor_rollout_ref.model.path={default_vlm_model_path()}",
+        f"data.train_files={train}",
+        f"data.val_files={val}",
+        f"actor_rollout_ref.rollout.n={args.n}",
+        f"trainer.total_training_steps={args.steps}",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
     ]
     run = run_command("vlm", argv, out_dir, work)
     stages = breakdown(run["rows"], run["wall_s"])
@@ -84,7 +94,11 @@ def stage_shares(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "steps": args.steps,
         # the whole command's rows (start-up, validation, wall) are seconds of the run, not shares of a step
         "stages": [
-            {"stage": name, "s": seconds, "of_step": None if name.startswith(("whole", "= whole")) else seconds / step}
+            {
+                "stage": name,
+                "s": seconds,
+                "of_step": None if name.startswith(("whole", "= whole")) else seconds / step,
+            }
             for name, seconds in stages
         ],
     }
@@ -94,8 +108,12 @@ def layout_batch(args: argparse.Namespace, model_cfg: ModelConfig) -> TensorDict
     """``--prompts`` digit prompts from the loader, each repeated ``--n`` times, with responses of 1 to
     ``--max-response`` tokens appended (right-padded), as a rollout hands them to the update."""
     tokenizer = load_tokenizer(model_cfg)
-    data = DataConfig(train_files=[default_vlm_data_files()[0]], train_batch_size=args.prompts, seed=args.seed)
-    prompts = next(iter(build_train_dataloader(data, tokenizer, 0, 1, image_processor=load_image_processor(model_cfg))))
+    data = DataConfig(
+        train_files=[default_vlm_data_files()[0]], train_batch_size=args.prompts, seed=args.seed
+    )
+    prompts = next(
+        iter(build_train_dataloader(data, tokenizer, 0, 1, image_processor=load_image_processor(model_cfg)))
+    )
     rows, width = args.prompts * args.n, args.max_response
     gen = torch.Generator().manual_seed(args.seed)
     lengths = torch.randint(1, width + 1, (rows,), generator=gen)
@@ -143,8 +161,10 @@ def layout_comparison(args: argparse.Namespace, device: str) -> list[dict[str, A
     model_cfg = ModelConfig(path=default_vlm_model_path(), use_remove_padding=True)
     batch = layout_batch(args, model_cfg)
     actor_cfg = ActorConfig(
-        ppo_mini_batch_size=batch.batch_size[0], use_dynamic_bsz=True,
-        ppo_max_token_len_per_gpu=args.micro * batch["input_ids"].shape[1], optim=OptimConfig(lr=1e-5),
+        ppo_mini_batch_size=batch.batch_size[0],
+        use_dynamic_bsz=True,
+        ppo_max_token_len_per_gpu=args.micro * batch["input_ids"].shape[1],
+        optim=OptimConfig(lr=1e-5),
     )
     actors, counters, samples = {}, {}, {layout: [] for layout in LAYOUTS}
     for layout, requested in LAYOUTS.items():
@@ -188,15 +208,25 @@ def report(args: argparse.Namespace, device: str, stages: dict | None, layouts: 
         "tower_patches": packed["patches"] / shared["patches"],
     }
     rows = args.prompts * args.n
-    print(f"\nactor update, {rows} rows ({args.prompts} prompts x {args.n}), device={device} threads={args.threads}:")
-    print(f"{'layout':<8} {'forward s':>10} {'backward s':>11} {'update cpu s':>13} {'tower images':>13} {'tower patches':>14}")
+    print(
+        f"\nactor update, {rows} rows ({args.prompts} prompts x {args.n}), device={device} threads={args.threads}:"
+    )
+    print(
+        f"{'layout':<8} {'forward s':>10} {'backward s':>11} {'update cpu s':>13} {'tower images':>13} {'tower patches':>14}"
+    )
     for row in layouts:
         print(
             f"{row['layout']:<8} {row['forward']:>10.3f} {row['backward']:>11.3f} {row['update_cpu']:>13.3f} "
             f"{row['images']:>13} {row['patches']:>14}"
         )
     print("packed / shared: " + ", ".join(f"{name} {value:.2f}x" for name, value in ratios.items()))
-    record = {"benchmark": "vlm", "device": device, "stage_breakdown": stages, "layouts": layouts, "packed_over_shared": ratios}
+    record = {
+        "benchmark": "vlm",
+        "device": device,
+        "stage_breakdown": stages,
+        "layouts": layouts,
+        "packed_over_shared": ratios,
+    }
     line = json.dumps(record)
     print(line)
     if args.json_out is not None:

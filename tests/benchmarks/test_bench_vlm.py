@@ -19,10 +19,15 @@ def bench_vlm(load_benchmark):
 
 
 def test_shared_encodes_fewer_prompt_images_than_packed(bench_vlm, capsys):
-    args = bench_vlm.parse_args(["--steps", "0", "--prompts", "2", "--n", "4", "--micro", "8", "--repeats", "1"])
+    args = bench_vlm.parse_args(
+        ["--steps", "0", "--prompts", "2", "--n", "4", "--micro", "8", "--repeats", "1"]
+    )
     layouts = {row["layout"]: row for row in bench_vlm.layout_comparison(args, "cpu")}
     rows = args.prompts * args.n
-    assert (layouts["packed"]["images"], layouts["packed"]["patches"]) == (rows, 16 * rows)  # 28x28: 16 patches
+    assert (layouts["packed"]["images"], layouts["packed"]["patches"]) == (
+        rows,
+        16 * rows,
+    )  # 28x28: 16 patches
     assert args.prompts <= layouts["shared"]["images"] < rows
     assert all(layouts[name]["forward"] > 0 and layouts[name]["backward"] > 0 for name in layouts)
     record = bench_vlm.report(args, "cpu", None, list(layouts.values()))
