@@ -1,5 +1,6 @@
 """Replay published launch scripts: their fixtures' overrides with machine paths swapped for the embedded
-model and task data, plus the size overrides the compatibility promise allows. Shared by the plan test and
+model and task data (a tiny Qwen2.5-VL and geo3k-format image rows for vision-language scripts), plus the
+size overrides the compatibility promise allows. Shared by the plan test and
 the training test."""
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from siirl.tasks import default_data_files, default_model_path, default_reward_model_path
+from siirl.tasks import (
+    default_data_files,
+    default_model_path,
+    default_reward_model_path,
+    default_vlm_data_files,
+    default_vlm_model_path,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "launch_scripts"
 MIGRATION_DOC = Path(__file__).resolve().parents[2] / "docs" / "migrating_from_verl.md"
@@ -22,6 +29,10 @@ VERL_CONFIG = FIXTURES.parent / "verl_config"
 #: What the compatibility promise adds to every script: the CPU, two DAG workers on one node.
 ADDED = ["device=cpu", "trainer.n_gpus_per_node=2", "trainer.nnodes=1"]
 _FLAGS = ("--config-path", "--config-name")
+#: A vision-language model's name in a script's model path ("Qwen2.5-VL-7B-Instruct", "qwen3_vl").
+_VL_MODEL = re.compile(r"(?i)(?<![a-z])vl(?![a-z])")
+#: verl's geo3k preprocessing names its rows' source so; its default reward routes on it.
+GEO3K_SOURCE = "hiyouga/geometry3k"
 
 
 @dataclass
@@ -47,18 +58,83 @@ def load_fixture(name: str) -> dict:
     return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
 
 
-def write_task_data(folder: Path, train_rows: int = 64, val_rows: int = 16) -> dict[str, str]:
-    """The embedded addition task in verl's parquet format, cut to the given sizes (train rows repeat
-    when more are asked for than the embedded set holds)."""
-    train, val = (pq.read_table(path) for path in default_data_files())
+def write_task_data(
+    folder: Path, train_rows: int = 64, val_rows: int = 16, image_train_rows: int | None = None
+) -> dict[str, str]:
+    """The embedded addition task in verl's parquet format (``train``, ``val``) and the embedded digit-image
+    task in verl's geo3k layout (``vl_train``, ``vl_val``), cut to the given sizes (``image_train_rows``
+    defaults to ``train_rows``; train rows repeat when more are asked for than the embedded set holds)."""
     folder.mkdir(parents=True, exist_ok=True)
+    text = [pq.read_table(path) for path in default_data_files()]
+    images = [_as_geo3k(pq.read_table(path)) for path in default_vlm_data_files()]
+    image_rows = image_train_rows or train_rows
     paths = {}
-    for split, table, rows in (("train", train, train_rows), ("val", val, val_rows)):
-        while table.num_rows < rows:
-            table = pa.concat_tables([table, table])
-        paths[split] = str(folder / f"{split}.parquet")
-        pq.write_table(table.slice(0, rows), paths[split])
+    for prefix, (train, val), rows_of_train in (("", text, train_rows), ("vl_", images, image_rows)):
+        for split, table, rows in (("train", train, rows_of_train), ("val", val, val_rows)):
+            while table.num_rows < rows:
+                table = pa.concat_tables([table, table])
+            paths[prefix + split] = str(folder / f"{prefix}{split}.parquet")
+            pq.write_table(table.slice(0, rows), paths[prefix + split])
     return paths
+
+
+def _as_geo3k(table: pa.Table) -> pa.Table:
+    """Digit-image rows under geo3k's data source. The columns already are geo3k's (a user prompt holding
+    ``<image>``, ``images`` as ``{bytes, path}`` structs, ``reward_model.ground_truth``); the prompt stays the
+    digit question, which the embedded VLM answers in a few tokens."""
+    sources = pa.array([GEO3K_SOURCE] * table.num_rows, pa.string())
+    return table.set_column(table.schema.get_field_index("data_source"), "data_source", sources)
+
+
+def is_vision_script(invocation: dict) -> bool:
+    """A script trains a vision-language model: it names an image column, or its model is a VL one."""
+    for override in invocation["overrides"]:
+        key, _, value = override.partition("=")
+        key = re.sub(r"^[+~]+", "", key)
+        if key == "data.image_key" or (invocation["swap"].get(key) == "model" and _VL_MODEL.search(value)):
+            return True
+    return False
+
+
+def tiny_qwen2_5_vl(folder: Path) -> str:
+    """A Qwen2.5-VL built from a config (window-attention vision tower at toy size, patch 7 and merge 2 as
+    the embedded VLM's image processor), standing in for a script's Qwen2.5-VL. Its language model is the
+    embedded VLM's SFT-warmed one, so it answers in a few tokens as a real policy would; a random one would
+    write every response to the scripts' 2048-token limit. Saved with the embedded VLM's tokenizer and
+    image processor; built once per folder."""
+    path = folder / "tiny_qwen2_5_vl"
+    if not (path / "config.json").is_file():
+        import torch
+        from transformers import (
+            AutoImageProcessor,
+            AutoModelForImageTextToText,
+            AutoTokenizer,
+            Qwen2_5_VLConfig,
+            Qwen2_5_VLForConditionalGeneration,
+        )
+
+        source = default_vlm_model_path()
+        warmed = AutoModelForImageTextToText.from_pretrained(source, dtype=torch.float32)
+        text = {k: v for k, v in warmed.config.text_config.to_dict().items() if k not in ("model_type", "layer_types")}
+        tokens = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+        config = Qwen2_5_VLConfig(
+            text_config=text,
+            vision_config={
+                "depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 4,
+                "out_hidden_size": text["hidden_size"], "patch_size": 7, "spatial_merge_size": 2,
+                "temporal_patch_size": 2, "window_size": 28, "fullatt_block_indexes": [1],
+            },
+            tie_word_embeddings=True,
+            **{name: getattr(warmed.config, name) for name in tokens},
+        )
+        torch.manual_seed(0)
+        model = Qwen2_5_VLForConditionalGeneration(config)
+        model.model.language_model.load_state_dict(warmed.model.language_model.state_dict())
+        model.generation_config = warmed.generation_config
+        model.save_pretrained(path)
+        AutoTokenizer.from_pretrained(source).save_pretrained(path)
+        AutoImageProcessor.from_pretrained(source).save_pretrained(path)
+    return str(path)
 
 
 def _reward_function(folder: Path) -> str:
@@ -165,9 +241,12 @@ def _swap(override: str, kind: str, values: dict[str, str]) -> str:
 
 def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | None = None) -> list[Replay]:
     """The fixture's invocations with paths swapped, ``ADDED`` and ``extra`` appended."""
-    values = swapped_values(folder, data)
+    text_values = swapped_values(folder, data)
     result = []
     for n, invocation in enumerate(load_fixture(name)["invocations"]):
+        values = dict(text_values)
+        if is_vision_script(invocation):
+            values.update(model=tiny_qwen2_5_vl(folder), train_data=data["vl_train"], val_data=data["vl_val"])
         if "lora_adapter" in invocation["swap"].values():
             values["lora_adapter"] = saved_lora_adapter(folder)
         flags = {flag: None for flag in _FLAGS}

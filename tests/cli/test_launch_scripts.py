@@ -26,8 +26,9 @@ EXPECTED = expectations()
 @pytest.fixture(scope="module")
 def task_data(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     folder = tmp_path_factory.mktemp("launch_scripts")
-    # as many rows as the largest batch a script asks for (4096 prompts; DAPO generates up to 3x its batch)
-    return folder, write_task_data(folder / "data", train_rows=16384)
+    # as many rows as the largest batch a script asks for (4096 prompts; DAPO generates up to 3x its batch);
+    # the vision-language scripts ask for 512 (their image rows are each decoded by the pre-Ray scan)
+    return folder, write_task_data(folder / "data", train_rows=16384, image_train_rows=1024)
 
 
 def _outcome(replay) -> str | None:
@@ -84,6 +85,25 @@ def test_script_plans_or_is_refused_in_one_line(name, task_data):
         else:  # pending: refused on a verl key not implemented yet, named in the expectations
             assert any(f"'{part}'" in error or f"{part}=" in error or f"key: {part}" in error
                        or f"unknown key {part}" in error for part in _pending_names(expected["unknown_keys"])), error
+
+
+def test_vision_scripts_replay_on_a_tiny_qwen2_5_vl_and_geo3k_rows(task_data):
+    """verl's geo3k script gets a Qwen2.5-VL and image rows under geo3k's data source; a text script keeps
+    the embedded text model and task."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    folder, data = task_data
+    (vision,) = replays("verl/examples/grpo_trainer/run_qwen2_5_vl-7b", folder, data)
+    (text,) = replays("verl/examples/grpo_trainer/run_qwen2-7b", folder, data)
+    values = {replay.name: dict(o.split("=", 1) for o in replay.overrides) for replay in (vision, text)}
+    model = values[vision.name]["actor_rollout_ref.model.path"]
+    assert json.loads((Path(model) / "config.json").read_text())["architectures"] == ["Qwen2_5_VLForConditionalGeneration"]
+    rows = pq.read_table(values[vision.name]["data.train_files"]).slice(0, 1).to_pylist()[0]
+    assert rows["data_source"] == "hiyouga/geometry3k" and rows["images"][0]["bytes"]
+    assert "<image>" in rows["prompt"][0]["content"] and rows["reward_model"]["ground_truth"]
+    assert values[text.name]["data.train_files"] == data["train"] and "tiny_qwen2_5_vl" not in values[text.name]["actor_rollout_ref.model.path"]
 
 
 def test_extractor_reads_bash_as_bash():

@@ -110,3 +110,18 @@ class Worker:
             consumer_layout=consumer,
         )
         return {**summary(out), "same_object": out is batch}
+
+    def hand_over(
+        self, step: int, worker_rank: int, batch: TensorDict | None, producer_ranks: tuple, consumer_ranks: tuple
+    ) -> dict:
+        """Move a given batch (None on a producer dp group's non-leaders) to this worker's consumer share;
+        returns the share's rows as plain values."""
+        out = self.coordinator.redistribute(
+            step,
+            "handover",
+            batch,
+            worker_rank=worker_rank,
+            producer_layout=DpLayout(producer_ranks),
+            consumer_layout=DpLayout(consumer_ranks),
+        )
+        return {key: out[key] if isinstance(out[key], torch.Tensor) else non_tensor_list(out, key) for key in out}

@@ -164,3 +164,49 @@ def test_a_cut_that_arrives_before_the_producers_publish_waits_for_it(cluster):
     with pytest.raises(ValueError, match="no shard of producer rank 1 for step 9 stage 'late' here"):
         raised_cause(buffer.cut.remote(9, "late", 1, [0], 0.5))
     assert ray.get(buffer.drop_step.remote(9)) == 1
+
+
+def test_images_reach_the_actor_intact_when_rollout_and_actor_layouts_differ(cluster, tmp_path):
+    """A GRPO plan on 2 workers with rollout tensor parallel 2: the rollout's dp layout is (0, 0), the
+    actor's (0, 1), so the rollout batch moves through the buffers; each actor rank gets its rows with
+    their own pixel inputs (a text row's empty ones too)."""
+    import torch
+    from config_testutils import typed_config
+    from dc_testutils import data_config
+    from vlm_testutils import (
+        build_image_processor,
+        build_vlm_tokenizer,
+        image_row,
+        png_bytes,
+        write_image_rows,
+    )
+
+    from siirl.dag_worker.layouts import role_layouts
+    from siirl.data_coordinator import build_train_dataloader
+    from siirl.execution.dag.builtin_pipelines import grpo_pipeline
+    from siirl.execution.scheduler import plan_from_config
+
+    cfg = typed_config({"trainer": {"n_gpus_per_node": 2}, "actor_rollout_ref": {"rollout": {"tensor_model_parallel_size": 2}}})
+    layouts = role_layouts(plan_from_config(grpo_pipeline(), cfg))
+    rollout, actor = layouts["rollout"], layouts["actor"]
+    assert (rollout.dp_ranks, actor.dp_ranks) == ((0, 0), (0, 1))
+    rows = [image_row(i, [{"bytes": png_bytes(i), "path": None}] if i % 3 else []) for i in range(8)]
+    rows = [r if r["images"] else {**r, "prompt": [{"role": "user", "content": "Sum?"}]} for r in rows]
+    config = data_config(train_files=[write_image_rows(tmp_path / "d.parquet", rows)], train_batch_size=8, max_prompt_length=32)
+    loader = build_train_dataloader(config, build_vlm_tokenizer(), 0, 1, image_processor=build_image_processor())
+    batch = next(iter(loader))
+    _, w = cluster
+    shares = ray.get([
+        w[r].hand_over.remote(20, r, batch if rollout.is_leader(r) else None, rollout.dp_ranks, actor.dp_ranks)
+        for r in range(2)
+    ])
+    assert sorted(i for share in shares for i in share["index"]) == sorted(batch["index"])
+    assert all(share["index"] for share in shares)  # both actor ranks get rows
+    position = {index: n for n, index in enumerate(batch["index"])}
+    for share in shares:
+        for row, index in enumerate(share["index"]):
+            want = batch["multi_modal_inputs"][position[index]]
+            got = share["multi_modal_inputs"][row]
+            assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+            assert torch.equal(share["input_ids"][row], batch["input_ids"][position[index]])
+    assert sum(bool(inputs) for share in shares for inputs in share["multi_modal_inputs"]) == 5

@@ -1,6 +1,7 @@
 """Two real training steps of published launch scripts, overrides unchanged: one script per algorithm
-family (GRPO, PPO with a critic, DAPO, GSPO, CPGD, RLOO, LoRA, LoRA from a saved adapter, CISPO, GMPO). Only the
-paths are swapped, the CPU size added, ``trainer.total_training_steps=2`` set, and the training file holds
+family (GRPO, PPO with a critic, DAPO, GSPO, CPGD, RLOO, LoRA, LoRA from a saved adapter, CISPO, GMPO, and
+verl's geo3k Qwen2.5-VL GRPO on images). Only the paths are swapped, the CPU size added,
+``trainer.total_training_steps=2`` set, and the training file holds
 exactly two steps of prompts.
 
 A script whose expectation is not yet ``plans`` (it still waits on verl keys, listed in
@@ -35,6 +36,7 @@ SCRIPTS = {
     "lora_from_adapter": "verl/examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora_from_adapter",
     "cispo": "verl/examples/cispo_trainer/run_cispo_qwen2_5_0_5b_gsm8k",
     "gmpo": "verl/examples/gmpo_trainer/run_qwen2_5-7b_math",
+    "vlm_geo3k": "verl/examples/grpo_trainer/run_qwen2_5_vl-7b",
 }
 #: Scripts that start from a saved adapter (the harness saves one with non-zero weights): their first step's
 #: KL to the reference (the base model) is already positive; fresh adapters start at 0.

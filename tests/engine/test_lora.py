@@ -136,6 +136,15 @@ def test_bad_targets_fail_in_one_line_before_loading(tiny_model_dir, overrides, 
     assert "\n" not in str(info.value)
 
 
+def test_targets_of_a_vision_model_are_checked_on_its_image_text_class():
+    """A VL config.json builds through the image-text Auto class (the causal-LM one refuses it)."""
+    from siirl.tasks import default_vlm_model_path
+
+    check_lora_targets(lora_model(default_vlm_model_path(), target_modules="all-linear"))
+    with pytest.raises(ModelLoadError, match="nope_proj match no module of Qwen2VLForConditionalGeneration"):
+        check_lora_targets(lora_model(default_vlm_model_path(), target_modules=["q_proj", "nope_proj"]))
+
+
 def test_exclude_modules_and_lists(tiny_model_dir, single_process_group):
     actor = lora_actor(tiny_model_dir, target_modules=["q_proj", "v_proj"], exclude_modules=["layers.1.self_attn.v_proj"])
     adapted = {n.split(".lora_")[0] for n, p in actor.model.named_parameters() if p.requires_grad}

@@ -117,6 +117,20 @@ def test_boxed_scores():
     assert boxed_score("3", "3") == 0.0
 
 
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        (r"<think>a right angle</think> so \boxed{90}", 1.0),  # correct and well-formed
+        (r"the angle is \boxed{90}", 0.9),  # correct, no reasoning block
+        (r"<think>guess</think> \boxed{45}", 0.1),  # well-formed, wrong
+        (r"<think>\boxed{90}</think>", 0.9),  # the box must follow the reasoning
+        ("90", 0.0),  # an unboxed answer is not read
+    ],
+)
+def test_geometry3k_scores_answer_and_format(response, expected):
+    assert default_compute_score("hiyouga/geometry3k", response, "90") == pytest.approx(expected)
+
+
 def test_default_compute_score_dispatch():
     assert default_compute_score("siirl/arith_add", "46", "46") == 1.0
     assert default_compute_score("siirl/digit_images", " 7\n", "7") == 1.0

@@ -22,7 +22,7 @@ from safetensors.torch import save_file
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from siirl.engine.workers.model_loading import ModelLoadError, model_dir
+from siirl.engine.workers.model_loading import ModelLoadError, model_dir, policy_auto_class
 from siirl.params.lora import LORA_KEYS, lora_enabled, module_names
 
 #: peft's prefix in front of the HF names of the wrapped model.
@@ -124,12 +124,12 @@ def check_lora_targets(model_cfg: Any) -> None:
     if model_cfg.lora_adapter_path:
         check_adapter_dir(str(model_cfg.lora_adapter_path))
         return
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     trust = bool(model_cfg.trust_remote_code)
     config = AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=trust)
     with torch.device("meta"):
-        skeleton = AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
+        skeleton = policy_auto_class(config).from_config(config, trust_remote_code=trust)
     apply_lora(skeleton, model_cfg)
 
 

@@ -114,6 +114,11 @@ def is_vision_config(config: Any) -> bool:
     return getattr(config, "vision_config", None) is not None
 
 
+def policy_auto_class(config: Any) -> Any:
+    """The Auto class that builds a policy from ``config``: image-text-to-text for a vision model."""
+    return AutoModelForImageTextToText if is_vision_config(config) else AutoModelForCausalLM
+
+
 def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> list[str]:
     """verl's ``model.override_config``: set values on the HF config (as verl does, also names the config
     class lacks, which its model then does not read). Returns those names, for the caller to report."""
@@ -135,8 +140,8 @@ def _load(
     config = AutoConfig.from_pretrained(path, trust_remote_code=trust, **extra)
     apply_config_overrides(config, dict(getattr(model_cfg, "override_config", {}) or {}))
     attn = resolve_attn_implementation(str(model_cfg.attn_implementation), backend)
-    if auto_cls is AutoModelForCausalLM and is_vision_config(config):
-        auto_cls = AutoModelForImageTextToText
+    if auto_cls is AutoModelForCausalLM:
+        auto_cls = policy_auto_class(config)
     model = auto_cls.from_pretrained(
         path, config=config, dtype=dtype, attn_implementation=attn, trust_remote_code=trust
     )
