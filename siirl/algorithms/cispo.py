@@ -11,17 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from siirl.algorithms.policy_loss import Metrics, PolicyLossInputs, first_set, register_policy_loss
-from siirl.errors import ConfigError
+from siirl.algorithms.policy_loss import Metrics, PolicyLossInputs, open_clip_range, register_policy_loss
 
 
 @register_policy_loss("cispo")
 def cispo_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
-    cfg = inputs.config
-    low = float(first_set(cfg.clip_ratio_low, cfg.clip_ratio))
-    high = float(first_set(cfg.clip_ratio_high, cfg.clip_ratio))
-    if low < 0 or high < 0:
-        raise ConfigError(f"cispo needs clip_ratio_low >= 0 and clip_ratio_high >= 0, got {low} and {high}")
+    low, high = open_clip_range(inputs, "cispo")
     log_ratio = (inputs.log_prob - inputs.old_log_prob).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
     weight = ratio.clamp(1 - low, 1 + high).detach()

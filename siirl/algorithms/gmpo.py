@@ -18,17 +18,12 @@ from __future__ import annotations
 import torch
 
 from siirl.algorithms.masked import masked_mean
-from siirl.algorithms.policy_loss import Metrics, PolicyLossInputs, first_set, register_policy_loss
-from siirl.errors import ConfigError
+from siirl.algorithms.policy_loss import Metrics, PolicyLossInputs, open_clip_range, register_policy_loss
 
 
 @register_policy_loss("geo_mean")
 def geo_mean_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
-    cfg = inputs.config
-    low = float(first_set(cfg.clip_ratio_low, cfg.clip_ratio))
-    high = float(first_set(cfg.clip_ratio_high, cfg.clip_ratio))
-    if low < 0 or high < 0:
-        raise ConfigError(f"geo_mean needs clip_ratio_low >= 0 and clip_ratio_high >= 0, got {low} and {high}")
+    low, high = open_clip_range(inputs, "geo_mean")
     adv, mask = inputs.advantages, inputs.response_mask
     log_ratio = inputs.log_prob - inputs.old_log_prob
     pessimistic = torch.where(adv > 0, log_ratio.clamp(max=high), log_ratio.clamp(min=-low))

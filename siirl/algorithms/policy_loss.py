@@ -107,6 +107,17 @@ def first_set(*values: float | None) -> float:
     return next(value for value in values if value is not None)
 
 
+def open_clip_range(inputs: PolicyLossInputs, loss_name: str) -> tuple[float, float]:
+    """``clip_ratio_low/high`` (else ``clip_ratio``) for losses that clip a weight or a log-ratio rather than
+    PPO's ratio, where a lower bound of 1 or more is meaningful (CISPO's ``clip_ratio_low=10``: no bound)."""
+    cfg = inputs.config
+    low = float(first_set(cfg.clip_ratio_low, cfg.clip_ratio))
+    high = float(first_set(cfg.clip_ratio_high, cfg.clip_ratio))
+    if low < 0 or high < 0:
+        raise ConfigError(f"{loss_name} needs clip_ratio_low >= 0 and clip_ratio_high >= 0, got {low} and {high}")
+    return low, high
+
+
 def _ppo_clip_range(inputs: PolicyLossInputs) -> tuple[float, float]:
     cfg = inputs.config
     low, high = first_set(cfg.clip_ratio_low, cfg.clip_ratio), first_set(cfg.clip_ratio_high, cfg.clip_ratio)
