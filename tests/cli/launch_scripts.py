@@ -43,6 +43,9 @@ class Replay:
     overrides: list[str]
     config_path: str | None
     config_name: str | None
+    #: The copy of the script's repository it runs in (its ``PWD``): a YAML's relative ``hydra.searchpath``
+    #: (verl's ``file://verl/trainer/config``) resolves against it, as in the user's checkout.
+    cwd: Path
 
 
 def fixture_names() -> list[str]:
@@ -218,14 +221,19 @@ def swapped_values(folder: Path, data: dict[str, str]) -> dict[str, str]:
     }
 
 
-def _repo_file(name: str, value: str) -> str:
-    """A file of the script's own repository (e.g. siiRL's MARFT workflow YAML), kept next to its fixtures:
-    ``<source>/<path in the repository>`` (the scripts run from the repository root, ``PWD``)."""
+def repo_root(name: str) -> Path:
+    """Where the files of a fixture's repository are kept: ``<source>/<path in the repository>``."""
+    return FIXTURES / name.split("/", 1)[0]
+
+
+def _repo_file(name: str, value: str, kind: str = "file") -> str:
+    """A file (or folder) of the script's own repository (siiRL's MARFT workflow YAML, verl's tool configs),
+    kept next to its fixtures (the scripts run from the repository root, ``PWD``). One the published
+    repository does not hold keeps its path, so the replay meets the same missing file as the user."""
     relative = os.path.relpath(value, load_fixture(name)["environment"]["PWD"])
-    path = FIXTURES / name.split("/", 1)[0] / relative
-    if not path.is_file():
-        raise FileNotFoundError(f"{name}: the replay needs a copy of {relative} at {path}")
-    return str(path)
+    path = repo_root(name) / relative
+    exists = path.is_dir() if kind == "folder" else path.is_file()
+    return str(path) if exists else value
 
 
 def _swap(override: str, kind: str, values: dict[str, str]) -> str:
@@ -265,8 +273,11 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
         if flags["--config-name"] and relative and invocation["module"].startswith("verl."):
             # verl's trainer reads a bare --config-name, or the relative path "config", from its own tree
             flags["--config-path"] = str(VERL_CONFIG)
+        elif flags["--config-path"] and os.path.isabs(flags["--config-path"]):
+            flags["--config-path"] = _repo_file(name, flags["--config-path"], kind="folder")
         label = name if n == 0 else f"{name}#{n}"
-        result.append(Replay(label, [*overrides, *ADDED, *(extra or [])], flags["--config-path"], flags["--config-name"]))
+        overrides = [*overrides, *ADDED, *(extra or [])]
+        result.append(Replay(label, overrides, flags["--config-path"], flags["--config-name"], repo_root(name)))
     return result
 
 

@@ -31,8 +31,9 @@ def task_data(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return folder, write_task_data(folder / "data", train_rows=16384, image_train_rows=1024)
 
 
-def _outcome(replay) -> str | None:
-    """None when the replay plans, else the one-line refusal."""
+def _outcome(replay, monkeypatch) -> str | None:
+    """None when the replay plans (in the script's repository, as its user runs it), else the refusal."""
+    monkeypatch.chdir(replay.cwd)
     try:
         prepare(replay.overrides, replay.config_path, replay.config_name)
     except SiirlUserError as exc:
@@ -61,12 +62,12 @@ def _labels(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", fixture_names())
-def test_script_plans_or_is_refused_in_one_line(name, task_data):
+def test_script_plans_or_is_refused_in_one_line(name, task_data, monkeypatch):
     folder, data = task_data
     documented = {span for item in documented_unsupported() for span in item}
     for replay in replays(name, folder, data, [f"trainer.output_dir={folder / 'out'}"]):
         expected = EXPECTED[replay.name]
-        error = _outcome(replay)
+        error = _outcome(replay, monkeypatch)
         assert not ray.is_initialized()
         if expected["outcome"] == "plans":
             assert error is None, f"{replay.name} should plan: {error}"

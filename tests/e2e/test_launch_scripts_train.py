@@ -66,7 +66,7 @@ def _cases() -> list:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", _cases())
-def test_two_steps_of_a_published_script(name, tmp_path, ray_session):
+def test_two_steps_of_a_published_script(name, tmp_path, ray_session, monkeypatch):
     from siirl.main_dag import main
 
     overrides = replay_helpers.load_fixture(name)["invocations"][0]["overrides"]
@@ -77,6 +77,7 @@ def test_two_steps_of_a_published_script(name, tmp_path, ray_session):
     args = [*replay.overrides]
     if replay.config_name:
         args = ["--config-path", replay.config_path, "--config-name", replay.config_name, *args]
+    monkeypatch.chdir(replay.cwd)
     assert main(args) == 0
     steps = [r for r in read_metrics(run_dir) if "actor/pg_loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
