@@ -93,6 +93,11 @@ NOT_READ: dict[str, str] = {
     "data.auto_repeat": "the dataloader starts the next (reshuffled) epoch whenever one runs out",
     "profiler.*": "the original siiRL's profiler options, read only with profiler.enable=true (refused)",
     "dag.enable_perf": "the original siiRL's per-node timing switch; siiRL logs them every step (timing_s/node/*)",
+    _ROLLOUT + "sglang_rollout_mode": (
+        "verl's choice of running SGLang in-process (engine) or behind its HTTP server (server) generates the "
+        "same way; siiRL runs SGLang in-process in each DAG worker"
+    ),
+    _ROLLOUT + "server.*": "the HTTP client options of verl's SGLang server mode; siiRL calls SGLang in-process",
     **TREE_NOT_READ,
 }
 
