@@ -21,6 +21,7 @@ from siirl.tasks import (
     default_vlm_data_files,
     default_vlm_model_path,
 )
+from tests.fakes_loader import fake_module
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "launch_scripts"
 MIGRATION_DOC = Path(__file__).resolve().parents[2] / "docs" / "migrating_from_verl.md"
@@ -31,6 +32,7 @@ ADDED = ["device=cpu", "trainer.n_gpus_per_node=2", "trainer.nnodes=1"]
 _FLAGS = ("--config-path", "--config-name")
 #: A vision-language model's name in a script's model path ("Qwen2.5-VL-7B-Instruct", "qwen3_vl").
 _VL_MODEL = re.compile(r"(?i)(?<![a-z])vl(?![a-z])")
+TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 #: verl's geo3k preprocessing names its rows' source so; its default reward routes on it.
 GEO3K_SOURCE = "hiyouga/geometry3k"
 
@@ -97,6 +99,24 @@ def is_vision_script(invocation: dict) -> bool:
         if key == "data.image_key" or (invocation["swap"].get(key) == "model" and _VL_MODEL.search(value)):
             return True
     return False
+
+
+def is_tool_script(invocation: dict) -> bool:
+    """A script calls tools: it names a tool YAML (its chat turns then include ``tool`` messages)."""
+    return any(re.sub(r"^[+~]+", "", o).startswith(TOOL_CONFIG_KEY + "=") for o in invocation["overrides"])
+
+
+def tool_role_model(folder: Path) -> str:
+    """The embedded model with a chat template that renders ``tool`` messages (the embedded template has no
+    such role, and tool scripts are refused without one): its files linked, the template replaced."""
+    path = folder / "tool_role_model"
+    if not path.is_dir():
+        path.mkdir(parents=True)
+        for item in Path(default_model_path()).iterdir():
+            if item.name != "chat_template.jinja":
+                (path / item.name).symlink_to(item)
+        (path / "chat_template.jinja").write_text(fake_module("faulty_tools").TOOL_CHAT_TEMPLATE, encoding="utf-8")
+    return str(path)
 
 
 def tiny_qwen2_5_vl(folder: Path) -> str:
@@ -255,6 +275,8 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
         values = dict(text_values)
         if is_vision_script(invocation):
             values.update(model=tiny_qwen2_5_vl(folder), train_data=data["vl_train"], val_data=data["vl_val"])
+        elif is_tool_script(invocation):
+            values.update(model=tool_role_model(folder))
         if "lora_adapter" in invocation["swap"].values():
             values["lora_adapter"] = saved_lora_adapter(folder)
         flags = {flag: None for flag in _FLAGS}
