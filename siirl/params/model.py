@@ -8,7 +8,7 @@ from siirl.params.environment import MultiTurnConfig
 from siirl.params.fsdp import FSDPConfig
 
 #: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
-REMOVE_PADDING_LAYOUTS = ("auto", "packed", "trimmed")
+REMOVE_PADDING_LAYOUTS = ("auto", "packed", "shared", "trimmed")
 #: ``rollout.load_format`` values: how vLLM / SGLang read the model dir at start-up (``dummy``: random
 #: weights, replaced by the first weight sync). The HF engine always reads the dir.
 ROLLOUT_LOAD_FORMATS = ("auto", "safetensors", "pt", "dummy")
@@ -34,7 +34,8 @@ class ModelConfig:
     #: Padding-free micro-batches (packed/trimmed sequences).
     use_remove_padding: bool = True
     #: auto (packed with a varlen kernel, each shared prompt once under siiRL's varlen SDPA; else
-    #: length-trimmed) | packed (one prompt copy per response) | trimmed
+    #: length-trimmed) | packed (one prompt copy per response) | shared (each prompt once per micro-batch,
+    #: under siiRL's varlen SDPA) | trimmed
     remove_padding_layout: str = "auto"
     trust_remote_code: bool = False
     #: Values set on the model's Hugging Face config before its weights load (verl's key), e.g.
@@ -104,6 +105,10 @@ class ActorConfig:
     old_log_prob_source: str = "auto"
     #: verl's: the policy's vision tower (a VLM's image encoder) is not trained; nothing to freeze in a text LM.
     freeze_vision_tower: bool = False
+    #: verl's PrefixGrouper: the actor's forward passes run a prompt once for all its responses. Here that is
+    #: the ``shared`` layout (padding-free, prompt groups planned into one micro-batch), whatever
+    #: ``model.use_remove_padding`` says (verl's grouper needs it false; the reference keeps the model's).
+    use_prefix_grouper: bool = False
     #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
     ppo_mini_batch_size: int = 16
     #: null = not set (64). Setting it without ``use_dynamic_bsz`` turns token-budget batching off, as the

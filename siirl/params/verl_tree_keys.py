@@ -91,7 +91,6 @@ TREE_INERT: dict[str, Inert] = {
     **_ROLE_INERT,
     _ACTOR + "loss_scale_factor": _not_wired("verl's constant loss scale", None),
     _ACTOR + "calculate_entropy": _not_wired("entropy metrics without an entropy loss", False),
-    _ACTOR + "use_prefix_grouper": _not_wired("shared-prefix grouping of a prompt's responses", False),
     _ACTOR + "data_loader_seed": Inert((42,), _SEED),
     _ACTOR + "checkpoint.async_save": _not_wired("asynchronous checkpoint saving", False),
     _MODEL + "mtp.enable": Inert((False,), _MTP),

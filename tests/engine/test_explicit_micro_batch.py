@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import torch
 from engine_testutils import make_batch, model_config
 
 from siirl.config_checks import load_config
@@ -14,10 +15,10 @@ from siirl.engine.workers.actor import ActorWorker
 ROWS = 8
 
 
-def _actor(tiny_model_dir, overrides: list[str]) -> ActorWorker:
+def _actor(tiny_model_dir, overrides: list[str], **model_keys) -> ActorWorker:
     cfg = load_config(overrides).actor_rollout_ref
     actor_cfg = replace(cfg.actor, ppo_mini_batch_size=ROWS, optim=replace(cfg.actor.optim, lr=1e-3))
-    return ActorWorker(model_config(tiny_model_dir), actor_cfg, "cpu", log_prob_cfg=cfg.rollout)
+    return ActorWorker(replace(model_config(tiny_model_dir), **model_keys), actor_cfg, "cpu", log_prob_cfg=cfg.rollout)
 
 
 def _micro_rows(worker: ActorWorker, monkeypatch, action) -> list[int]:
@@ -72,3 +73,32 @@ def test_every_pair_resolves_on_its_own():
     assert (ref.log_prob_micro_batch_size_per_gpu, ref.log_prob_use_dynamic_bsz) == (3, False)
     assert (cfg.critic.ppo_micro_batch_size_per_gpu, cfg.critic.use_dynamic_bsz) == (5, False)
     assert cfg.actor_rollout_ref.actor.use_dynamic_bsz and cfg.actor_rollout_ref.rollout.log_prob_use_dynamic_bsz
+
+
+def _grouped_batch(groups: int, per_group: int):
+    """Rows whose prompts repeat per group (as a rollout's n responses do), group after group interleaved."""
+    batch = make_batch(groups * per_group)
+    prompt_len = batch["prompts"].shape[1]
+    for row in range(groups * per_group):
+        leader = row % groups  # rows 0..groups-1 lead; later rows repeat their prompt
+        batch["input_ids"][row, :prompt_len] = batch["input_ids"][leader, :prompt_len]
+        batch["attention_mask"][row, :prompt_len] = batch["attention_mask"][leader, :prompt_len]
+    batch["position_ids"] = (batch["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+    batch["prompts"] = batch["input_ids"][:, :prompt_len].clone()
+    return batch
+
+
+def test_prefix_grouper_runs_each_prompt_group_once_per_micro_batch(tiny_model_dir, single_process_group, monkeypatch):
+    """verl's use_prefix_grouper (with use_remove_padding=false, as its script sets) is the shared layout: the
+    same log-probs as the padded forward, micro-batches of the asked size holding whole prompt groups."""
+    keys = ["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4"]
+    grouper = _actor(tiny_model_dir, [*keys, "actor_rollout_ref.actor.use_prefix_grouper=true"], use_remove_padding=False)
+    padded = _actor(tiny_model_dir, keys, use_remove_padding=False)
+    assert (grouper.layout, padded.layout) == ("shared", "padded")
+    batch = _grouped_batch(groups=2, per_group=4)
+    plans = []
+    real = grouper.micro_batches
+    monkeypatch.setattr(grouper, "micro_batches", lambda b, batching: plans.append(real(b, batching)) or plans[-1])
+    log_probs = grouper.compute_log_prob(batch)
+    assert plans == [[[0, 2, 4, 6], [1, 3, 5, 7]]]  # rows of one prompt together, in fours
+    torch.testing.assert_close(log_probs, padded.compute_log_prob(batch), atol=1e-5, rtol=1e-5)

@@ -249,3 +249,40 @@ def test_planner_matches_the_count_of_other_ranks(layout, dynamic):
 def test_planner_rejects_sequence_over_budget():
     with pytest.raises(ValueError, match="max_token_len_per_gpu=30 is smaller than the longest sequence"):
         plan_micro_batches(SEQLENS, 40, "packed", Batching(True, 1, 30), FakeGroup())
+
+
+# 4 prompt groups of 3 rows: prompt lengths 10, 6, 12, 8; responses 2..9 tokens
+GROUPS = [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]
+PROMPTS = [10, 6, 12, 8] * 3
+RESPONSES = [5, 2, 7, 3, 9, 4, 6, 8, 2, 3, 5, 4]
+GROUPED = [p + r for p, r in zip(PROMPTS, RESPONSES)]
+
+
+def _shared_tokens(mb: list[int]) -> int:
+    """What the shared layout packs for a micro-batch: each group's prompt once, every response."""
+    return sum(PROMPTS[GROUPS.index(g)] for g in {GROUPS[i] for i in mb}) + sum(RESPONSES[i] for i in mb)
+
+
+def test_shared_planner_keeps_a_prompt_group_in_one_micro_batch():
+    batching = Batching(use_dynamic_bsz=True, micro_batch_size=1, max_token_len=40)
+    plan = plan_micro_batches(GROUPED, 24, "shared", batching, FakeGroup(), GROUPS, PROMPTS)
+    assert sorted(i for mb in plan for i in mb) == list(range(12))
+    assert all(_shared_tokens(mb) <= 40 for mb in plan)
+    assert all(len({GROUPS[i] for i in mb} & {GROUPS[i] for i in other}) == 0 for mb in plan for other in plan if mb is not other)
+    # counted per row (as ``packed`` does) the same rows need more micro-batches than counted per group
+    packed = plan_micro_batches(GROUPED, 24, "packed", batching, FakeGroup())
+    assert len(plan) < len(packed)
+
+
+def test_shared_planner_cuts_a_group_larger_than_the_budget_and_meets_the_agreed_count():
+    batching = Batching(use_dynamic_bsz=True, micro_batch_size=1, max_token_len=20)
+    plan = plan_micro_batches(GROUPED, 24, "shared", batching, FakeGroup(agreed=9), GROUPS, PROMPTS)
+    assert len(plan) == 9 and all(plan)
+    assert sorted(i for mb in plan for i in mb) == list(range(12))
+    assert all(_shared_tokens(mb) <= 20 for mb in plan)
+
+
+def test_shared_fixed_size_micro_batches_take_groups_in_turn():
+    batching = Batching(use_dynamic_bsz=False, micro_batch_size=3, max_token_len=0)
+    plan = plan_micro_batches(GROUPED, 24, "shared", batching, FakeGroup(), GROUPS, PROMPTS)
+    assert [{GROUPS[i] for i in mb} for mb in plan] == [{0}, {1}, {2}, {3}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,11 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         log_prob_cfg: RolloutConfig | RefConfig | None = None,
         init_seed: int = 0,
     ) -> None:
+        layout_cfg = model_cfg
+        if actor_cfg.use_prefix_grouper:
+            layout_cfg = dataclasses.replace(model_cfg, use_remove_padding=True, remove_padding_layout="shared")
         super().__init__(
-            model_cfg,
+            layout_cfg,
             backend,
             policy_loader(bool(actor_cfg.freeze_vision_tower)),
             trainable=True,

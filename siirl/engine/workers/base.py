@@ -31,6 +31,7 @@ from siirl.engine.workers.offload import OptimizerStateOffload
 from siirl.engine.workers.padding_free import (
     HeadReduce,
     choose_layout,
+    prompt_groups,
     response_outputs,
     supports_logits_to_keep,
 )
@@ -197,9 +198,15 @@ class FSDPWorker:
             )
 
     def micro_batches(self, batch: TensorDict, batching: Batching) -> list[list[int]]:
-        seqlens = batch["attention_mask"].sum(-1).tolist()
+        mask = batch["attention_mask"]
+        seqlens = mask.sum(-1).tolist()
         agree = self.dp if self.strategy.lockstep_micro_batches else None
-        return plan_micro_batches(seqlens, batch["attention_mask"].shape[1], self.layout, batching, agree)
+        groups = prompt_lens = None
+        if self.layout == "shared":  # plan prompt groups together: each micro-batch runs a prompt once
+            response_len = batch["responses"].shape[1]
+            groups = prompt_groups(batch["input_ids"], mask, response_len).tolist()
+            prompt_lens = mask[:, : mask.shape[1] - response_len].sum(-1).tolist()
+        return plan_micro_batches(seqlens, mask.shape[1], self.layout, batching, agree, groups, prompt_lens)
 
     def iter_micro_batches(
         self, batch: TensorDict, keys: tuple[str, ...], batching: Batching

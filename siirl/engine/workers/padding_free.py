@@ -74,7 +74,8 @@ def choose_layout(
 
     Packing needs a kernel that keeps packed sequences apart without a dense mask: flash attention's varlen
     path, or siiRL's ``siirl_varlen_sdpa`` in place of sdpa / eager (full causal attention only), with
-    which ``auto`` also packs shared prompts once (``shared``; ``packed`` asks for one copy per row).
+    which ``auto`` also packs shared prompts once (``shared``; ``packed`` asks for one copy per row;
+    ``shared`` asks for siiRL's varlen SDPA in place of any kernel).
     Other kernels trim instead, unless packing is requested explicitly (transformers then builds dense
     masks).
     """
@@ -86,6 +87,10 @@ def choose_layout(
         )
     if requested == "trimmed":
         return "trimmed", attn_implementation
+    if requested == "shared":
+        if not full_causal:
+            raise ConfigError("the shared layout (a prompt once per micro-batch) needs full causal attention")
+        return "shared", VARLEN_SDPA
     if attn_implementation == VARLEN_SDPA or (attn_implementation in SDPA_LIKE and full_causal):
         return ("packed" if requested == "packed" else "shared"), VARLEN_SDPA
     if attn_implementation in VARLEN_ATTENTION:
@@ -145,6 +150,17 @@ def select_trimmed(
     return _select_columns(input_ids, attention_mask, position_ids, response_len, trim=True)
 
 
+def prompt_groups(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, response_len: int, row_key: torch.Tensor | None = None
+) -> torch.Tensor:
+    """(rows,) group id of each row: rows whose prompts are the same tokens (and ``row_key``) share one."""
+    prompt_len = input_ids.shape[1] - response_len
+    prompt_key = torch.where(attention_mask[:, :prompt_len].bool(), input_ids[:, :prompt_len], -1)
+    if row_key is not None:
+        prompt_key = torch.cat([row_key[:, None].to(prompt_key), prompt_key], dim=1)
+    return torch.unique(prompt_key, dim=0, return_inverse=True)[1]
+
+
 def _pack(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
@@ -164,10 +180,7 @@ def _pack(
     row_ids = torch.arange(rows, device=device)
     leader = row_ids
     if share_prompts:
-        prompt_key = torch.where(valid[:, :prompt_len], input_ids[:, :prompt_len], -1)
-        if row_key is not None:
-            prompt_key = torch.cat([row_key[:, None].to(prompt_key), prompt_key], dim=1)
-        _, group = torch.unique(prompt_key, dim=0, return_inverse=True)
+        group = prompt_groups(input_ids, attention_mask, response_len, row_key)
         first_of_group = torch.full((int(group.max()) + 1,), rows, device=device)
         leader = first_of_group.scatter_reduce(0, group, row_ids, "amin")[group]
     packed = valid.clone()
