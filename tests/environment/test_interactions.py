@@ -72,15 +72,15 @@ def test_missing_file_and_unimportable_class_are_one_line(tmp_path):
     assert "\n" not in str(info.value)
 
 
-def test_gsm8k_user_scores_the_last_answer_strictly_like_verls(tmp_path):
+def test_gsm8k_user_scores_the_last_answer_like_the_gsm8k_tool(tmp_path):
     user = build_interactions(load_interaction_config(write_yaml(tmp_path, [{"class_name": "gsm8k"}])))["gsm8k"]
     assert isinstance(user, Gsm8kInteraction) and user.name == "gsm8k"
     instance = user.start_interaction("a", ground_truth="42", query="6*7?", name="gsm8k")
     chat = [{"role": "user", "content": "6*7?"}, {"role": "assistant", "content": "#### 41"}]
     assert user.generate_response(instance, chat) == (False, RETRY, 0.0, {})
-    chat += [{"role": "user", "content": RETRY}, {"role": "assistant", "content": "it is 42"}]
-    assert user.generate_response(instance, chat)[2] == 0.0  # strict: the answer follows ####
-    chat[-1]["content"] = "6*7 = 42\n#### 42"
+    chat += [{"role": "user", "content": RETRY}, {"role": "assistant", "content": "42 or 43"}]
+    assert user.generate_response(instance, chat)[2] == 0.0  # the last number counts
+    chat[-1]["content"] = "6*7 = 42"
     assert user.generate_response(instance, chat) == (True, CORRECT, 1.0, {})
     user.finalize_interaction(instance)
     assert instance not in user._instances

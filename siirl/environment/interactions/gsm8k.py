@@ -1,9 +1,10 @@
 """The built-in ``gsm8k`` interaction, registered under verl's and the original siiRL's class paths as well,
 so their ``gsm8k_interaction_config.yaml`` runs unchanged.
 
-The user checks the policy's last answer against ``interaction_kwargs.ground_truth`` (strict GSM8K
-extraction: the number after ``####``, as verl's interaction scores it). Right: "correct", score 1, the
-episode ends. Wrong: the user asks for another try, score 0, the episode goes on.
+The user checks the policy's last answer against ``interaction_kwargs.ground_truth`` with the flexible
+GSM8K extraction (the last number; ``#### 42`` reads as 42), as the built-in gsm8k tool does: verl's strict
+one would score every answer without ``####`` 0, so a policy that has not learnt that format would never
+hear "correct". Right: "correct", score 1, the episode ends. Wrong: another try, score 0, it goes on.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Gsm8kInteraction(BaseInteraction):
         state = self._instances[instance_id]
         if state["ground_truth"] is None:
             return 0.0
-        return compute_score(str(state["response"]), str(state["ground_truth"]), method="strict")
+        return compute_score(str(state["response"]), str(state["ground_truth"]), method="flexible")
 
     def finalize_interaction(self, instance_id: str, **kwargs: Any) -> None:
         self._instances.pop(instance_id, None)
