@@ -4,7 +4,6 @@ rendering and masks, and the interaction's scores reaching the reward and the sc
 from __future__ import annotations
 
 import pytest
-import torch
 import yaml
 
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
@@ -12,11 +11,13 @@ from siirl.engine.reward import make_reward_manager
 from siirl.engine.reward.env_rewards import ToolCallRewards
 from siirl.engine.rollout.env_session import EnvSession
 from siirl.engine.rollout.multi_turn import MultiTurnRollout
+from siirl.environment.interactions.gsm8k import CORRECT, RETRY
 from siirl.params.environment import EnvConfig
 from siirl.params.model import RolloutConfig, ValSamplingConfig
-from tests.engine.test_tool_rollout import FAKES, OBS, P, R, ScriptedPolicy, prompts, tokenizer  # noqa: F401
+from tests.engine import test_tool_rollout
+from tests.engine.test_tool_rollout import FAKES, OBS, P, R, ScriptedPolicy, prompts
 
-from siirl.environment.interactions.gsm8k import CORRECT, RETRY
+tokenizer = test_tool_rollout.tokenizer  # the same fixture: the embedded tokenizer with a tool-role template
 
 
 @pytest.fixture

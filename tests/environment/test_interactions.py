@@ -6,7 +6,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from siirl.environment.interactions import build_interactions, check_interaction_classes, load_interaction_config
+from siirl.environment.interactions import (
+    build_interactions,
+    check_interaction_classes,
+    load_interaction_config,
+)
 from siirl.environment.interactions.gsm8k import CORRECT, RETRY, Gsm8kInteraction
 from siirl.environment.tools import ToolEnv
 from siirl.errors import ConfigError
