@@ -20,6 +20,7 @@ from siirl.device import backend_class, get_backend
 from siirl.engine.reward.registry import load_builtins as load_reward_managers
 from siirl.engine.rollout import ROLLOUT_ENGINES
 from siirl.engine.workers.model_loading import resolve_dtype
+from siirl.environment.interactions import check_interaction_classes, load_interaction_config
 from siirl.environment.outputs import env_mode
 from siirl.environment.tools import check_tool_classes, load_tool_config
 from siirl.errors import ConfigError
@@ -184,16 +185,22 @@ def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
 
 
 def check_tools(cfg: SiirlConfig) -> None:
-    """A tool-calling run: its tool YAML loads, its classes import, and the raw chat reaches the rollout."""
+    """A tool-calling (or interaction) run: its YAMLs load, their classes import, and the raw chat reaches
+    the rollout."""
     multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
     if env_mode(cfg) != "tools":
         return
-    path = str(multi_turn.tool_config_path)
-    check_tool_classes(load_tool_config(path), path)
+    if multi_turn.tool_config_path:
+        path = str(multi_turn.tool_config_path)
+        check_tool_classes(load_tool_config(path), path)
+    if multi_turn.interaction_config_path:
+        path = str(multi_turn.interaction_config_path)
+        check_interaction_classes(load_interaction_config(path), path)
     if not cfg.data.return_raw_chat:
+        key = "tool_config_path" if multi_turn.tool_config_path else "interaction_config_path"
         raise ConfigError(
-            "bad config: actor_rollout_ref.rollout.multi_turn.tool_config_path needs data.return_raw_chat=true "
-            "(the rollout renders each chat with the tools' schemas, as in verl)"
+            f"bad config: actor_rollout_ref.rollout.multi_turn.{key} needs data.return_raw_chat=true "
+            "(the rollout renders each chat itself and hands it to the tools and interactions, as in verl)"
         )
 
 

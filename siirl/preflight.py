@@ -79,7 +79,7 @@ def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
     """Tool-calling runs render tool responses with the chat template's ``tool`` role."""
     from siirl.environment.outputs import env_mode
 
-    if env_mode(cfg) != "tools":
+    if env_mode(cfg) != "tools" or not cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path:
         return
     chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "tool", "content": "r"}]
     try:
@@ -115,6 +115,8 @@ def check_inputs(cfg: SiirlConfig) -> None:
                 raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
             if rows is not None and scores_by_rule(cfg):
                 check_ground_truth(rows)
+            if rows is not None:
+                check_interaction_rows(cfg, rows)
     if cfg.custom_reward_function.path:
         load_custom_reward_fn(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
     check_output_dir(str(cfg.trainer.output_dir))
@@ -128,6 +130,32 @@ def scores_by_rule(cfg: SiirlConfig) -> bool:
     from siirl.environment.outputs import env_mode
 
     return not (cfg.reward_model.enable or cfg.custom_reward_function.path or env_mode(cfg) is not None)
+
+
+def check_interaction_rows(cfg: SiirlConfig, rows: Any) -> None:
+    """In an interaction run every row's ``extra_info.interaction_kwargs.name`` picks a configured
+    interaction; verl's rollout raises on the first row that does not, here it is one line up front."""
+    from siirl.environment.interactions import load_interaction_config
+    from siirl.environment.outputs import env_mode
+
+    path = cfg.actor_rollout_ref.rollout.multi_turn.interaction_config_path
+    if env_mode(cfg) != "tools" or not path:
+        return
+    names = {spec.name for spec in load_interaction_config(str(path))}
+    for first, columns in rows.iter_columns(["extra_info"]):
+        for offset, info in enumerate(columns["extra_info"]):
+            kwargs = info.get("interaction_kwargs") if isinstance(info, dict) else None
+            name = kwargs.get("name") if isinstance(kwargs, dict) else None
+            if name in names:
+                continue
+            problem = (
+                "has no extra_info.interaction_kwargs.name" if name is None
+                else f"names interaction {name!r} in extra_info.interaction_kwargs"
+            )
+            raise SiirlUserError(
+                f"{rows.describe(first + offset)} {problem}; actor_rollout_ref.rollout.multi_turn."
+                f"interaction_config_path={path} defines: {', '.join(sorted(names))}"
+            )
 
 
 def check_ground_truth(rows: Any) -> None:

@@ -101,6 +101,14 @@ class Registry(Generic[T]):
             raise ConfigError(f"unknown {self.kind} '{key}'; registered: {', '.join(self.names())}{extra}")
         return self._entries[key]
 
+    def resolve_class_name(self, class_name: str) -> T:
+        """A registered name (or alias), ``module:Class``, or a dotted ``package.module.Class`` (how verl's
+        YAML files name classes); an unknown bare name is the registry's one-line error."""
+        if class_name in self or ":" in class_name:
+            return self.get(class_name)
+        module, _, attr = class_name.rpartition(".")
+        return self.get(f"{module}:{attr}" if module else class_name)
+
     def metadata(self, name: str | Enum) -> dict[str, Any]:
         """What the entry was registered with (empty for entries imported from user code)."""
         self.get(name)

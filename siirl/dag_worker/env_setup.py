@@ -3,7 +3,8 @@
 ``algorithm.workflow_type=EMBODIED`` -> step-wise rollout (one row per environment step) scored by
 SRPO-style progress rewards; ``actor_rollout_ref.rollout.multi_turn.enable=true`` -> multi-turn
 conversation rollout scored by the environment's per-turn rewards; with ``multi_turn.tool_config_path``
-the environment is the tool set (``ToolEnv``) and the rule score is added to the tools' turn rewards.
+(and/or ``interaction_config_path``) the environment is the tool set with its interactions (``ToolEnv``)
+and the rule score is added to the tools' and interactions' turn rewards.
 Otherwise none applies and the worker keeps its plain engine and rule-based reward manager.
 """
 
@@ -47,21 +48,24 @@ def _turns(session: EnvSession, cfg: SiirlConfig, **tool_options) -> RolloutEngi
 
 
 def _tool_turns(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
-    """Multi-turn with the tools' schemas rendered into the prompt."""
+    """Multi-turn with the tools' schemas (none in an interaction-only run) rendered into the prompt."""
     multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
+    path = multi_turn.tool_config_path
     return _turns(
         session, cfg,
-        tool_schemas=[spec.schema for spec in load_tool_config(str(multi_turn.tool_config_path))],
+        tool_schemas=[spec.schema for spec in load_tool_config(str(path))] if path else [],
         sanity_check=str(multi_turn.tokenization_sanity_check_mode),
         chat_template_kwargs=dict(cfg.data.apply_chat_template_kwargs),
     )
 
 
 def tool_env_config(cfg: SiirlConfig) -> EnvConfig:
-    """``env.*`` with the tool set as the environment (its processes and step bound stay the user's)."""
+    """``env.*`` with the tool set and interactions as the environment (its processes and step bound stay
+    the user's)."""
     multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
     kwargs = {
-        "tool_config_path": str(multi_turn.tool_config_path),
+        "tool_config_path": multi_turn.tool_config_path and str(multi_turn.tool_config_path),
+        "interaction_config_path": multi_turn.interaction_config_path and str(multi_turn.interaction_config_path),
         "format": str(multi_turn.format),
         "max_parallel_calls": int(multi_turn.max_parallel_calls),
         "max_tool_response_length": int(multi_turn.max_tool_response_length),

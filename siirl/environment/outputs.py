@@ -17,7 +17,9 @@ STEP_KEYS = (
     "traj_uid",
 )
 #: Keys the tool-calling multi-turn rollout adds on top of the multi-turn ones.
-TOOL_KEYS = ("tool_calls", "tool_errors", "tool_timeouts", "rollout_reward_scores")
+TOOL_KEYS = (
+    "tool_calls", "tool_errors", "tool_timeouts", "interaction_turns", "interaction_errors", "rollout_reward_scores",
+)
 ROLLOUT_KEYS = {"turns": MULTI_TURN_KEYS, "tools": MULTI_TURN_KEYS + TOOL_KEYS, "steps": STEP_KEYS}
 #: What each mode's reward reads (siirl.engine.reward.env_rewards).
 REWARD_READS = {
@@ -29,12 +31,12 @@ REWARD_READS = {
 
 def env_mode(cfg: SiirlConfig) -> str | None:
     """``steps`` for ``algorithm.workflow_type=EMBODIED``; for multi-turn rollouts ``tools`` when a tool
-    config is set, else ``turns``; otherwise None."""
+    or interaction config is set, else ``turns``; otherwise None."""
     if str(cfg.algorithm.workflow_type).upper() == "EMBODIED":
         return "steps"
     multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
     if multi_turn.enable:
-        return "tools" if multi_turn.tool_config_path else "turns"
+        return "tools" if multi_turn.tool_config_path or multi_turn.interaction_config_path else "turns"
     return None
 
 

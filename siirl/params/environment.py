@@ -42,7 +42,9 @@ class MultiTurnConfig:
     #: Longest one tool call (create / execute / calc_reward / release) may take; a late call ends that
     #: turn with an error tool turn. ``env.timeout_s`` bounds the whole step, ``env.num_workers`` isolates it.
     tool_timeout_s: float = 10.0
-    #: Interaction YAML (verl format); not implemented here, refused when set.
+    #: Interaction YAML (verl format: ``interaction: [{name?, class_name, config}]``); set = a simulated user
+    #: answers the policy's turns without tool calls (each row's ``extra_info.interaction_kwargs`` picks one).
+    #: Its calls are bounded by ``tool_timeout_s``.
     interaction_config_path: str | None = None
     #: verl: re-render earlier turns with the chat template. Only false (keep the policy's tokens) exists here.
     use_inference_chat_template: bool = False

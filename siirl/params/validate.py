@@ -119,11 +119,6 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 #: Options the schema accepts for verl compatibility but siiRL does not implement: key -> (is it set?, why).
 UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "actor_rollout_ref.rollout.multi_turn.interaction_config_path": (
-        lambda v: bool(v),
-        ("is not implemented (verl interactions: simulated user turns); tools work "
-        "(actor_rollout_ref.rollout.multi_turn.tool_config_path), an environment can play the user (env.name)"),
-    ),
     "actor_rollout_ref.rollout.multi_turn.use_inference_chat_template": (
         lambda v: bool(v),
         "is not implemented; earlier turns keep the policy's own tokens (verl's false)",

@@ -1,5 +1,6 @@
 """Replay published launch scripts: their fixtures' overrides with machine paths swapped for the embedded
-model and task data (a tiny Qwen2.5-VL and geo3k-format image rows for vision-language scripts), plus the
+model and task data (a tiny Qwen2.5-VL and geo3k-format image rows for vision-language scripts, rows naming
+the gsm8k interaction for scripts with verl interactions), plus the
 size overrides the compatibility promise allows. Shared by the plan test and
 the training test."""
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from siirl.tasks import (
@@ -21,7 +23,6 @@ from siirl.tasks import (
     default_vlm_data_files,
     default_vlm_model_path,
 )
-from tests.fakes_loader import fake_module
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "launch_scripts"
 MIGRATION_DOC = Path(__file__).resolve().parents[2] / "docs" / "migrating_from_verl.md"
@@ -32,7 +33,6 @@ ADDED = ["device=cpu", "trainer.n_gpus_per_node=2", "trainer.nnodes=1"]
 _FLAGS = ("--config-path", "--config-name")
 #: A vision-language model's name in a script's model path ("Qwen2.5-VL-7B-Instruct", "qwen3_vl").
 _VL_MODEL = re.compile(r"(?i)(?<![a-z])vl(?![a-z])")
-TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 #: verl's geo3k preprocessing names its rows' source so; its default reward routes on it.
 GEO3K_SOURCE = "hiyouga/geometry3k"
 
@@ -67,14 +67,18 @@ def write_task_data(
     folder: Path, train_rows: int = 64, val_rows: int = 16, image_train_rows: int | None = None
 ) -> dict[str, str]:
     """The embedded addition task in verl's parquet format (``train``, ``val``) and the embedded digit-image
-    task in verl's geo3k layout (``vl_train``, ``vl_val``), cut to the given sizes (``image_train_rows``
-    defaults to ``train_rows``; train rows repeat when more are asked for than the embedded set holds)."""
+    task in verl's geo3k layout (``vl_train``, ``vl_val``), and the addition task with rows naming the gsm8k
+    interaction (``it_train``, ``it_val``), cut to the given sizes (``image_train_rows`` defaults to
+    ``train_rows``; train rows repeat when more are asked for than the embedded set holds)."""
     folder.mkdir(parents=True, exist_ok=True)
     text = [pq.read_table(path) for path in default_data_files()]
     images = [_as_geo3k(pq.read_table(path)) for path in default_vlm_data_files()]
+    talks = [with_interaction_kwargs(table) for table in text]
     image_rows = image_train_rows or train_rows
     paths = {}
-    for prefix, (train, val), rows_of_train in (("", text, train_rows), ("vl_", images, image_rows)):
+    for prefix, (train, val), rows_of_train in (
+        ("", text, train_rows), ("vl_", images, image_rows), ("it_", talks, train_rows)
+    ):
         for split, table, rows in (("train", train, rows_of_train), ("val", val, val_rows)):
             while table.num_rows < rows:
                 table = pa.concat_tables([table, table])
@@ -91,6 +95,43 @@ def _as_geo3k(table: pa.Table) -> pa.Table:
     return table.set_column(table.schema.get_field_index("data_source"), "data_source", sources)
 
 
+def with_interaction_kwargs(table: pa.Table, name: str = "gsm8k") -> pa.Table:
+    """Rows as verl's gsm8k interaction preprocessing writes them: ``extra_info.interaction_kwargs`` holds
+    the interaction's ``name``, the ``query`` and the ``ground_truth``."""
+    info = table.column("extra_info").combine_chunks()
+    kwargs = pa.StructArray.from_arrays(
+        [
+            pa.array([name] * table.num_rows, pa.string()),
+            pa.array([chat[-1]["content"] for chat in table.column("prompt").to_pylist()], pa.string()),
+            pc.struct_field(table.column("reward_model").combine_chunks(), "ground_truth"),
+        ],
+        names=["name", "query", "ground_truth"],
+    )
+    fields = [info.field(i) for i in range(info.type.num_fields)]
+    extra = pa.StructArray.from_arrays([*fields, kwargs], names=[*(f.name for f in info.type), "interaction_kwargs"])
+    return table.set_column(table.schema.get_field_index("extra_info"), "extra_info", extra)
+
+
+def _sets(invocation: dict, key: str) -> bool:
+    return any(o.partition("=")[0].endswith(key) for o in invocation["overrides"])
+
+
+def tool_template_model(folder: Path) -> str:
+    """The embedded model (linked, not copied) with a chat template that has a ``tool`` role, standing in
+    for a tool script's chat model: tool runs render tool responses with that role, which the embedded
+    template lacks. Built once per folder."""
+    from tests.fakes_loader import fake_module
+
+    path = folder / "tiny_tool_model"
+    if not path.is_dir():
+        path.mkdir(parents=True)
+        for item in Path(default_model_path()).iterdir():
+            if item.name != "chat_template.jinja":
+                (path / item.name).symlink_to(item)
+        (path / "chat_template.jinja").write_text(fake_module("faulty_tools").TOOL_CHAT_TEMPLATE)
+    return str(path)
+
+
 def is_vision_script(invocation: dict) -> bool:
     """A script trains a vision-language model: it names an image column, or its model is a VL one."""
     for override in invocation["overrides"]:
@@ -99,24 +140,6 @@ def is_vision_script(invocation: dict) -> bool:
         if key == "data.image_key" or (invocation["swap"].get(key) == "model" and _VL_MODEL.search(value)):
             return True
     return False
-
-
-def is_tool_script(invocation: dict) -> bool:
-    """A script calls tools: it names a tool YAML (its chat turns then include ``tool`` messages)."""
-    return any(re.sub(r"^[+~]+", "", o).startswith(TOOL_CONFIG_KEY + "=") for o in invocation["overrides"])
-
-
-def tool_role_model(folder: Path) -> str:
-    """The embedded model with a chat template that renders ``tool`` messages (the embedded template has no
-    such role, and tool scripts are refused without one): its files linked, the template replaced."""
-    path = folder / "tool_role_model"
-    if not path.is_dir():
-        path.mkdir(parents=True)
-        for item in Path(default_model_path()).iterdir():
-            if item.name != "chat_template.jinja":
-                (path / item.name).symlink_to(item)
-        (path / "chat_template.jinja").write_text(fake_module("faulty_tools").TOOL_CHAT_TEMPLATE, encoding="utf-8")
-    return str(path)
 
 
 def tiny_qwen2_5_vl(folder: Path) -> str:
@@ -275,8 +298,10 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
         values = dict(text_values)
         if is_vision_script(invocation):
             values.update(model=tiny_qwen2_5_vl(folder), train_data=data["vl_train"], val_data=data["vl_val"])
-        elif is_tool_script(invocation):
-            values.update(model=tool_role_model(folder))
+        if _sets(invocation, "multi_turn.tool_config_path"):
+            values["model"] = tool_template_model(folder)
+        if _sets(invocation, "multi_turn.interaction_config_path"):  # its rows must name an interaction
+            values.update(train_data=data["it_train"], val_data=data["it_val"])
         if "lora_adapter" in invocation["swap"].values():
             values["lora_adapter"] = saved_lora_adapter(folder)
         flags = {flag: None for flag in _FLAGS}

@@ -53,7 +53,7 @@ def test_verls_multi_turn_keys_are_accepted(capsys, tool_yaml, tmp_path, monkeyp
     (["actor_rollout_ref.rollout.multi_turn.format=nope"], "unknown tool-call format 'nope'"),
     (["actor_rollout_ref.rollout.multi_turn.tool_response_truncate_side=top"], "tool_response_truncate_side"),
     (["actor_rollout_ref.rollout.multi_turn.max_assistant_turns=0"], "max_assistant_turns=0"),
-    (["actor_rollout_ref.rollout.multi_turn.interaction_config_path=i.yaml"], "interactions"),
+    (["actor_rollout_ref.rollout.multi_turn.interaction_config_path=i.yaml"], "i.yaml: file not found"),
     (["actor_rollout_ref.rollout.multi_turn.use_inference_chat_template=true"], "use_inference_chat_template"),
     (["actor_rollout_ref.rollout.multi_turn.tokenization_sanity_check_mode=loose"], "tokenization_sanity_check_mode"),
     ([], "cannot render a 'tool' message"),  # the embedded template has no tool role

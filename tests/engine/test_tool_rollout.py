@@ -32,14 +32,14 @@ def tool_call(name, **arguments):
 
 
 class ScriptedPolicy(RolloutEngine):
-    """Answers from a script keyed on how many tool responses the context already holds."""
+    """Answers from a script keyed on how many environment replies (``marker``) the context already holds."""
 
-    def __init__(self, tokenizer, script):
-        self.tokenizer, self.script = tokenizer, script
+    def __init__(self, tokenizer, script, marker="<tool_response>"):
+        self.tokenizer, self.script, self.marker = tokenizer, script, marker
 
     def generate(self, batch, validate=False):
         texts = [self.tokenizer.decode(ids[m.bool()]) for ids, m in zip(batch["input_ids"], batch["attention_mask"])]
-        replies = [self.script[min(t.count("<tool_response>"), len(self.script) - 1)] for t in texts]
+        replies = [self.script[min(t.count(self.marker), len(self.script) - 1)] for t in texts]
         ids = [self.tokenizer(r, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id] for r in replies]
         responses = torch.full((len(ids), R), self.tokenizer.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(ids), R), dtype=torch.long)

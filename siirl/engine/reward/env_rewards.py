@@ -52,11 +52,13 @@ class TurnRewards:
 
 class ToolCallRewards:
     """Tool-calling rollouts: the rule score of the policy's text (the ``rule`` manager, on the last policy
-    token) plus each turn's tool step rewards (on that turn's last policy token).
+    token) plus each turn's tool step rewards or interaction score (on that turn's last policy token).
 
     As in verl, the score function is told what the tools reported: its ``extra_info`` carries
     ``rollout_reward_scores`` (``{tool: calc_reward}`` at the end of the trajectory) and ``num_turns``,
     so a score function can use the tools' verdict (verl's built-in scorers ignore it, and so do ours).
+    With an interaction, ``rollout_reward_scores["user_turn_rewards"]`` (the original siiRL's name) and
+    ``turn_scores`` (verl's) hold its score per user turn.
     """
 
     def __init__(self, rule: Any) -> None:
@@ -68,7 +70,8 @@ class ToolCallRewards:
         tool_scores = row_values(batch, "rollout_reward_scores")
         turns = batch["num_turns"].tolist()
         set_non_tensor_list(batch, "extra_info", [
-            {**(info or {}), "rollout_reward_scores": dict(scores or {}), "num_turns": int(n)}
+            {**(info or {}), "rollout_reward_scores": dict(scores or {}), "num_turns": int(n),
+             "turn_scores": list((scores or {}).get("user_turn_rewards", []))}
             for info, scores, n in zip(extra_infos, tool_scores, turns)
         ])
         rule_scores, extra = self.rule(batch, tokenizer)

@@ -23,7 +23,8 @@ from siirl.params.environment import EnvConfig
 from siirl.params.model import RolloutConfig
 
 #: Dataset fields handed to ``Env.reset`` as the task, when the batch has them.
-TASK_FIELDS = ("ground_truth", "index", "data_source", "task_id", "trial_id", "tools_kwargs")
+TASK_FIELDS = ("ground_truth", "index", "data_source", "task_id", "trial_id", "tools_kwargs", "interaction_kwargs", "raw_prompt",
+)
 
 
 def single_sample_config(rollout_cfg: RolloutConfig) -> RolloutConfig:

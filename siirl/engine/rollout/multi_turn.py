@@ -10,7 +10,8 @@ places them there (per-turn rewards; their sum is the trajectory's return). Work
 
 Tool calling is this same loop with :class:`siirl.environment.tools.ToolEnv` as the environment: its
 observations are ``tool`` messages (rendered with the template's ``tool`` role), prompts are re-rendered
-with the tools' schemas, and the tools' final rewards ride along as ``rollout_reward_scores``.
+with the tools' schemas, and the tools' final rewards ride along as ``rollout_reward_scores``. An
+interaction (verl's simulated user) is part of that environment: its replies are ``user`` messages.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from siirl.engine.rollout.env_session import EnvSession, EnvSessionRollout, real
 from siirl.engine.rollout.tool_prompts import render_tool_prompts
 from siirl.environment import StepResult
 
-#: Per-episode tool counters the tool environment reports in ``info`` (``siirl.environment.tools.env``).
-TOOL_COUNTERS = ("tool_calls", "tool_errors", "tool_timeouts")
+#: Per-episode counters the tool environment reports in ``info`` (``siirl.environment.tools.env``), by metric.
+TOOL_COUNTERS = {
+    "tool_calls": "tools/calls", "tool_errors": "tools/errors", "tool_timeouts": "tools/timeouts",
+    "interaction_turns": "interaction/turns", "interaction_errors": "interaction/errors",
+}
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +123,7 @@ class MultiTurnRollout(EnvSessionRollout):
             "env/trajectory_reward": out["env_turn_rewards"].sum(-1).mean().item(),
         }
         if self.tool_schemas is not None:
-            metrics.update({f"tools/{key.removeprefix('tool_')}": out[key].sum().item() for key in TOOL_COUNTERS})
+            metrics.update({metric: out[key].sum().item() for key, metric in TOOL_COUNTERS.items()})
         return metrics
 
     def _turn(self, trajs: list[_Trajectory], venv: Any, validate: bool, last_turn: bool) -> None:

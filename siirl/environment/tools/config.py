@@ -84,12 +84,7 @@ def resolve_tool_class(class_name: str) -> type:
     """A registered name (or alias), ``module:Class``, or a dotted ``package.module.Class``."""
     import siirl.environment.tools.gsm8k  # noqa: F401 - registers the built-in tools
 
-    if class_name in TOOLS or ":" in class_name:
-        return TOOLS.get(class_name)
-    module, _, attr = class_name.rpartition(".")
-    if not module:
-        return TOOLS.get(class_name)  # unknown bare name: the registry's one-line error lists the built-ins
-    return TOOLS.get(f"{module}:{attr}")
+    return TOOLS.resolve_class_name(class_name)
 
 
 def check_tool_classes(specs: list[ToolSpec], path: str) -> None:

@@ -6,9 +6,15 @@ renders with the chat template's ``tool`` role and never trains on. A turn witho
 episode. A call that is unreadable, names an unknown tool, raises or times out does not end anything: its
 error text is that call's tool turn, and it is counted (``tool_errors`` / ``tool_timeouts`` in ``info``).
 
+With an interaction configured (``interaction_config_path``, with or without tools), a turn without a tool
+call goes to the row's interaction instead: it reads the conversation (the row's chat, the policy's turns,
+the tool and user turns so far) and answers as the ``user``; its score is that step's reward, and its
+``should_terminate`` ends the episode. ``max_user_turns`` counts tool and interaction turns together.
+
 Rewards, as in verl: the step reward is the sum of the executed calls' step rewards (the rollout places
 it on the turn's last policy token); ``info["rollout_reward_scores"]`` holds ``{tool: calc_reward}`` of
-every tool instance the trajectory created, kept current after each step, for the score function.
+every tool instance the trajectory created, kept current after each step, for the score function, plus
+``user_turn_rewards`` (the interaction's score per user turn) when an interaction is configured.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from siirl.environment.base import StepResult
+from siirl.environment.interactions import InteractionTurns, build_interactions, load_interaction_config
 from siirl.environment.registry import register_env
 from siirl.environment.tools.base import ToolTimeout, call_all_bounded, call_bounded, response_text
 from siirl.environment.tools.config import build_tools, load_tool_config
@@ -45,15 +52,18 @@ def truncate(text: str, limit: int, keep: str) -> str:
 class ToolEnv:
     def __init__(
         self,
-        tool_config_path: str,
+        tool_config_path: str | None = None,
         format: str = "hermes",
         max_parallel_calls: int = 1,
         max_tool_response_length: int = 256,
         tool_response_truncate_side: str = "middle",
         tool_timeout_s: float = 10.0,
         max_user_turns: int | None = None,
+        interaction_config_path: str | None = None,
     ) -> None:
-        self.tools = build_tools(load_tool_config(tool_config_path))
+        self.tools = build_tools(load_tool_config(tool_config_path)) if tool_config_path else {}
+        interactions = build_interactions(load_interaction_config(interaction_config_path)) if interaction_config_path else {}
+        self.interaction = InteractionTurns(interactions, tool_timeout_s)
         self.parse = TOOL_PARSERS.get(format)
         self.max_parallel_calls, self.timeout_s = max_parallel_calls, tool_timeout_s
         self.response_limit, self.keep = max_tool_response_length, tool_response_truncate_side
@@ -61,7 +71,8 @@ class ToolEnv:
         self._tools_kwargs: dict[str, Any] = {}
         self._instances: dict[str, str] = {}
         self._counts = dict.fromkeys(COUNTERS, 0)
-        self._tool_turns = 0
+        self._user_turns = 0
+        self._messages: list[dict[str, Any]] = []
 
     # ----- episode -----
 
@@ -69,23 +80,39 @@ class ToolEnv:
         self._release_all()
         self._tools_kwargs = dict(task.get("tools_kwargs") or {})
         self._counts = dict.fromkeys(COUNTERS, 0)
-        self._tool_turns = 0
+        self._user_turns = 0
+        self._messages = _chat(task.get("raw_prompt"), task.get("prompt_text", ""))
+        self.interaction.start(task.get("interaction_kwargs"))
         for name, kwargs in self._tools_kwargs.items():  # verl creates the row's tools up front
             if kwargs is not None and name in self.tools:
                 self._instance(name)
         return StepResult("", info=self._info())
 
     def step(self, action: Any) -> StepResult:
-        calls = self.parse(str(action))
-        out_of_turns = self.max_user_turns is not None and self._tool_turns >= self.max_user_turns
-        if not calls or out_of_turns:
-            info = self._info()
-            self._release_all()
-            return StepResult("", reward=0.0, done=True, info=info)
-        self._tool_turns += 1
-        texts, rewards = self._run_calls(calls[: self.max_parallel_calls])
-        messages = [{"role": "tool", "content": truncate(t, self.response_limit, self.keep)} for t in texts]
-        return StepResult(messages, reward=float(sum(rewards)), done=False, info=self._info())
+        calls = self.parse(str(action)) if self.tools else []
+        self._messages.append({"role": "assistant", "content": str(action)})
+        out_of_turns = self.max_user_turns is not None and self._user_turns >= self.max_user_turns
+        if out_of_turns or not (calls or self.interaction.active):
+            return self._end()
+        self._user_turns += 1
+        if calls:
+            texts, rewards = self._run_calls(calls[: self.max_parallel_calls])
+            messages = [{"role": "tool", "content": truncate(t, self.response_limit, self.keep)} for t in texts]
+            self._messages += messages
+            return StepResult(messages, reward=float(sum(rewards)), done=False, info=self._info())
+        reply = self.interaction.respond(self._messages)
+        if reply is None:
+            return self._end()
+        terminate, text, score = reply
+        self._messages.append({"role": "user", "content": text})
+        if terminate:
+            return self._end(score)
+        return StepResult([self._messages[-1]], reward=score, done=False, info=self._info())
+
+    def _end(self, reward: float = 0.0) -> StepResult:
+        info = self._info()
+        self._release_all()
+        return StepResult("", reward=reward, done=True, info=info)
 
     def close(self) -> None:
         self._release_all()
@@ -150,12 +177,25 @@ class ToolEnv:
         return scores
 
     def _info(self) -> dict[str, Any]:
-        return {"rollout_reward_scores": self._scores(), **self._counts}
+        scores = self._scores()
+        if self.interaction.configured:
+            scores["user_turn_rewards"] = list(self.interaction.scores)
+        return {"rollout_reward_scores": scores, **self._counts, **self.interaction.counts}
 
     def _release_all(self) -> None:
+        self.interaction.finalize()
         for name, instance in self._instances.items():
             try:
                 call_bounded(self.tools[name].release, self.timeout_s, instance, **self._kwargs(name, "release"))
             except Exception as exc:  # noqa: BLE001 - releasing must not end the episode
                 logger.warning("tool %r: release failed: %s: %s", name, type(exc).__name__, exc)
         self._instances.clear()
+
+
+def _chat(raw_prompt: Any, prompt_text: str) -> list[dict[str, Any]]:
+    """The row's chat (``data.return_raw_chat``) as messages; without it, its prompt as one user turn."""
+    if isinstance(raw_prompt, str):
+        return [{"role": "user", "content": raw_prompt}]
+    if raw_prompt is not None:
+        return [dict(m) for m in raw_prompt]
+    return [{"role": "user", "content": prompt_text}]

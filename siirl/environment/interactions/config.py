@@ -1,0 +1,88 @@
+"""The interaction YAML (verl's format) -> checked :class:`InteractionSpec` s -> interaction objects.
+
+    interaction:
+      - name: gsm8k                                       # optional: Gsm8kInteraction -> gsm8k
+        class_name: verl.interactions.gsm8k_interaction.Gsm8kInteraction
+        config: {}
+
+``class_name`` is a registered name, its verl / siiRL path, ``module:Class`` or a dotted
+``package.module.Class``. Every mistake (missing file, bad YAML, a duplicate name, a class that cannot be
+imported) is one ``ConfigError`` line naming the file and the entry, raised on the driver before Ray starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from siirl.errors import ConfigError
+from siirl.registry import Registry
+from siirl.user_files import load_user_yaml
+
+KEY = "actor_rollout_ref.rollout.multi_turn.interaction_config_path"
+
+#: Built-in interactions by name (and their verl / siiRL class paths).
+INTERACTIONS: Registry[type] = Registry("interaction", open=True)
+
+
+@dataclass(frozen=True)
+class InteractionSpec:
+    name: str
+    class_name: str
+    config: dict[str, Any]
+
+
+def default_name(class_name: str) -> str:
+    """verl's rule for an entry without a name: the class name without a trailing "Interaction", lower-cased."""
+    short = class_name.rpartition(":")[2].rpartition(".")[2]
+    return short.removesuffix("Interaction").lower() or short.lower()
+
+
+def load_interaction_config(path: str) -> list[InteractionSpec]:
+    """The interactions a YAML file declares, checked (their classes are not imported here)."""
+    if not path:
+        raise ConfigError(f"bad config: {KEY} is empty; give the path of an interaction YAML file")
+    document = load_user_yaml(path, f"bad config: {KEY}:")
+    entries = document.get("interaction") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"bad config: {KEY}={path!r} must hold a non-empty list under 'interaction'")
+    specs: dict[str, InteractionSpec] = {}
+    for index, entry in enumerate(entries):
+        where = f"bad config: {KEY}={path!r}: interaction[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("class_name"), str) or not entry["class_name"]:
+            raise ConfigError(f"{where} needs a class_name")
+        name = entry.get("name") or default_name(entry["class_name"])
+        if not isinstance(name, str):
+            raise ConfigError(f"{where}: name must be a string")
+        config = entry.get("config") or {}
+        if not isinstance(config, dict):
+            raise ConfigError(f"{where}: config must be a mapping")
+        if name in specs:
+            raise ConfigError(f"{where}: a second interaction named {name!r}")
+        specs[name] = InteractionSpec(name, entry["class_name"], config)
+    return list(specs.values())
+
+
+def resolve_interaction_class(class_name: str) -> type:
+    import siirl.environment.interactions.gsm8k  # noqa: F401 - registers the built-in interactions
+
+    return INTERACTIONS.resolve_class_name(class_name)
+
+
+def check_interaction_classes(specs: list[InteractionSpec], path: str) -> None:
+    """Every ``class_name`` resolves to a class (driver-side check; nothing is instantiated)."""
+    for spec in specs:
+        try:
+            target = resolve_interaction_class(spec.class_name)
+        except ConfigError as exc:
+            raise ConfigError(f"bad config: {KEY}={path!r}: interaction {spec.name!r}: {exc}") from None
+        if not isinstance(target, type):
+            raise ConfigError(f"bad config: {KEY}={path!r}: interaction {spec.name!r}: {spec.class_name} is not a class")
+
+
+def build_interactions(specs: list[InteractionSpec]) -> dict[str, Any]:
+    """Interaction name (what a row's ``interaction_kwargs["name"]`` selects) -> interaction object."""
+    return {
+        spec.name: resolve_interaction_class(spec.class_name)(config={**spec.config, "name": spec.name})
+        for spec in specs
+    }
