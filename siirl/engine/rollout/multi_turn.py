@@ -24,7 +24,7 @@ from tensordict import TensorDict
 
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.engine.rollout.batch_ops import expand_prompts, prompt_position_ids
-from siirl.engine.rollout.env_session import EnvSession, EnvSessionRollout, real_prompt_tokens
+from siirl.engine.rollout.env_session import EnvSession, EnvSessionRollout, real_prompt_tokens, row_images
 from siirl.engine.rollout.tool_prompts import render_tool_prompts
 from siirl.environment import StepResult
 
@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class _Trajectory:
     prompt: list[int]
+    images: dict[str, Any] = field(default_factory=dict)  # the row's image fields, sent with every turn
     tokens: list[int] = field(default_factory=list)
     policy: list[int] = field(default_factory=list)  # 1 = policy token, 0 = environment token
     turn_rewards: list[float] = field(default_factory=list)
@@ -124,7 +125,9 @@ class MultiTurnRollout(EnvSessionRollout):
 
     def _turn(self, trajs: list[_Trajectory], venv: Any, validate: bool, last_turn: bool) -> None:
         active = [i for i, t in enumerate(trajs) if not t.done]
-        outputs = self.session.generate_tokens([trajs[i].prompt + trajs[i].tokens for i in active], validate)
+        outputs = self.session.generate_tokens(
+            [trajs[i].prompt + trajs[i].tokens for i in active], validate, [trajs[i].images for i in active]
+        )
         for i, tokens in zip(active, outputs):
             trajs[i].add(tokens, from_policy=True)
             trajs[i].turn_ends.append(len(trajs[i].tokens) - 1 if tokens else -1)
@@ -154,7 +157,7 @@ class MultiTurnRollout(EnvSessionRollout):
         venv = self.session.venv(count)
         tasks, seeds = self.session.tasks(rows)
         venv.reset(tasks, seeds)
-        trajs = [_Trajectory(prompt) for prompt in real_prompt_tokens(rows)]
+        trajs = [_Trajectory(prompt, images) for prompt, images in zip(real_prompt_tokens(rows), row_images(rows))]
         for turn in range(self.max_turns):
             if all(t.done for t in trajs):
                 break
