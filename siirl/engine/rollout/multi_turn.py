@@ -6,7 +6,9 @@ template) have ``response_mask = 0`` but ``attention_mask = 1``, so the actor se
 trains on them, on the same padding-free path as single-turn batches. Each turn's reward is kept in
 ``env_turn_rewards`` with the index of the turn's last policy token in ``env_turn_index``; the reward node
 places them there (per-turn rewards; their sum is the trajectory's return). Works with any inner engine
-(hf, vllm, sglang): it only asks it for one continuation per context.
+(hf, vllm, sglang): it only asks it for one continuation per context. A vision-language row's images go
+with each of its contexts (every context starts with the row's prompt and its image blocks) and stay on
+the assembled row for training.
 
 Tool calling is this same loop with :class:`siirl.environment.tools.ToolEnv` as the environment: its
 observations are ``tool`` messages (rendered with the template's ``tool`` role), prompts are re-rendered
