@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from test_vision_rollout import KINDS, prompts
-from vlm_testutils import save_tiny_vlm
+from vlm_testutils import LOOK_AGAIN, save_tiny_vlm
 
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.engine.rollout import make_rollout_engine
@@ -17,31 +17,10 @@ from siirl.engine.rollout.multi_turn import MultiTurnRollout
 from siirl.engine.workers.actor import log_prob_reduce
 from siirl.engine.workers.padding_free import response_outputs
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, vision_rows
-from siirl.environment import StepResult
-from siirl.environment.registry import register_env
 from siirl.params.environment import EnvConfig
 from siirl.params.model import ModelConfig, RolloutConfig
 
 R, OBS, TURNS = 4, 16, 3
-
-
-@register_env("look_again_images_test")
-class LookAgain:
-    """Answers every turn with a text observation until ``steps`` turns have passed."""
-
-    def __init__(self, steps: int = TURNS) -> None:
-        self.steps, self.turn = steps, 0
-
-    def reset(self, task, seed=None):
-        self.turn = 0
-        return StepResult("")
-
-    def step(self, action):
-        self.turn += 1
-        return StepResult("Look again?", done=self.turn >= self.steps)
-
-    def close(self):
-        """Nothing to release."""
 
 
 class Recording(RolloutEngine):
@@ -73,7 +52,7 @@ def rollout(tmp_path_factory):
                                 backend="cpu", max_response_length=R)
     inner.records_log_probs = True
     recording = Recording(inner)
-    session = EnvSession(recording, inner.tokenizer, cfg, EnvConfig(name="look_again_images_test", num_workers=0))
+    session = EnvSession(recording, inner.tokenizer, cfg, EnvConfig(name=LOOK_AGAIN, num_workers=0, kwargs={"steps": TURNS}))
     return MultiTurnRollout(session, max_turns=TURNS, max_response_length=R, max_observation_length=OBS), recording
 
 
