@@ -5,6 +5,7 @@ does not compile is one line before Ray."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -60,14 +61,10 @@ def test_tool_prompts_and_observations_use_the_custom_template(tokenizers):
 
 
 def test_the_data_side_tokenizer_keeps_the_template():
-    class Cfg:
-        class data:  # noqa: N801 - stands in for the config section
-            trust_remote_code = True
-
-        class actor_rollout_ref:  # noqa: N801
-            model = PolicyModelConfig(path=default_model_path(), custom_chat_template=MARKED)
-
-    assert data_tokenizer_model(Cfg).custom_chat_template == MARKED
+    """``data.trust_remote_code`` copies the model section for the data side: the template goes along."""
+    model = PolicyModelConfig(path=default_model_path(), custom_chat_template=MARKED)
+    cfg = SimpleNamespace(data=SimpleNamespace(trust_remote_code=True), actor_rollout_ref=SimpleNamespace(model=model))
+    assert data_tokenizer_model(cfg).custom_chat_template == MARKED
 
 
 def _run(tmp_path, template):
