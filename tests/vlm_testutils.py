@@ -104,3 +104,30 @@ def image_row(i: int, images: list[dict], content: str = "<image>Digit?") -> dic
 def write_image_rows(path: Path, rows: list[dict], schema: pa.Schema = IMAGE_ROW_SCHEMA) -> str:
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
     return str(path)
+
+
+#: ``env.name`` of :class:`LookAgain` (loaded as ``module:Class``, in-process with ``env.num_workers=0``).
+LOOK_AGAIN = "vlm_testutils:LookAgain"
+
+
+class LookAgain:
+    """A multi-turn environment for the test tokenizer: every turn is answered with "Look again?" until
+    ``steps`` turns have passed."""
+
+    def __init__(self, steps: int = 2) -> None:
+        self.steps, self.turn = steps, 0
+
+    def reset(self, task, seed=None):
+        from siirl.environment import StepResult
+
+        self.turn = 0
+        return StepResult("")
+
+    def step(self, action):
+        from siirl.environment import StepResult
+
+        self.turn += 1
+        return StepResult("Look again?", done=self.turn >= self.steps)
+
+    def close(self) -> None:
+        """Nothing to release."""

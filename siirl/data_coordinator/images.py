@@ -60,6 +60,18 @@ def image_list(cell: Any, where: str) -> list:
     raise DataError(f"{where}: the image column must hold a list of images, got {type(cell).__name__}")
 
 
+def expand_placeholders(text: str, pads: Sequence[int], where: str) -> str:
+    """``text`` with its i-th ``<image>`` replaced by a vision block of ``pads[i]`` image-pad tokens."""
+    pieces = text.split(PLACEHOLDER)
+    if len(pieces) - 1 != len(pads):
+        raise DataError(
+            f"{where}: the prompt has {len(pieces) - 1} {PLACEHOLDER} placeholder(s) but the row has "
+            f"{len(pads)} image(s)"
+        )
+    blocks = [VISION_START + IMAGE_PAD * count + VISION_END for count in pads]
+    return pieces[0] + "".join(block + piece for block, piece in zip(blocks, pieces[1:]))
+
+
 class ImagePrompts:
     """Expands ``<image>`` placeholders and builds the pixel inputs, with the policy's image processor."""
 
@@ -80,14 +92,7 @@ class ImagePrompts:
 
     def expand(self, text: str, sizes: Sequence[tuple[int, int]], where: str) -> str:
         """``text`` with its i-th ``<image>`` replaced by image i's vision block."""
-        pieces = text.split(PLACEHOLDER)
-        if len(pieces) - 1 != len(sizes):
-            raise DataError(
-                f"{where}: the prompt has {len(pieces) - 1} {PLACEHOLDER} placeholder(s) but the row has "
-                f"{len(sizes)} image(s)"
-            )
-        blocks = [VISION_START + IMAGE_PAD * self.tokens_per_image(s) + VISION_END for s in sizes]
-        return pieces[0] + "".join(block + piece for block, piece in zip(blocks, pieces[1:]))
+        return expand_placeholders(text, [self.tokens_per_image(s) for s in sizes], where)
 
     def row_inputs(self, cell: Any, where: str) -> tuple[dict[str, torch.Tensor], dict[str, list]]:
         """verl's ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``: what the HF model takes) and

@@ -70,6 +70,9 @@ class PolicyModelConfig(ModelConfig):
     lora_adapter_path: Optional[str] = None  # noqa: UP045
     #: Read the model files from a copy in /dev/shm, made once per host and shared by its workers.
     use_shm: bool = False
+    #: A Jinja chat template that replaces the tokenizer's own wherever the run renders chats (prompts,
+    #: tool prompts, multi-turn observations, validation); null = the tokenizer's template.
+    custom_chat_template: Optional[str] = None  # noqa: UP045
 
 
 @dataclass

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from siirl.errors import ConfigError
 from siirl.params.algorithm_checks import RULES as ALGORITHM_RULES
 from siirl.params.algorithm_checks import check_algorithm_sections
+from siirl.params.chat_template import check_custom_chat_template
 from siirl.params.checkpoint_contents import check_checkpoint_contents
 from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import check_fsdp_sections
@@ -235,6 +236,7 @@ def validate_config(cfg: DictConfig) -> None:
             raise ConfigError(f"bad config: {key}={value!r} is invalid; expected {allowed}")
     check_fsdp_sections(cfg)
     check_lora_keys(cfg)
+    check_custom_chat_template(cfg.actor_rollout_ref.model.custom_chat_template)
     check_algorithm_sections(cfg)
     check_checkpoint_contents(cfg)
     if cfg.data.train_batch_size % max(cfg.actor_rollout_ref.actor.ppo_mini_batch_size, 1):

@@ -88,3 +88,38 @@ def test_sglang_gets_collapsed_prompts_with_image_data_and_matches_hf(fake_cuda,
     assert set(call["sampling_params"]["logit_bias"].values()) == {-100.0}
     hf = HFRolloutEngine(model_cfg, RolloutConfig(n=2, temperature=0.0, do_sample=False), "cpu", max_response_length=RESPONSE)
     assert torch.equal(out["responses"], hf.generate(batch)["responses"])
+
+
+def test_multi_turn_vllm_rollout_sends_each_rows_images_every_turn_and_matches_hf(fake_cuda, fake_vllm, vlm_dir, tmp_path):
+    """Every turn's requests carry the row's images with its growing context; greedy turns equal the HF
+    engine's multi-turn rollout of the same rows."""
+    from vlm_testutils import LOOK_AGAIN
+
+    from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
+    from siirl.engine.rollout.env_session import EnvSession, single_sample_config
+    from siirl.engine.rollout.multi_turn import MultiTurnRollout
+    from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
+    from siirl.params.environment import EnvConfig
+
+    model_cfg = ModelConfig(path=str(vlm_dir))
+    greedy = {"n": 1, "temperature": 0.0, "do_sample": False}
+    batch = image_batch(tmp_path, vlm_dir)
+    set_non_tensor_list(batch, "uid", [f"u{i}" for i in range(4)])
+
+    def multi_turn(inner, cfg):
+        session = EnvSession(inner, inner.tokenizer, cfg, EnvConfig(name=LOOK_AGAIN, num_workers=0, kwargs={"steps": 2}))
+        return MultiTurnRollout(session, max_turns=2, max_response_length=RESPONSE, max_observation_length=16).generate(batch)
+
+    vllm_cfg = RolloutConfig(name="vllm", load_format="safetensors", **greedy)
+    vllm = VLLMRolloutEngine(model_cfg, single_sample_config(vllm_cfg), get_backend("cuda"), max_response_length=RESPONSE)
+    out = multi_turn(vllm, vllm_cfg)
+    calls = [args for name, args in fake_vllm.CALLS if name == "generate"]
+    assert len(calls) == 2  # one per turn
+    pad = vllm.hf_config.image_token_id
+    for call in calls:  # collapsed to one placeholder: the request carried the row's image (and not otherwise)
+        assert [p.count(pad) for p in call["prompts"]] == [1, 1, 1, 0]
+    first, second = calls[0]["prompts"][0], calls[1]["prompts"][0]
+    assert len(second) > len(first) and second[: len(first)] == first  # the second turn extends the first's context
+    hf_cfg = RolloutConfig(**greedy)
+    hf = HFRolloutEngine(model_cfg, single_sample_config(hf_cfg), "cpu", max_response_length=RESPONSE)
+    assert torch.equal(out["responses"], multi_turn(hf, hf_cfg)["responses"])

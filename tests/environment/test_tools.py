@@ -1,4 +1,4 @@
-"""Tool calling: hermes parsing, the tool YAML, bounded calls, the built-in gsm8k tool, ToolEnv episodes."""
+"""Tool calling: hermes parsing, the tool YAML, bounded calls, the built-in gsm8k and geo3k tools, ToolEnv episodes."""
 
 import time
 from pathlib import Path
@@ -185,6 +185,19 @@ def test_gsm8k_tool_scores_submissions_like_verls(tools_yaml):
     assert right.reward == 0.0 and right.info["rollout_reward_scores"] == {"calc_gsm8k_reward": 1.0}
     capped = env.step(call("calc_gsm8k_reward", answer="72"))  # max_user_turns=2 reached: no third tool turn
     assert capped.done and capped.info["rollout_reward_scores"] == {"calc_gsm8k_reward": 1.0}
+
+
+def test_verls_geo3k_tool_scores_the_bare_answer_with_siirls_geo3k_scorer(tmp_path):
+    path = write_tools(tmp_path, ("verl.tools.geo3k_tool.Geo3kTool", "calc_geo3k_reward", {"type": "native"},
+                                  {"answer": "string"}))
+    env = ToolEnv(path)
+    env.reset({"tools_kwargs": {"calc_geo3k_reward": {"create_kwargs": {"ground_truth": "2\\sqrt{3}"}}}})
+    wrong = env.step(call("calc_geo3k_reward", answer="3"))
+    assert wrong.reward == -0.05 and wrong.info["rollout_reward_scores"] == {"calc_geo3k_reward": 0.0}
+    right = env.step(call("calc_geo3k_reward", answer="2 \\sqrt{3}"))  # unboxed, no format bonus: exactly 1.0
+    assert right.reward == 0.0 and right.info["rollout_reward_scores"] == {"calc_geo3k_reward": 1.0}
+    again = env.step(call("calc_geo3k_reward", answer="2\\sqrt{3}"))  # no improvement: the penalty
+    assert again.reward == -0.05 and again.info["rollout_reward_scores"] == {"calc_geo3k_reward": 1.0}
 
 
 def test_the_step_bound_kills_a_tool_that_outlives_its_own_timeout(tools_yaml):

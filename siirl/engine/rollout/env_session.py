@@ -14,17 +14,30 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
 from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.batch_ops import prompt_position_ids
 from siirl.engine.rollout.sampling import SamplingParams
+from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
+from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.environment import VectorEnv
 from siirl.params.environment import EnvConfig
 from siirl.params.model import RolloutConfig
 
 #: Dataset fields handed to ``Env.reset`` as the task, when the batch has them.
-TASK_FIELDS = ("ground_truth", "index", "data_source", "task_id", "trial_id", "tools_kwargs", "interaction_kwargs", "raw_prompt",
+TASK_FIELDS = (
+    "ground_truth", "index", "data_source", "task_id", "trial_id", "tools_kwargs", "interaction_kwargs", "raw_prompt",
 )
+#: Per-row image fields of a vision-language policy's rows (the HF engine's and vLLM / SGLang's): every
+#: context of a trajectory starts with the row's prompt, so each generation call gets the row's images.
+IMAGE_FIELDS = (MULTIMODAL_INPUTS, MULTIMODAL_DATA)
+
+
+def row_images(rows: TensorDict) -> list[dict[str, Any]]:
+    """Each row's image fields (``{}`` per row for a text-only batch)."""
+    present = [key for key in IMAGE_FIELDS if key in set(rows.keys())]
+    columns = {key: non_tensor_list(rows, key) for key in present}
+    return [{key: column[i] for key, column in columns.items()} for i in range(rows.batch_size[0])]
 
 
 def single_sample_config(rollout_cfg: RolloutConfig) -> RolloutConfig:
@@ -72,8 +85,11 @@ class EnvSession:
         tasks = [{"prompt_text": texts[i], **{k: v[i] for k, v in columns.items()}} for i in range(count)]
         return tasks, [group_seed(uid) for uid in non_tensor_list(rows, "uid")]
 
-    def generate_tokens(self, contexts: Sequence[list[int]], validate: bool) -> list[list[int]]:
-        """One response per context (token lists), through the inner engine, without its padding."""
+    def generate_tokens(
+        self, contexts: Sequence[list[int]], validate: bool, images: Sequence[dict[str, Any]] | None = None
+    ) -> list[list[int]]:
+        """One response per context (token lists), through the inner engine, without its padding.
+        ``images``: each context's image fields (see :func:`row_images`), passed on to the engine."""
         width = max(len(c) for c in contexts)
         ids = torch.full((len(contexts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(contexts), width), dtype=torch.long)
@@ -84,6 +100,8 @@ class EnvSession:
             {"input_ids": ids, "attention_mask": mask, "position_ids": prompt_position_ids(mask)},
             batch_size=[len(contexts)],
         )
+        for key in images[0] if images else ():
+            set_non_tensor_list(batch, key, [row[key] for row in images])
         out = self.inner.generate(batch, validate=validate)
         lengths = out["response_mask"].sum(-1).tolist()
         return [out["responses"][row, : int(n)].tolist() for row, n in enumerate(lengths)]

@@ -6,7 +6,9 @@ template) have ``response_mask = 0`` but ``attention_mask = 1``, so the actor se
 trains on them, on the same padding-free path as single-turn batches. Each turn's reward is kept in
 ``env_turn_rewards`` with the index of the turn's last policy token in ``env_turn_index``; the reward node
 places them there (per-turn rewards; their sum is the trajectory's return). Works with any inner engine
-(hf, vllm, sglang): it only asks it for one continuation per context.
+(hf, vllm, sglang): it only asks it for one continuation per context. A vision-language row's images go
+with each of its contexts (every context starts with the row's prompt and its image blocks) and stay on
+the assembled row for training.
 
 Tool calling is this same loop with :class:`siirl.environment.tools.ToolEnv` as the environment: its
 observations are ``tool`` messages (rendered with the template's ``tool`` role), prompts are re-rendered
@@ -25,7 +27,7 @@ from tensordict import TensorDict
 
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.engine.rollout.batch_ops import expand_prompts, prompt_position_ids
-from siirl.engine.rollout.env_session import EnvSession, EnvSessionRollout, real_prompt_tokens
+from siirl.engine.rollout.env_session import EnvSession, EnvSessionRollout, real_prompt_tokens, row_images
 from siirl.engine.rollout.tool_prompts import render_tool_prompts
 from siirl.environment import StepResult
 
@@ -41,6 +43,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class _Trajectory:
     prompt: list[int]
+    images: dict[str, Any] = field(default_factory=dict)  # the row's image fields, sent with every turn
     tokens: list[int] = field(default_factory=list)
     policy: list[int] = field(default_factory=list)  # 1 = policy token, 0 = environment token
     turn_rewards: list[float] = field(default_factory=list)
@@ -128,7 +131,9 @@ class MultiTurnRollout(EnvSessionRollout):
 
     def _turn(self, trajs: list[_Trajectory], venv: Any, validate: bool, last_turn: bool) -> None:
         active = [i for i, t in enumerate(trajs) if not t.done]
-        outputs = self.session.generate_tokens([trajs[i].prompt + trajs[i].tokens for i in active], validate)
+        outputs = self.session.generate_tokens(
+            [trajs[i].prompt + trajs[i].tokens for i in active], validate, [trajs[i].images for i in active]
+        )
         for i, tokens in zip(active, outputs):
             trajs[i].add(tokens, from_policy=True)
             trajs[i].turn_ends.append(len(trajs[i].tokens) - 1 if tokens else -1)
@@ -158,7 +163,7 @@ class MultiTurnRollout(EnvSessionRollout):
         venv = self.session.venv(count)
         tasks, seeds = self.session.tasks(rows)
         venv.reset(tasks, seeds)
-        trajs = [_Trajectory(prompt) for prompt in real_prompt_tokens(rows)]
+        trajs = [_Trajectory(prompt, images) for prompt, images in zip(real_prompt_tokens(rows), row_images(rows))]
         for turn in range(self.max_turns):
             if all(t.done for t in trajs):
                 break

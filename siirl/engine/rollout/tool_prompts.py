@@ -2,7 +2,9 @@
 
 The dataloader renders prompts without tools; a chat template announces tools only when it is given
 their schemas (Qwen's puts them in the system turn), so tool runs re-render each row from its
-``raw_prompt`` (``data.return_raw_chat=true``), as verl's agent loop does.
+``raw_prompt`` (``data.return_raw_chat=true``), as verl's agent loop does. A row with images keeps them: its
+``<image>`` placeholders are expanded to the vision blocks the dataloader gave the row (same image-pad counts,
+read from its prompt ids), so the row's ``multi_modal_inputs`` still match its prompt.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from siirl.data_coordinator.images import IMAGE_PAD, expand_placeholders
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.engine.rollout.batch_ops import prompt_position_ids
 
@@ -28,6 +31,7 @@ def render_tool_prompts(
     if "raw_prompt" not in set(rows.keys()):
         raise RuntimeError("tool-calling rollouts render the chat with the tools: set data.return_raw_chat=true")
     width = rows["input_ids"].shape[1]
+    image_pad = tokenizer.get_vocab().get(IMAGE_PAD, -1)
     ids = torch.full((rows.batch_size[0], width), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for row, messages in enumerate(non_tensor_list(rows, "raw_prompt")):
@@ -36,6 +40,9 @@ def render_tool_prompts(
         text = tokenizer.apply_chat_template(
             list(messages), tools=schemas, add_generation_prompt=True, tokenize=False, **(chat_template_kwargs or {})
         )
+        runs = image_pad_runs(rows["input_ids"][row][rows["attention_mask"][row].bool()].tolist(), image_pad)
+        if runs:
+            text = expand_placeholders(text, runs, f"row {row}'s raw_prompt")
         tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(tokens) > width:
             raise RuntimeError(
@@ -46,3 +53,15 @@ def render_tool_prompts(
         mask[row, width - len(tokens) :] = 1
     rows["input_ids"], rows["attention_mask"] = ids, mask
     rows["position_ids"] = prompt_position_ids(mask)
+
+
+def image_pad_runs(ids: list[int], image_pad: int) -> list[int]:
+    """Lengths of the runs of ``image_pad`` in ``ids``: one per image, in order."""
+    runs: list[int] = []
+    for i, token in enumerate(ids):
+        if token == image_pad:
+            if i and ids[i - 1] == image_pad:
+                runs[-1] += 1
+            else:
+                runs.append(1)
+    return runs

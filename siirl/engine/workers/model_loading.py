@@ -87,7 +87,8 @@ def model_dir(model_cfg: ModelConfig) -> Path:
 
 
 def load_tokenizer(model_cfg: ModelConfig) -> PreTrainedTokenizerBase:
-    """Tokenizer from ``tokenizer_path`` (default: the model dir); pad falls back to eos."""
+    """Tokenizer from ``tokenizer_path`` (default: the model dir); pad falls back to eos. The policy's
+    ``custom_chat_template`` replaces its chat template here, so every chat the run renders uses it."""
     path = str(model_cfg.tokenizer_path or "") or str(model_dir(model_cfg))
     if not Path(path).expanduser().is_dir():
         raise ModelLoadError(f"tokenizer path '{path}' does not exist")
@@ -105,6 +106,9 @@ def load_tokenizer(model_cfg: ModelConfig) -> PreTrainedTokenizerBase:
         ) from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    template = getattr(model_cfg, "custom_chat_template", None)
+    if template is not None:
+        tokenizer.chat_template = template
     return tokenizer
 
 

@@ -82,7 +82,7 @@ def load_tool_config(path: str) -> list[ToolSpec]:
 
 def resolve_tool_class(class_name: str) -> type:
     """A registered name (or alias), ``module:Class``, or a dotted ``package.module.Class``."""
-    import siirl.environment.tools.gsm8k  # noqa: F401 - registers the built-in tools
+    from siirl.environment.tools import geo3k, gsm8k  # noqa: F401 - registers the built-in tools
 
     return TOOLS.resolve_class_name(class_name)
 

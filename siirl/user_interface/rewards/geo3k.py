@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from siirl.user_interface.rewards.math_boxed import answer_score
 from siirl.user_interface.rewards.math_boxed import compute_score as boxed_accuracy
 from siirl.user_interface.rewards.registry import SCORES
 
@@ -22,8 +23,13 @@ def format_score(solution_str: str) -> float:
 
 @SCORES.register("hiyouga/geometry3k", "geo3k")
 def compute_score(
-    solution_str: str, ground_truth: str, extra_info: dict | None = None, format_weight: float = 0.1
+    solution_str: str,
+    ground_truth: str,
+    extra_info: dict | None = None,
+    format_weight: float = 0.1,
+    use_boxed: bool = True,
 ) -> float:
-    """``1 - format_weight`` times the boxed answer's correctness plus ``format_weight`` times the format."""
-    accuracy = boxed_accuracy(solution_str, ground_truth)
+    """``1 - format_weight`` times the answer's correctness plus ``format_weight`` times the format. The
+    answer is the last boxed one, or (``use_boxed=False``, as the geo3k tool submits it) the whole string."""
+    accuracy = boxed_accuracy(solution_str, ground_truth) if use_boxed else answer_score(solution_str, ground_truth)
     return (1.0 - format_weight) * accuracy + format_weight * format_score(solution_str)

@@ -58,8 +58,12 @@ def compute_score(solution_str: str, ground_truth: str, extra_info: dict | None 
     A ground truth that is itself a full solution with a box is reduced to its boxed answer first.
     """
     answer = last_boxed_content(solution_str)
-    if answer is None:
-        return 0.0
+    return 0.0 if answer is None else answer_score(answer, ground_truth)
+
+
+def answer_score(answer: str, ground_truth: str) -> float:
+    """1.0 when a bare answer equals the ground truth (reduced to its boxed answer if it has one) after
+    normalisation."""
     truth = str(ground_truth)
     boxed_truth = last_boxed_content(truth)
     if boxed_truth is not None:
