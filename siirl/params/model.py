@@ -31,6 +31,9 @@ class ModelConfig:
     #: auto = the device backend's preference (sdpa, flash_attention_2, eager ...)
     attn_implementation: str = "auto"
     enable_gradient_checkpointing: bool = False
+    #: verl's: during training forwards, the tensors autograd keeps for backward wait in (pinned) host memory
+    #: instead of device memory (``torch.autograd.graph.save_on_cpu``); nothing moves on the CPU backend.
+    enable_activation_offload: bool = False
     #: Padding-free micro-batches (packed/trimmed sequences).
     use_remove_padding: bool = True
     #: auto (packed with a varlen kernel, each shared prompt once under siiRL's varlen SDPA; else

@@ -65,7 +65,6 @@ def _per_role() -> tuple[dict[str, Inert], dict[str, str]]:
     for model in ("critic.model.", "reward_model.model."):  # the policy's use_shm is implemented
         not_read[model + "use_shm"] = "loads the checkpoint through shared memory: a speed knob, same weights"
     for model in (_MODEL, "critic.model."):
-        inert[model + "enable_activation_offload"] = _not_wired("activation offload to CPU", False)
         inert[model + "tiled_mlp.enabled"] = Inert((False,), _TILED_MLP)
         not_read[model + "tiled_mlp.*"] = "tiled MLP options, read only with tiled_mlp.enabled=true (refused)"
     return inert, not_read

@@ -9,6 +9,8 @@ the row counts, one gathers every mini-batch's token counts, one per optimizer s
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import math
 from collections import defaultdict
@@ -150,6 +152,7 @@ class FSDPWorker:
             model = loader(model_cfg, self.backend, param_dtype)
         if trainable and bool(model_cfg.enable_gradient_checkpointing):
             _enable_activation_checkpointing(model)
+        self.offload_activations = trainable and bool(model_cfg.enable_activation_offload) and self.device.type != "cpu"
         model.train(trainable)
         if not trainable:
             model.requires_grad_(False)
@@ -182,9 +185,16 @@ class FSDPWorker:
 
     # ----- forward -----
 
+    def activation_offload(self) -> contextlib.AbstractContextManager:
+        """Where a training forward keeps what backward needs: host memory with ``enable_activation_offload``
+        (verl's key) when the device is not the host itself, else the device."""
+        if self.offload_activations and torch.is_grad_enabled():
+            return torch.autograd.graph.save_on_cpu(pin_memory=self.device.type != "cpu")
+        return contextlib.nullcontext()
+
     def forward_micro_batch(self, micro: TensorDict, reduce: HeadReduce) -> torch.Tensor:
         """``reduce``'d head outputs at the response tokens of one micro-batch: ``(rows, R, ...)``."""
-        with self.strategy.forward_context():
+        with self.strategy.forward_context(), self.activation_offload():
             return response_outputs(
                 self.model,
                 micro["input_ids"],
