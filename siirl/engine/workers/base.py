@@ -10,7 +10,6 @@ the row counts, one gathers every mini-batch's token counts, one per optimizer s
 from __future__ import annotations
 
 import contextlib
-
 import logging
 import math
 from collections import defaultdict
