@@ -64,6 +64,12 @@ class RolloutCorrectionConfig:
     rollout_rs_threshold_lower: Optional[float] = None  # noqa: UP045
     #: Reject a whole response if any token's ratio is below this (null: no veto).
     rollout_token_veto_threshold: Optional[float] = None  # noqa: UP045
+    #: verl's bypass mode: the rollout's log-probs ARE the old log-probs (no actor forward over the responses);
+    #: the weights and masks above compare the current policy with the rollout inside the policy loss.
+    bypass_mode: bool = False
+    #: Bypass mode's loss (``siirl.algorithms.bypass_loss``): ppo_clip (clipped ratio current / rollout; the rejection mask applies, the weights
+    #: do not) | reinforce (policy gradient times the IS weights, no clipping).
+    loss_type: str = "ppo_clip"
 
     @property
     def active(self) -> bool:

@@ -48,6 +48,7 @@ def check_algorithm_sections(cfg: DictConfig) -> None:
         )
     active = any(corr[k] is not None for k in ("rollout_is", "rollout_rs", "rollout_token_veto_threshold"))
     users = [_CORRECTION] if active else []
+    users += [f"{_CORRECTION}.bypass_mode=true"] if corr.bypass_mode else []
     users += ["trainer.dump_high_diff_tokens=true"] if cfg.trainer.dump_high_diff_tokens else []
     if users and not cfg.actor_rollout_ref.rollout.calculate_log_probs:
         raise ConfigError(
