@@ -17,7 +17,12 @@ from __future__ import annotations
 
 import torch
 
-from siirl.algorithms.policy_loss import PolicyLossFn, PolicyLossInputs, compute_policy_loss, vanilla_policy_loss
+from siirl.algorithms.policy_loss import (
+    PolicyLossFn,
+    PolicyLossInputs,
+    compute_policy_loss,
+    vanilla_policy_loss,
+)
 from siirl.algorithms.rollout_correction import correct_rollout
 from siirl.params.algorithm import RolloutCorrectionConfig
 from siirl.registry import Registry
