@@ -26,7 +26,7 @@ from siirl.environment.tools import check_tool_classes, load_tool_config
 from siirl.errors import ConfigError
 from siirl.execution.roles import uses_lora
 from siirl.params import compose_config
-from siirl.params.old_log_prob import OLD_LOG_PROB_KEY
+from siirl.params.old_log_prob import BYPASS_KEY, OLD_LOG_PROB_KEY
 from siirl.params.root import SiirlConfig
 from siirl.registry import governed_keys
 
@@ -77,6 +77,18 @@ def resolve_loss_mode(cfg: SiirlConfig) -> str:
             f"{LOSS_MODE_KEY}={mode}; drop the override (auto) or pick a matching pair"
         )
     return mode
+
+
+def check_bypass_loss(cfg: SiirlConfig) -> None:
+    """Bypass mode trains with its own loss (``rollout_correction.loss_type``); a different policy loss the
+    run asks for (explicitly or through its estimator) would be silently dropped, so it is refused."""
+    mode = cfg.actor_rollout_ref.actor.policy_loss.loss_mode
+    if cfg.algorithm.rollout_correction.bypass_mode and mode != "vanilla":
+        raise ConfigError(
+            f"bad config: {BYPASS_KEY}=true trains with algorithm.rollout_correction.loss_type "
+            f"(ppo_clip or reinforce), not {LOSS_MODE_KEY}={mode} (adv_estimator={cfg.algorithm.adv_estimator}); "
+            "drop one of them"
+        )
 
 
 def check_sum_pi_squared(cfg: SiirlConfig) -> None:
@@ -157,12 +169,20 @@ def sampled_log_prob_quality(cfg: SiirlConfig) -> str:
 
 
 def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
-    """``auto`` -> ``rollout`` where the engine records exact log-probs (see ``siirl.params.old_log_prob``)."""
-    requested = cfg.actor_rollout_ref.actor.old_log_prob_source
+    """``auto`` -> ``rollout`` where the engine records exact log-probs (see ``siirl.params.old_log_prob``);
+    rollout correction's bypass mode takes them from the rollout whatever their quality, as verl does."""
+    requested, asked_by = cfg.actor_rollout_ref.actor.old_log_prob_source, f"{OLD_LOG_PROB_KEY}=rollout"
+    if cfg.algorithm.rollout_correction.bypass_mode:
+        if requested == "recompute":
+            raise ConfigError(
+                f"bad config: {BYPASS_KEY}=true uses the rollout's log-probs as the old ones, but "
+                f"{OLD_LOG_PROB_KEY}=recompute asks for the actor's forward; drop one of them"
+            )
+        requested, asked_by = "rollout", f"{BYPASS_KEY}=true"
     if cfg.actor_rollout_ref.actor.calculate_sum_pi_squared:  # only the actor's forward gives sum_pi_squared
         if requested == "rollout":
             raise ConfigError(
-                f"bad config: {OLD_LOG_PROB_KEY}=rollout skips the actor forward that "
+                f"bad config: {asked_by} skips the actor forward that "
                 "actor_rollout_ref.actor.calculate_sum_pi_squared=true needs; use recompute (or auto)"
             )
         return "recompute"
@@ -176,7 +196,7 @@ def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
     if requested == "rollout" and (quality == "unsupported" or mode is not None):
         where = f"the '{engine}' rollout engine" if mode is None else "environment-driven rollouts"
         raise ConfigError(
-            f"bad config: {OLD_LOG_PROB_KEY}=rollout needs log-probs recorded while sampling, which {where} "
+            f"bad config: {asked_by} needs log-probs recorded while sampling, which {where} "
             "cannot provide; use recompute (or auto)"
         )
     if requested == "auto":
@@ -266,6 +286,7 @@ def check_config(cfg: SiirlConfig) -> None:
     warn_short_sandbox_budget(cfg)
     check_vision_policy(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
+    check_bypass_loss(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)
 
 

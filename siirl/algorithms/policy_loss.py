@@ -211,7 +211,7 @@ def cpgd_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
 
 
 def compute_policy_loss(
-    loss_mode: str | Enum,
+    loss_mode: str | Enum | PolicyLossFn,
     *,
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,
@@ -224,8 +224,8 @@ def compute_policy_loss(
     dp_size: int = 1,
     rollout_is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Loss of ``loss_mode`` (differentiable w.r.t. ``log_prob``) and its metrics as floats."""
-    fn = get_policy_loss(loss_mode)
+    """Loss of ``loss_mode`` (a registered name, or the loss function itself) and its metrics as floats."""
+    fn = loss_mode if callable(loss_mode) else get_policy_loss(loss_mode)
     config = config if config is not None else ActorConfig()
     shapes = {t.shape for t in (old_log_prob, log_prob, advantages, response_mask)}
     if len(shapes) != 1 or log_prob.dim() != 2:

@@ -9,6 +9,7 @@ policy gradient is then biased. With ``rho = pi_train / pi_rollout`` per token (
 - rejection sampling (``rollout_rs=token|sequence|geometric``): tokens (token) or whole responses (the
   product, or the geometric mean ``exp(mean_t log rho_t)``) whose ratio leaves ``[lower, upper]`` are
   masked out of ``response_mask``;
+- divergence rejection (verl's ``rollout_rs=token_k1,seq_max_k2,...``): ``siirl.algorithms.divergence_rejection``;
 - veto (``rollout_token_veto_threshold``): a response with any token ``rho`` below it is masked out whole.
 
 Ratios are formed in log space and exponentiated within ``exp(+-20)``. Metrics use verl's names under
@@ -22,10 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
+from siirl.algorithms.divergence_rejection import SAFETY_BOUND, divergence_rejection_mask, rejected_fractions
 from siirl.algorithms.masked import masked_mean, masked_sum
 from siirl.params.algorithm import RolloutCorrectionConfig
+from siirl.params.divergence_bounds import is_divergence_spec, parse_bounds
 
-SAFETY_BOUND = 20.0
 #: The batch key the IS weights travel under to the actor's policy loss (verl's name).
 IS_WEIGHTS_KEY = "rollout_is_weights"
 Metrics = dict[str, float]
@@ -110,10 +112,7 @@ def rejection_mask(
     _, ratio = _level_ratio(log_ratio, mask, level)
     metrics = _ratio_stats("rollout_rs", ratio, mask, upper, lower)
     keep = ((ratio >= lower) & (ratio <= upper)).to(mask.dtype)
-    rejected_token = (1 - keep) * mask
-    metrics["rollout_rs_masked_fraction"] = masked_mean(1 - keep, mask).item()
-    metrics["rollout_rs_seq_masked_fraction"] = (rejected_token.sum(dim=-1) > 0).to(mask.dtype).mean().item()
-    return mask * keep, metrics
+    return mask * keep, {**metrics, **rejected_fractions(keep, mask)}
 
 
 def veto_mask(log_ratio: torch.Tensor, mask: torch.Tensor, threshold: float) -> tuple[torch.Tensor, Metrics]:
@@ -175,7 +174,10 @@ def correct_rollout(
         )
         metrics.update(is_metrics)
     kept = mask
-    if config.rollout_rs is not None:
+    if is_divergence_spec(config.rollout_rs):
+        kept, rs_metrics = divergence_rejection_mask(log_ratio, kept, parse_bounds(config.rollout_rs, config.rollout_rs_threshold))
+        metrics.update(rs_metrics)
+    elif config.rollout_rs is not None:
         upper = config.rollout_rs_threshold if config.rollout_rs_threshold is not None else config.rollout_is_threshold
         lower = config.rollout_rs_threshold_lower if config.rollout_rs_threshold_lower is not None else 1.0 / upper
         kept, rs_metrics = rejection_mask(log_ratio, kept, config.rollout_rs, upper, lower)

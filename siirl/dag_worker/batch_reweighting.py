@@ -3,7 +3,7 @@
 - rollout correction (``algorithm.rollout_correction``), before the estimator: where the rollout recorded the
   log-probs it sampled with (``rollout.calculate_log_probs=true``), compare them with the actor's
   ``old_log_probs``; rejected tokens leave ``response_mask`` and IS weights go to the policy loss as
-  ``rollout_is_weights`` (``siirl.algorithms.rollout_correction``);
+  ``rollout_is_weights`` (``siirl.algorithms.rollout_correction``); not in bypass mode, whose loss corrects;
 - policy-filtered PPO (``algorithm.use_pf_ppo``), after it: resample the rows by reward
   (``siirl.algorithms.pf_ppo``), seeded by ``trainer.seed``, the step and the rank so runs repeat.
 """
@@ -32,8 +32,10 @@ def has_rollout_log_probs(batch: TensorDict, cfg: SiirlConfig) -> bool:
 
 
 def apply_rollout_correction(batch: TensorDict, cfg: SiirlConfig) -> dict[str, float]:
-    """Correct ``batch`` in place; returns verl's ``rollout_corr/*`` metrics ({} when nothing was recorded)."""
-    if not has_rollout_log_probs(batch, cfg):
+    """Correct ``batch`` in place; returns verl's ``rollout_corr/*`` metrics ({} when nothing was recorded).
+    Bypass mode corrects inside the policy loss instead (``siirl.algorithms.bypass_loss``): here the old
+    log-probs ARE the rollout's, so there is nothing to compare yet."""
+    if cfg.algorithm.rollout_correction.bypass_mode or not has_rollout_log_probs(batch, cfg):
         return {}
     algo = cfg.algorithm
     result = correct_rollout(

@@ -97,7 +97,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     actor = ActorWorker(
         model, arr.actor, ctx.backend, process_group=_group(ctx, ROLES.get("actor"), agent),
         rollout_n=arr.rollout.n, temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout,
-        init_seed=cfg.trainer.seed, local_rank=ctx.local_device,
+        init_seed=cfg.trainer.seed, local_rank=ctx.local_device, rollout_correction=cfg.algorithm.rollout_correction,
     )
     policy = Policy(actor, None, make_kl_controller(cfg.algorithm.kl_ctrl), bool(arr.rollout.free_cache_engine))
     if "rollout" in roles:

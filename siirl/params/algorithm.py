@@ -56,14 +56,22 @@ class RolloutCorrectionConfig:
     #: Rescale the truncated weights to mean 1 over the batch.
     rollout_is_batch_normalize: bool = False
     #: null | token | sequence | geometric: mask out tokens / whole responses whose ratio leaves
-    #: ``[rollout_rs_threshold_lower, rollout_rs_threshold]``.
+    #: ``[rollout_rs_threshold_lower, rollout_rs_threshold]``; or verl's divergence options, comma separated
+    #: (``token_k1,seq_max_k2``: ``siirl.algorithms.divergence_rejection``).
     rollout_rs: Optional[str] = None  # noqa: UP045
-    #: Upper ratio bound of rejection (null: ``rollout_is_threshold``).
-    rollout_rs_threshold: Optional[float] = None  # noqa: UP045
+    #: Upper ratio bound of rejection (null: ``rollout_is_threshold``); for divergence options their bounds,
+    #: e.g. ``'0.6_1.6,2.5'`` (``siirl.params.divergence_bounds``).
+    rollout_rs_threshold: Any = None
     #: Lower ratio bound of rejection (null: ``1 / rollout_rs_threshold``).
     rollout_rs_threshold_lower: Optional[float] = None  # noqa: UP045
     #: Reject a whole response if any token's ratio is below this (null: no veto).
     rollout_token_veto_threshold: Optional[float] = None  # noqa: UP045
+    #: verl's bypass mode: the rollout's log-probs ARE the old log-probs (no actor forward over the responses);
+    #: the weights and masks above compare the current policy with the rollout inside the policy loss.
+    bypass_mode: bool = False
+    #: Bypass mode's loss (``siirl.algorithms.bypass_loss``): ppo_clip (clipped ratio current / rollout; the
+    #: rejection mask applies, the weights do not) | reinforce (policy gradient times the IS weights, no clipping).
+    loss_type: str = "ppo_clip"
 
     @property
     def active(self) -> bool:

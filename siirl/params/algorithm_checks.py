@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from siirl.errors import ConfigError
 from siirl.params.algorithm import ROLLOUT_IS_LEVELS, ROLLOUT_RS_LEVELS
+from siirl.params.divergence_bounds import OPTIONS, is_divergence_spec, parse_bounds
 
 _CORRECTION = "algorithm.rollout_correction"
 
@@ -24,12 +25,41 @@ _NULL_OR_POSITIVE = (lambda v: v is None or v > 0, "null or > 0")
 RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "algorithm.pf_ppo.weight_pow": (lambda v: v >= 0, ">= 0"),
     f"{_CORRECTION}.rollout_is": _null_or(ROLLOUT_IS_LEVELS),
-    f"{_CORRECTION}.rollout_rs": _null_or(ROLLOUT_RS_LEVELS),
+    f"{_CORRECTION}.rollout_rs": (
+        lambda v: v is None or v in ROLLOUT_RS_LEVELS or is_divergence_spec(v),
+        f"null, one of {', '.join(ROLLOUT_RS_LEVELS)}, or verl's options {', '.join(OPTIONS)} (comma separated)",
+    ),
     f"{_CORRECTION}.rollout_is_threshold": (lambda v: v > 0, "> 0"),
-    f"{_CORRECTION}.rollout_rs_threshold": _NULL_OR_POSITIVE,
+    f"{_CORRECTION}.rollout_rs_threshold": (
+        lambda v: v is None or isinstance(v, str) or v > 0, "null, > 0, or bounds per divergence option"
+    ),
     f"{_CORRECTION}.rollout_rs_threshold_lower": _NULL_OR_POSITIVE,
     f"{_CORRECTION}.rollout_token_veto_threshold": _NULL_OR_POSITIVE,
 }
+
+
+def _check_rejection_bounds(corr: DictConfig) -> None:
+    """verl's divergence options carry every bound in ``rollout_rs_threshold``; the ratio levels take one
+    upper number and an optional lower one below it."""
+    if is_divergence_spec(corr.rollout_rs):
+        if corr.rollout_rs_threshold_lower is not None:
+            raise ConfigError(
+                f"bad config: {_CORRECTION}.rollout_rs_threshold_lower applies to rollout_rs=token|sequence|geometric; "
+                f"rollout_rs={corr.rollout_rs} takes its lower bounds in rollout_rs_threshold ('lower_upper')"
+            )
+        parse_bounds(corr.rollout_rs, corr.rollout_rs_threshold)
+        return
+    if isinstance(corr.rollout_rs_threshold, str):
+        raise ConfigError(
+            f"bad config: {_CORRECTION}.rollout_rs_threshold={corr.rollout_rs_threshold!r} lists bounds of verl's "
+            f"divergence options, but rollout_rs={corr.rollout_rs} takes one number"
+        )
+    upper = corr.rollout_rs_threshold if corr.rollout_rs_threshold is not None else corr.rollout_is_threshold
+    if corr.rollout_rs is not None and corr.rollout_rs_threshold_lower is not None and corr.rollout_rs_threshold_lower > upper:
+        raise ConfigError(
+            f"bad config: {_CORRECTION}.rollout_rs_threshold_lower={corr.rollout_rs_threshold_lower} is above the "
+            f"upper bound {upper}; every response would be rejected"
+        )
 
 
 def check_algorithm_sections(cfg: DictConfig) -> None:
@@ -40,14 +70,10 @@ def check_algorithm_sections(cfg: DictConfig) -> None:
             f"algorithm.adv_estimator={algo.adv_estimator}; use gae or drop use_pf_ppo"
         )
     corr = algo.rollout_correction
-    upper = corr.rollout_rs_threshold if corr.rollout_rs_threshold is not None else corr.rollout_is_threshold
-    if corr.rollout_rs is not None and corr.rollout_rs_threshold_lower is not None and corr.rollout_rs_threshold_lower > upper:
-        raise ConfigError(
-            f"bad config: {_CORRECTION}.rollout_rs_threshold_lower={corr.rollout_rs_threshold_lower} is above the "
-            f"upper bound {upper}; every response would be rejected"
-        )
+    _check_rejection_bounds(corr)
     active = any(corr[k] is not None for k in ("rollout_is", "rollout_rs", "rollout_token_veto_threshold"))
     users = [_CORRECTION] if active else []
+    users += [f"{_CORRECTION}.bypass_mode=true"] if corr.bypass_mode else []
     users += ["trainer.dump_high_diff_tokens=true"] if cfg.trainer.dump_high_diff_tokens else []
     if users and not cfg.actor_rollout_ref.rollout.calculate_log_probs:
         raise ConfigError(

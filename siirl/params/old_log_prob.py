@@ -7,6 +7,9 @@
 - ``auto`` (default): ``rollout`` where the engine's numbers are exact (the HF engine in float32: the same
   weights, synced before every rollout, through the same model code), else ``recompute``.
 
+Rollout correction's bypass mode (``algorithm.rollout_correction.bypass_mode=true``) means ``rollout`` by
+definition: verl then trains on two policies, the rollout's and the current one, never recomputing.
+
 Resolved once, in ``siirl.config_checks.load_config`` (it asks the rollout engine and the device backend),
 so the plan, the node contracts and every worker see the same choice.
 """
@@ -15,3 +18,4 @@ from __future__ import annotations
 
 OLD_LOG_PROB_KEY = "actor_rollout_ref.actor.old_log_prob_source"
 SOURCES = ("auto", "recompute", "rollout")
+BYPASS_KEY = "algorithm.rollout_correction.bypass_mode"

@@ -140,7 +140,6 @@ TREE_INERT: dict[str, Inert] = {
     "reward_model.enable_resource_pool": _not_wired("a separate resource pool for the reward model", False),
     "reward_model.micro_batch_size": _not_wired("verl's global reward-model micro-batch size", None),
     "reward_model.ulysses_sequence_parallel_size": Inert((1,), ULYSSES),
-    "algorithm.rollout_correction.bypass_mode": _not_wired("rollout correction's bypass mode", False),
     "trainer.rollout_data_dir": _not_wired("dumping each step's rollouts", None),
     "trainer.validation_data_dir": Inert(
         (None,), "validation samples go to <trainer.output_dir>/val_generations.jsonl (trainer.log_val_generations)"
@@ -188,7 +187,6 @@ TREE_NOT_READ: dict[str, str] = {
     "reward_model.reward_loop_module_path": "verl's reward loop (reward_model.use_reward_loop), not used here",
     "reward_model.reward_loop_class_name": "verl's reward loop (reward_model.use_reward_loop), not used here",
     "reward_model.launch_reward_fn_async": "computing rewards in a background task: a speed knob, same scores",
-    "algorithm.rollout_correction.loss_type": "read only with rollout_correction.bypass_mode=true (refused)",
     "trainer.ray_wait_register_center_timeout": "a start-up timeout of verl's workers; siiRL's DAG workers have none",
     "transfer_queue.*": "transfer-queue options, read only with transfer_queue.enable=true (refused)",
 }

@@ -45,6 +45,11 @@ def test_correction_runs_the_actor_forward_before_the_advantage(tmp_path):
         ([*CORRECTION, "algorithm.rollout_correction.rollout_token_veto_threshold=0"], "veto_threshold=0"),
         ([*CORRECTION, "algorithm.rollout_correction.rollout_rs_threshold_lower=1.5"], "above the upper bound 1.01"),
         ([*CORRECTION, "actor_rollout_ref.rollout.calculate_log_probs=False"], "set actor_rollout_ref.rollout.calculate_log_probs=true"),
+        ([*CORRECTION, "algorithm.rollout_correction.rollout_rs='token_k1,seq_k9'"], "rollout_rs='token_k1,seq_k9' is invalid"),
+        ([CORRECTION[0], "algorithm.rollout_correction.rollout_rs='token_k1,seq_max_k2'",
+          "algorithm.rollout_correction.rollout_rs_threshold='0.6_1.6,2.5,3'"], "gives 3 bounds for 2 rollout_rs options"),
+        ([*CORRECTION, "algorithm.rollout_correction.rollout_rs=token_k2"], "takes its lower bounds in rollout_rs_threshold"),
+        ([*CORRECTION, "algorithm.rollout_correction.rollout_rs_threshold='0.6_1.6'"], "takes one number"),
     ],
 )
 def test_bad_values_are_one_line(overrides, named):

@@ -12,6 +12,7 @@ import torch.distributed as dist
 from tensordict import TensorDict
 
 from siirl.algorithms import agg_loss, compute_policy_loss, entropy_from_logits, kl_loss, logprobs_from_logits
+from siirl.algorithms.bypass_loss import compute_bypass_policy_loss
 from siirl.algorithms.logits import sum_pi_squared_from_logits
 from siirl.algorithms.rollout_correction import IS_WEIGHTS_KEY
 from siirl.device import DeviceBackend
@@ -36,6 +37,7 @@ from siirl.engine.workers.lora import (
 from siirl.engine.workers.optim import build_lr_scheduler, build_optimizer
 from siirl.engine.workers.padding_free import HeadReduce
 from siirl.engine.workers.vision import policy_loader
+from siirl.params.algorithm import RolloutCorrectionConfig
 from siirl.params.checkpoint_contents import saves_hf_model
 from siirl.params.model import ActorConfig, ModelConfig, PolicyModelConfig, RefConfig, RolloutConfig
 
@@ -95,6 +97,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         temperature: float = 1.0,
         log_prob_cfg: RolloutConfig | RefConfig | None = None,
         init_seed: int = 0,
+        rollout_correction: RolloutCorrectionConfig | None = None,
     ) -> None:
         layout_cfg = model_cfg
         if actor_cfg.use_prefix_grouper:
@@ -125,6 +128,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         # load_config resolves 'auto' from the estimator; a bare ActorConfig has none, so auto is vanilla.
         mode = str(actor_cfg.policy_loss.loss_mode)
         self.loss_mode = "vanilla" if mode == "auto" else mode
+        self.bypass = rollout_correction if rollout_correction is not None and rollout_correction.bypass_mode else None
 
     def compute_log_prob(self, batch: TensorDict, calculate_entropy: bool = True) -> TensorDict:
         """``old_log_probs`` (and ``entropys``; ``sum_pi_squared`` under ``calculate_sum_pi_squared``) of
@@ -148,17 +152,19 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         mask = micro["response_mask"]
         # Every loss term is aggregated alike: same counts and the same seq-mean-token-sum-norm horizon.
         agg = {**scale.kwargs(), "horizon": int(cfg.loss_agg_horizon) or None}
-        pg_loss, pg_metrics = compute_policy_loss(
-            self.loss_mode,
-            old_log_prob=micro["old_log_probs"],
-            log_prob=log_prob,
-            advantages=micro["advantages"],
-            response_mask=mask,
-            loss_agg_mode=cfg.loss_agg_mode,
-            config=cfg,
-            **scale.kwargs(),
-            rollout_is_weights=micro.get(IS_WEIGHTS_KEY, None),
-        )
+        pg_inputs = {
+            "log_prob": log_prob, "advantages": micro["advantages"], "response_mask": mask,
+            "loss_agg_mode": cfg.loss_agg_mode, "config": cfg, **scale.kwargs(),
+        }
+        if self.bypass is not None:
+            pg_loss, pg_metrics = compute_bypass_policy_loss(
+                self.bypass, rollout_log_prob=micro["old_log_probs"], **pg_inputs
+            )
+        else:
+            pg_loss, pg_metrics = compute_policy_loss(
+                self.loss_mode, old_log_prob=micro["old_log_probs"],
+                rollout_is_weights=micro.get(IS_WEIGHTS_KEY, None), **pg_inputs,
+            )
         loss = pg_loss
         summed: dict[str, torch.Tensor | float] = {"pg_loss": pg_loss}
         if entropy_coeff != 0:

@@ -351,7 +351,8 @@ class FSDPWorker:
             for key, value in zip(avg_keys, block[len(sum_keys) :]):
                 history[key].append(value / max(block[-1], 1.0))
             history["grad_norm"].append(step["grad_norm"])
-        return {f"{prefix}/{key}": sum(values) / len(values) for key, values in history.items()}
+        # A key naming its own namespace (verl's ``rollout_corr/*`` from the bypass loss) keeps it.
+        return {key if "/" in key else f"{prefix}/{key}": sum(values) / len(values) for key, values in history.items()}
 
     def _mini_batch_step(
         self,
