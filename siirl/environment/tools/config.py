@@ -83,6 +83,7 @@ def load_tool_config(path: str) -> list[ToolSpec]:
 def resolve_tool_class(class_name: str) -> type:
     """A registered name (or alias), ``module:Class``, or a dotted ``package.module.Class``."""
     import siirl.environment.tools.gsm8k  # noqa: F401 - registers the built-in tools
+    import siirl.environment.tools.search  # noqa: F401
 
     if class_name in TOOLS or ":" in class_name:
         return TOOLS.get(class_name)
@@ -93,14 +94,16 @@ def resolve_tool_class(class_name: str) -> type:
 
 
 def check_tool_classes(specs: list[ToolSpec], path: str) -> None:
-    """Every ``class_name`` resolves to a class (driver-side check; nothing is instantiated)."""
+    """Every ``class_name`` resolves to a class and its ``config`` passes the class's ``check_config`` when it
+    has one (driver-side check; nothing is instantiated)."""
     for spec in specs:
         try:
             target = resolve_tool_class(spec.class_name)
+            if not isinstance(target, type):
+                raise ConfigError(f"{spec.class_name} is not a class")
+            getattr(target, "check_config", lambda config: None)(spec.config)
         except ConfigError as exc:
             raise ConfigError(f"bad config: {KEY}={path!r}: tool {spec.name!r}: {exc}") from None
-        if not isinstance(target, type):
-            raise ConfigError(f"bad config: {KEY}={path!r}: tool {spec.name!r}: {spec.class_name} is not a class")
 
 
 def build_tools(specs: list[ToolSpec]) -> dict[str, BaseTool]:
