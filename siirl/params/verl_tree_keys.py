@@ -128,8 +128,6 @@ TREE_INERT: dict[str, Inert] = {
     "data.image_patch_size": _not_wired("overriding the processor's image patch size", 14),
     "data.validation_shuffle": _not_wired("shuffling the validation set", False),
     "data.return_multi_modal_inputs": _not_wired("dropping the processor's multi-modal inputs", True),
-    "data.sampler.class_path": _not_wired("a custom curriculum sampler", None),
-    "data.sampler.class_name": _not_wired("a custom curriculum sampler", None),
     "data.datagen.path": _not_wired("a dynamic data generator", None),
     "data.datagen.name": _not_wired("a dynamic data generator", None),
     "reward_manager.source": Inert(("register",), "choose the reward manager with reward_model.reward_manager"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ _FLAGS = ("--config-path", "--config-name")
 _VL_MODEL = re.compile(r"(?i)(?<![a-z])vl(?![a-z])")
 #: verl's geo3k preprocessing names its rows' source so; its default reward routes on it.
 GEO3K_SOURCE = "hiyouga/geometry3k"
+TOOL_CONFIG_KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 
 
 @dataclass
@@ -137,6 +139,18 @@ def tiny_qwen2_5_vl(folder: Path) -> str:
         model.save_pretrained(path)
         AutoTokenizer.from_pretrained(source).save_pretrained(path)
         AutoImageProcessor.from_pretrained(source).save_pretrained(path)
+    return str(path)
+
+
+def tool_chat_model(folder: Path) -> str:
+    """The embedded model with a chat template that renders tool schemas and ``tool`` turns (the embedded one
+    has no tool role), standing in for a tool-calling script's instruct model."""
+    from tests.fakes_loader import fake_module
+
+    path = folder / "tool_chat_model"
+    if not (path / "chat_template.jinja").is_file():
+        shutil.copytree(default_model_path(), path, dirs_exist_ok=True)
+        (path / "chat_template.jinja").write_text(fake_module("faulty_tools").TOOL_CHAT_TEMPLATE, encoding="utf-8")
     return str(path)
 
 
@@ -255,6 +269,8 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
         values = dict(text_values)
         if is_vision_script(invocation):
             values.update(model=tiny_qwen2_5_vl(folder), train_data=data["vl_train"], val_data=data["vl_val"])
+        if TOOL_CONFIG_KEY in invocation["swap"]:
+            values["model"] = tool_chat_model(folder)
         if "lora_adapter" in invocation["swap"].values():
             values["lora_adapter"] = saved_lora_adapter(folder)
         flags = {flag: None for flag in _FLAGS}
