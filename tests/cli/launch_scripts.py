@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import runpy
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,12 +146,11 @@ def tiny_qwen2_5_vl(folder: Path) -> str:
 def tool_chat_model(folder: Path) -> str:
     """The embedded model with a chat template that renders tool schemas and ``tool`` turns (the embedded one
     has no tool role), standing in for a tool-calling script's instruct model."""
-    from tests.fakes_loader import fake_module
-
     path = folder / "tool_chat_model"
     if not (path / "chat_template.jinja").is_file():
+        template = runpy.run_path(str(FIXTURES.parents[1] / "fakes" / "faulty_tools.py"))["TOOL_CHAT_TEMPLATE"]
         shutil.copytree(default_model_path(), path, dirs_exist_ok=True)
-        (path / "chat_template.jinja").write_text(fake_module("faulty_tools").TOOL_CHAT_TEMPLATE, encoding="utf-8")
+        (path / "chat_template.jinja").write_text(template, encoding="utf-8")
     return str(path)
 
 
