@@ -29,8 +29,8 @@ from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
 from siirl.dag_worker.progress import ProgressReporter
 from siirl.data_coordinator import needs_redistribution
-from siirl.execution.dag import NEED_MORE_DATA, TaskGraph
 from siirl.errors import SiirlUserError
+from siirl.execution.dag import NEED_MORE_DATA, TaskGraph
 from siirl.execution.dag.contract_check import check_declared_writes
 
 logger = logging.getLogger(__name__)

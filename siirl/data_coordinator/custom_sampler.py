@@ -138,7 +138,7 @@ class UserSampler:
         with seeded_global_rngs(config.seed, -1), _one_line(f"{self.name}(data_source, data_config)"):
             self.sampler = cls(data_source=data_source, data_config=config)
         with _one_line(f"len({self.name})"):
-            self.num_samples = int(len(self.sampler))
+            self.num_samples = len(self.sampler)
         self.is_curriculum = callable(getattr(self.sampler, "update", None))
 
     def order(self, epoch: int) -> np.ndarray:

@@ -82,8 +82,7 @@ def load_tool_config(path: str) -> list[ToolSpec]:
 
 def resolve_tool_class(class_name: str) -> type:
     """A registered name (or alias), ``module:Class``, or a dotted ``package.module.Class``."""
-    import siirl.environment.tools.gsm8k  # noqa: F401 - registers the built-in tools
-    import siirl.environment.tools.search  # noqa: F401
+    from siirl.environment.tools import gsm8k, search  # noqa: F401 - registers the built-in tools
 
     if class_name in TOOLS or ":" in class_name:
         return TOOLS.get(class_name)
