@@ -94,8 +94,10 @@ def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
 
 
 def check_inputs(cfg: SiirlConfig) -> None:
-    """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function, output dir."""
+    """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function and sampler,
+    output dir."""
     from siirl.data_coordinator.custom_dataset import dataset_class
+    from siirl.data_coordinator.custom_sampler import sampler_class
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.reward import load_custom_reward_fn
     from siirl.engine.workers.lora import check_lora_targets
@@ -119,6 +121,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
                 check_interaction_rows(cfg, rows)
     if cfg.custom_reward_function.path:
         load_custom_reward_fn(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
+    sampler_class(cfg.data)
     check_output_dir(str(cfg.trainer.output_dir))
     if cfg.trainer.default_local_dir:
         check_output_dir(cfg.trainer.default_local_dir, "trainer.default_local_dir")

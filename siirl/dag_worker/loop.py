@@ -29,6 +29,7 @@ from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
 from siirl.dag_worker.progress import ProgressReporter
 from siirl.data_coordinator import needs_redistribution
+from siirl.errors import SiirlUserError
 from siirl.execution.dag import NEED_MORE_DATA, TaskGraph
 from siirl.execution.dag.contract_check import check_declared_writes
 
@@ -59,11 +60,29 @@ class TrainingLoop:
         """Next training shard; the loader moves to the next (reshuffled) epoch when one is exhausted."""
         while True:
             if self.train_iter is None:
+                self._check_same_order()
                 self.train_iter = iter(self.ctx.train_loader)
             try:
                 return next(self.train_iter)
             except StopIteration:
                 self.train_iter = None
+
+    def _check_same_order(self) -> None:
+        """With ``data.sampler`` every worker draws the epoch's order from its own sampler instance: the rollout
+        dp ranks compare them before cutting shards (an unseeded generator, or a curriculum ``update`` that
+        reacts to each worker's own shard, would otherwise train on overlapping shards)."""
+        sampler = getattr(self.ctx.train_loader, "user_sampler", None)
+        if sampler is None or not dist.is_initialized() or "rollout" not in self.ctx.groups:
+            return
+        group = self.ctx.groups["rollout"]
+        digests: list = [None] * dist.get_world_size(group)
+        dist.all_gather_object(digests, self.ctx.train_loader.order_digest(), group=group)
+        if len(set(digests)) > 1:
+            raise SiirlUserError(
+                f"data.sampler: {sampler.name} gave the data-parallel workers different orders for epoch "
+                f"{self.ctx.train_loader.epoch}; its order must depend only on the global RNGs (seeded per epoch "
+                "from data.seed) and on updates that are the same on every worker"
+            )
 
     # ----- one step -----
 
@@ -108,6 +127,9 @@ class TrainingLoop:
                 self.handoffs.send(self.step, node.node_id, out.batch)
                 metrics["timing_s/handoff"] += time.perf_counter() - clock
             batch, index = out.batch, index + 1
+        sampler = getattr(self.ctx.train_loader, "user_sampler", None)
+        if self.loads_data and sampler is not None:
+            sampler.update(batch)  # verl's curriculum hook, with this worker's batch after the step
         return metrics
 
     def validate(self) -> dict[str, float]:

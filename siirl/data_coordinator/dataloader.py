@@ -21,6 +21,7 @@ import numpy as np
 from tensordict import TensorDict
 
 from siirl.data_coordinator.custom_dataset import build_dataset, dataset_class, item_tensors
+from siirl.data_coordinator.custom_sampler import RowsView, UserSampler, order_digest, sampler_class
 from siirl.data_coordinator.errors import DataError, EmptyDatasetError
 from siirl.data_coordinator.images import ImagePrompts, image_list
 from siirl.data_coordinator.parquet_source import ParquetRows
@@ -96,6 +97,7 @@ class DistributedDataLoader:
         drop_last: bool,
         scan: ScanShare | None = None,
         image_processor: Any = None,
+        user_sampler: bool = False,
     ) -> None:
         if dp_size < 1 or not 0 <= dp_rank < dp_size:
             raise DataError(f"dp_rank must be in [0, dp_size), got dp_rank={dp_rank}, dp_size={dp_size}")
@@ -130,8 +132,13 @@ class DistributedDataLoader:
             raise EmptyDatasetError(
                 f"{num_rows} rows in {', '.join(self._files)} cannot feed {dp_size} dp ranks"
             )
+        cls = sampler_class(config) if user_sampler else None
+        #: ``data.sampler``: the user's sampler orders the rows (the custom dataset's, else the kept parquet rows).
+        custom = None if cls is None else UserSampler(
+            cls, self._dataset if self._dataset is not None else RowsView(self._rows, self._kept, self._columns), config
+        )
         self._sampler = ShardedBatchSampler(
-            num_rows, dp_rank, dp_size, global_batch_size, shuffle, config.seed, drop_last
+            num_rows, dp_rank, dp_size, global_batch_size, shuffle, config.seed, drop_last, custom
         )
         if len(self) == 0:
             raise EmptyDatasetError(
@@ -218,7 +225,7 @@ class DistributedDataLoader:
     def __len__(self) -> int:
         """Batches per epoch on this rank."""
         s = self._sampler
-        full, rest = divmod(s.num_rows, s.global_batch_size)
+        full, rest = divmod(s.epoch_size, s.global_batch_size)
         rest_mine = rest // s.dp_size + (1 if s.dp_rank < rest % s.dp_size else 0)
         return full + (1 if rest_mine and not s.drop_last else 0)
 
@@ -289,14 +296,27 @@ class DistributedDataLoader:
                 set_non_tensor_list(batch, key, [(row.get("extra_info") or {}).get(key) or {} for row in rows])
         return batch
 
-    def state_dict(self) -> dict[str, int]:
-        """Epoch and batches consumed in it; independent of the dp size (positions count global batches)."""
-        return {
+    @property
+    def user_sampler(self) -> UserSampler | None:
+        """The ``data.sampler`` instance of this worker (None: siiRL's seeded shuffle)."""
+        return self._sampler.custom
+
+    def order_digest(self) -> int:
+        """Checksum of the current epoch's global order: the workers compare theirs (``data.sampler``)."""
+        return order_digest(self._sampler.order(self._epoch))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Epoch and batches consumed in it; independent of the dp size (positions count global batches).
+        With ``data.sampler``: also the current epoch's drawn order and the sampler's own state."""
+        state = {
             "epoch": self._epoch,
             "position": self._position,
             "num_rows": self._sampler.num_rows,
             "global_batch_size": self._sampler.global_batch_size,
         }
+        if self.user_sampler is not None:
+            state["user_sampler"] = self.user_sampler.state_dict(self._sampler.drawn)
+        return state
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         missing = [key for key in STATE_KEYS if key not in state]
@@ -310,6 +330,8 @@ class DistributedDataLoader:
         if not 0 <= int(state["position"]) <= len(self):
             raise DataError(f"dataloader state position {state['position']} is outside [0, {len(self)}]")
         self._epoch, self._position = int(state["epoch"]), int(state["position"])
+        if self.user_sampler is not None and "user_sampler" in state:
+            self._sampler.drawn = self.user_sampler.load_state_dict(state["user_sampler"])
 
 
 def build_train_dataloader(
@@ -336,6 +358,7 @@ def build_train_dataloader(
         drop_last=True,
         scan=scan,
         image_processor=image_processor,
+        user_sampler=True,
     )
 
 

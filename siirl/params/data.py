@@ -14,6 +14,16 @@ class CustomDatasetClassConfig:
 
 
 @dataclass
+class SamplerConfig:
+    """verl's ``data.sampler``: the training order from the user's sampler class ``class_name`` in
+    ``class_path`` (``pkg://module`` or a .py file); see siirl/data_coordinator/custom_sampler.py."""
+
+    #: null = siiRL's seeded shuffle (``data.shuffle``).
+    class_path: str | None = None
+    class_name: str | None = None
+
+
+@dataclass
 class DataConfig:
     #: Parquet files (verl format); empty = the embedded arithmetic task shipped with siiRL.
     train_files: list[str] = field(default_factory=list)
@@ -53,6 +63,7 @@ class DataConfig:
     apply_chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     return_raw_chat: bool = False
     custom_cls: CustomDatasetClassConfig = field(default_factory=CustomDatasetClassConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
     def prompts_per_generation(self) -> int:
         """Prompts the dataloader yields per generation chunk (``gen_batch_size``, else the train batch)."""

@@ -124,8 +124,6 @@ TREE_INERT: dict[str, Inert] = {
     "data.return_full_prompt": _not_wired("returning the rendered prompt text", False),
     "data.image_patch_size": _not_wired("overriding the processor's image patch size", 14),
     "data.validation_shuffle": _not_wired("shuffling the validation set", False),
-    "data.sampler.class_path": _not_wired("a custom curriculum sampler", None),
-    "data.sampler.class_name": _not_wired("a custom curriculum sampler", None),
     "data.datagen.path": _not_wired("a dynamic data generator", None),
     "data.datagen.name": _not_wired("a dynamic data generator", None),
     "reward_manager.source": Inert(("register",), "choose the reward manager with reward_model.reward_manager"),

@@ -82,20 +82,22 @@ def load_tool_config(path: str) -> list[ToolSpec]:
 
 def resolve_tool_class(class_name: str) -> type:
     """A registered name (or alias), ``module:Class``, or a dotted ``package.module.Class``."""
-    from siirl.environment.tools import geo3k, gsm8k  # noqa: F401 - registers the built-in tools
+    from siirl.environment.tools import geo3k, gsm8k, search  # noqa: F401 - registers the built-in tools
 
     return TOOLS.resolve_class_name(class_name)
 
 
 def check_tool_classes(specs: list[ToolSpec], path: str) -> None:
-    """Every ``class_name`` resolves to a class (driver-side check; nothing is instantiated)."""
+    """Every ``class_name`` resolves to a class and its ``config`` passes the class's ``check_config`` when it
+    has one (driver-side check; nothing is instantiated)."""
     for spec in specs:
         try:
             target = resolve_tool_class(spec.class_name)
+            if not isinstance(target, type):
+                raise ConfigError(f"{spec.class_name} is not a class")
+            getattr(target, "check_config", lambda config: None)(spec.config)
         except ConfigError as exc:
             raise ConfigError(f"bad config: {KEY}={path!r}: tool {spec.name!r}: {exc}") from None
-        if not isinstance(target, type):
-            raise ConfigError(f"bad config: {KEY}={path!r}: tool {spec.name!r}: {spec.class_name} is not a class")
 
 
 def build_tools(specs: list[ToolSpec]) -> dict[str, BaseTool]:

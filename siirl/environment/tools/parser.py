@@ -52,9 +52,10 @@ def _read_call(body: str) -> ToolCall:
     return ToolCall(call["name"], arguments)
 
 
-@TOOL_PARSERS.register("hermes")
+@TOOL_PARSERS.register("hermes", "qwen", "qwen25")
 def parse_hermes(text: str) -> list[ToolCall]:
     """Qwen / Hermes style: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``, any number of them.
+    ``qwen`` / ``qwen25`` are SGLang's names of the same format (verl's SGLang-era YAMLs write ``format: qwen``).
 
     An opening tag left unclosed (the turn ran out of tokens mid-call) counts as one unreadable call.
     """
