@@ -298,7 +298,7 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
         values = dict(text_values)
         if is_vision_script(invocation):
             values.update(model=tiny_qwen2_5_vl(folder), train_data=data["vl_train"], val_data=data["vl_val"])
-        if _sets(invocation, "multi_turn.tool_config_path"):
+        elif _sets(invocation, "multi_turn.tool_config_path"):  # a VL script's config brings its own template
             values["model"] = tool_template_model(folder)
         if _sets(invocation, "multi_turn.interaction_config_path"):  # its rows must name an interaction
             values.update(train_data=data["it_train"], val_data=data["it_val"])
