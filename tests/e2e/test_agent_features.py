@@ -71,6 +71,7 @@ def test_marft_workflow_file_trains_as_a_team(placement, team_data, tmp_path, ra
         tmp_path / "run", f"dag.workflow_path={workflow}", "algorithm.adv_estimator=gae_marft",
         "actor_rollout_ref.rollout.agent.rewards_with_env=true", "actor_rollout_ref.rollout.n=1",
         "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2", f"dag.agent_placement={placement}",
+        "trainer.save_freq=2",
         f"data.train_files=[{train}]", f"data.val_files=[{val}]", "trainer.total_training_steps=2",
     )
     assert code == 0
@@ -80,3 +81,6 @@ def test_marft_workflow_file_trains_as_a_team(placement, team_data, tmp_path, ra
         assert "reasoner/actor/pg_loss" in record and record["actor/actor/waiting_turn"] == 1.0
         assert "reasoner/critic/vf_loss" in record and "actor/critic/vf_loss" in record
         assert 1.0 <= record["team/rounds"] <= 2.0
+    saved = tmp_path / "run" / "checkpoints" / "global_step_2"
+    critics = sorted(p.name for p in saved.iterdir() if p.name.endswith("_critic"))
+    assert critics == (["reasoner_critic"] if placement == "shared" else ["actor_critic", "reasoner_critic"])
