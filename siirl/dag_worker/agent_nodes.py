@@ -3,8 +3,10 @@ the team reward and greedy team validation.
 
 The batch holds one row per team episode (question x ``n`` samples, grouped by ``uid``); agent ``name``
 keeps its own model inputs and outputs in ``batch["agents", name]`` (a TensorDict with the standard
-rollout keys) and its text answer in ``<name>_output``. After the reward, every agent trains through the
-built-in per-policy nodes (siirl.dag_worker.builtin_nodes) with ``config={"agent": name}``.
+rollout keys) and its text answer in ``<name>_output``. A team playing several rounds runs one
+``agent_generate`` node per agent and round; the episode's state between them is
+:mod:`siirl.dag_worker.agent_rounds`'s. After the reward, every agent trains through the built-in
+per-policy nodes (siirl.dag_worker.builtin_nodes) with ``config={"agent": name}``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from siirl.dag_worker.agent_nodes import agent_generate, team_reward
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
 from siirl.engine.workers.model_loading import load_tokenizer
