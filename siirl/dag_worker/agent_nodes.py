@@ -3,8 +3,10 @@ the team reward and greedy team validation.
 
 The batch holds one row per team episode (question x ``n`` samples, grouped by ``uid``); agent ``name``
 keeps its own model inputs and outputs in ``batch["agents", name]`` (a TensorDict with the standard
-rollout keys) and its text answer in ``<name>_output``. After the reward, every agent trains through the
-built-in per-policy nodes (siirl.dag_worker.builtin_nodes) with ``config={"agent": name}``.
+rollout keys) and its text answer in ``<name>_output``. A team playing several rounds runs one
+``agent_generate`` node per agent and round; the episode's state between them is
+:mod:`siirl.dag_worker.agent_rounds`'s. After the reward, every agent trains through the built-in
+per-policy nodes (siirl.dag_worker.builtin_nodes) with ``config={"agent": name}``.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ import torch
 import torch.distributed as dist
 from tensordict import TensorDict
 
+from siirl.dag_worker import agent_rounds
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
 from siirl.engine.rollout.batch_ops import expand_prompts
 from siirl.errors import ConfigError
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import node_contract
-from siirl.execution.dag.multi_agent import AgentRolloutConfig, TeamRewardConfig
+from siirl.execution.dag.multi_agent import TEAM_ROUNDS, AgentRolloutConfig, TeamRewardConfig
 from siirl.execution.dag.node import resolve_callable
-from siirl.user_interface.rewards import default_compute_score
 
 
 @cache
@@ -56,19 +58,7 @@ def _start_episodes(batch: TensorDict, ctx: Any) -> TensorDict:
     return rows
 
 
-@node_contract(roles=("rollout",), config=AgentRolloutConfig)
-def agent_generate(
-    batch: TensorDict, config: Any = None, *, ctx, node_config: AgentRolloutConfig, **_: Any
-) -> NodeOutput:
-    """Agent ``node_config.agent`` answers, prompted by its ``prompt_fn`` from the earlier answers."""
-    name, previous = node_config.agent, list(node_config.previous)
-    agent = ctx.policy(name)
-    rows = batch if previous else _start_episodes(batch, ctx)
-    questions = non_tensor_list(rows, "question")
-    earlier = [non_tensor_list(rows, f"{p}_output") for p in previous]
-    prompt_fn = _function(node_config.prompt_fn)
-    kwargs = node_config.prompt_kwargs
-    texts = [prompt_fn(q, [answers[i] for answers in earlier], **kwargs) for i, q in enumerate(questions)]
+def _prompts(ctx: Any, name: str, texts: list[str], uids: list[str]) -> TensorDict:
     data = ctx.cfg.data
     encoder = PromptEncoder(
         ctx.tokenizer, int(data.max_prompt_length), "left", True, data.apply_chat_template_kwargs
@@ -77,38 +67,75 @@ def agent_generate(
         encoder.encode([[{"role": "user", "content": t}] for t in texts], lambda i: f"{name} prompt {i}"),
         batch_size=[len(texts)],
     )
-    set_non_tensor_list(prompts, "uid", non_tensor_list(rows, "uid"))
-    agent.refresh()
-    out = agent.rollout.generate(prompts, validate=ctx.validating)
-    agent.done()
+    set_non_tensor_list(prompts, "uid", uids)
+    return prompts
+
+
+def _answers(ctx: Any, out: TensorDict | None) -> list[str]:
+    if out is None:
+        return []
     lengths = out["response_mask"].sum(-1)
-    answers = [
-        ctx.tokenizer.decode(resp[: int(n)].tolist(), skip_special_tokens=True)
-        for resp, n in zip(out["responses"], lengths)
-    ]
-    rows.set(("agents", name), out)
-    set_non_tensor_list(rows, f"{name}_output", answers)
-    return NodeOutput(rows, metrics={f"{name}/response_length/mean": lengths.float().mean().item()})
+    decode = ctx.tokenizer.decode
+    return [decode(r[: int(n)].tolist(), skip_special_tokens=True) for r, n in zip(out["responses"], lengths)]
+
+
+@node_contract(roles=("rollout",), config=AgentRolloutConfig)
+def agent_generate(
+    batch: TensorDict, config: Any = None, *, ctx, node_config: AgentRolloutConfig, **_: Any
+) -> NodeOutput:
+    """Agent ``node_config.agent`` answers in round ``round_index``, prompted by its ``prompt_fn`` from the
+    episode's earlier turns; episodes that ended in an earlier round keep their outputs (not regenerated)."""
+    name = node_config.agent
+    agent = ctx.policy(name)
+    first = not (node_config.previous or node_config.round_index)
+    rows = _start_episodes(batch, ctx) if first else batch
+    if first:
+        agent_rounds.start_episodes(rows)
+    picked = agent_rounds.playing(rows)
+    turns, questions = agent_rounds.histories(rows), non_tensor_list(rows, "question")
+    uids = non_tensor_list(rows, "uid")
+    prompt_fn = _function(node_config.prompt_fn)
+    texts = [prompt_fn(questions[r], turns[r], **node_config.prompt_kwargs) for r in picked]
+    agent.refresh()  # collective on every rank of the agent, also where no episode plays on
+    out = None
+    if picked:
+        prompts = _prompts(ctx, name, texts, [uids[r] for r in picked])
+        out = agent.rollout.generate(prompts, validate=ctx.validating)
+    agent.done()
+    answers = _answers(ctx, out)
+    if node_config.round_index == 0:
+        rows.set(("agents", name), out)
+    elif out is not None:
+        pad_id = ctx.tokenizer.pad_token_id or 0
+        rows.set(("agents", name), agent_rounds.keep_ended(_sub(rows, name), out, picked, pad_id))
+    agent_rounds.record_turns(rows, picked, answers, f"{name}_output")
+    if node_config.closes_round:
+        another = node_config.round_index + 1 < node_config.rounds
+        agent_rounds.close_round(rows, picked, answers, judge=another)
+    lengths = _sub(rows, name)["response_mask"].sum(-1).float()
+    return NodeOutput(rows, metrics={f"{name}/response_length/mean": lengths.mean().item()})
 
 
 def _team_scores(batch: TensorDict, final_agent: str) -> list[float]:
-    """The team's final answer (last agent) scored by the dataset's rule (``data_source``)."""
-    finals = non_tensor_list(batch, f"{final_agent}_output")
-    sources, truths = non_tensor_list(batch, "data_source"), non_tensor_list(batch, "ground_truth")
-    scores = []
-    for answer, source, truth in zip(finals, sources, truths):
-        result = default_compute_score(source, answer, truth)
-        scores.append(float(result["score"] if isinstance(result, dict) else result))
-    return scores
+    """The team's final answer (last agent, final round) scored by the dataset's rule (``data_source``)."""
+    return agent_rounds.rule_scores(
+        non_tensor_list(batch, f"{final_agent}_output"), non_tensor_list(batch, "data_source"),
+        non_tensor_list(batch, "ground_truth"),
+    )
 
 
-@node_contract(reads=("question", "ground_truth", "data_source", "agents"), config=TeamRewardConfig)
+@node_contract(
+    reads=("question", "ground_truth", "data_source", "agents", TEAM_ROUNDS), config=TeamRewardConfig
+)
 def team_reward(batch: TensorDict, config: Any = None, *, node_config: TeamRewardConfig, **_: Any) -> NodeOutput:
     """Shared reward (the final answer's score for every agent), each agent's own ``reward_fn``, or the final
     answer's score for the last agent only (``final``, MARFT's reward on the answering agent's turn)."""
     names, mode = list(node_config.agents), node_config.reward_mode
     team = _team_scores(batch, names[-1])
-    metrics = {"team/final_accuracy": sum(team) / len(team), "reward/mean": sum(team) / len(team)}
+    metrics = {
+        "team/final_accuracy": sum(team) / len(team), "reward/mean": sum(team) / len(team),
+        "team/rounds": batch[TEAM_ROUNDS].float().mean().item(),  # rounds played: right answers end early
+    }
     questions, truths = non_tensor_list(batch, "question"), non_tensor_list(batch, "ground_truth")
     for position, name in enumerate(names):
         if mode == "shared" or (mode == "final" and position == len(names) - 1):

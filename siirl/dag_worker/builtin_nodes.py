@@ -118,10 +118,18 @@ class PolicyNodeConfig:
     next_agent: str = ""
     #: agents taking turns updating (MARFT's train_cycle): [cycle, this agent's position, team size]
     train_turn: list[int] = field(default_factory=list)
+    #: the agent whose critic this node uses, when not its own (MARFT's share_instance)
+    model_agent: str = ""
 
 
 def _agent(node_config: Any) -> str:
     return node_config.agent if isinstance(node_config, PolicyNodeConfig) else ""
+
+
+def _critic(ctx: Any, node_config: Any) -> Any:
+    """The critic a node uses: its agent's, or the one it shares (``model_agent``)."""
+    owner = node_config.model_agent if isinstance(node_config, PolicyNodeConfig) else ""
+    return ctx.model("critic", owner or _agent(node_config))
 
 
 def _rows(batch: TensorDict, agent: str) -> TensorDict:
@@ -323,7 +331,7 @@ def compute_value(batch: TensorDict, config: Any = None, *, ctx, node_config: An
     start = time.perf_counter()
     agent = _agent(node_config)
     rows = _rows(batch, agent)
-    rows["values"] = ctx.model("critic", agent).compute_values(rows)
+    rows["values"] = _critic(ctx, node_config).compute_values(rows)
     metrics: dict[str, float] = {}
     _timed(metrics, "values", start)
     return NodeOutput(batch, metrics=_scoped(metrics, agent))
@@ -370,7 +378,7 @@ def train_critic(batch: TensorDict, config: Any = None, *, ctx, node_config: Any
     """Clipped value-loss update of the critic."""
     start = time.perf_counter()
     agent = _agent(node_config)
-    critic = ctx.model("critic", agent)
+    critic = _critic(ctx, node_config)
     metrics = critic.update_critic(_rows(batch, agent))
     stop_if_diverged(critic, "critic", ctx)
     _timed(metrics, "update_critic", start)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from siirl.execution.dag import NodeType, TaskGraph
-from siirl.execution.dag.contract import AGENT_KEY, node_agent
+from siirl.execution.dag.contract import AGENT_KEY, model_agent
 from siirl.execution.roles import NODE_ROLE_SPECS, ROLES, RoleSpec, model_key
 from siirl.params.rollout_keys import generation_limits
 from siirl.params.root import SiirlConfig
@@ -38,7 +38,7 @@ def requested_models(graph: TaskGraph, cfg: Any) -> dict[str, tuple[RoleSpec, st
     wanted: dict[str, tuple[RoleSpec, str, set[str]]] = {}
     for node_id in graph.get_execution_order():
         node = graph.nodes[node_id]
-        agent = node_agent(node.config)
+        agent = model_agent(node.config)
         for name in _node_roles(node, cfg):
             spec = ROLES.get(name)
             host = spec.served_by(cfg) if spec.served_by is not None else None

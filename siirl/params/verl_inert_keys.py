@@ -41,9 +41,9 @@ _SIIRL_PROFILER = (
     "the original siiRL's profiler drives torch_npu's profiler, which siiRL does not wrap (profiler.enable=false "
     "only); each step's time split is in metrics.jsonl (timing_s/...)"
 )
-_ONE_ROUND_TEAMS = (
-    "training on every round of a multi-round agent team (the original siiRL's MARFT) is not implemented; a "
-    "team's agents act once per episode here, so each trains on its one turn (false only)"
+_LAST_ROUND_TEAMS = (
+    "training on every round of a multi-round agent team (the original siiRL's MARFT) is not implemented; "
+    "each agent trains on its last round's turn (false only)"
 )
 _EMBODIED = (
     "is the original siiRL's embodied layout; here embodied runs use algorithm.workflow_type=EMBODIED with "
@@ -66,7 +66,7 @@ INERT: dict[str, Inert] = {
     _REF + "strategy": Inert(("fsdp", "fsdp2"), "the reference shards as the actor does (actor.strategy)"),
     _ROLLOUT + "data_parallel_size": Inert((1,), "rollout data parallelism follows the plan (world / tp); 1 only"),
     _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
-    _ROLLOUT + "multi_turn.use_all_traj": Inert((False,), _ONE_ROUND_TEAMS),
+    _ROLLOUT + "multi_turn.use_all_traj": Inert((False,), _LAST_ROUND_TEAMS),
     _ROLLOUT + "agent.*": Inert(
         (), "verl's agent loop is not implemented; tool rollouts use rollout.multi_turn.*"
     ),

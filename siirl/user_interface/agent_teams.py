@@ -36,9 +36,10 @@ def adder_prompt(question: str, previous: list[str]) -> str:
 
 
 def finisher_prompt(question: str, previous: list[str]) -> str:
+    """Adds ``c`` to the adder's answer of this round (the last turn before the finisher's)."""
     _, _, c = _operands(question)
-    partial = parse_integer(previous[0])
-    return f"{partial if partial is not None else previous[0].strip()}+{c}="
+    partial = parse_integer(previous[-1])
+    return f"{partial if partial is not None else previous[-1].strip()}+{c}="
 
 
 def adder_reward(question: str, previous: list[str], output: str, ground_truth: str) -> float:
@@ -49,7 +50,7 @@ def adder_reward(question: str, previous: list[str], output: str, ground_truth: 
 def finisher_reward(question: str, previous: list[str], output: str, ground_truth: str) -> float:
     """Scored on the addition it was given, so it is not blamed for the adder's mistake."""
     _, _, c = _operands(question)
-    partial = parse_integer(previous[0])
+    partial = parse_integer(previous[-1])
     return 1.0 if partial is not None and parse_integer(output) == partial + c else 0.0
 
 

@@ -41,8 +41,7 @@ def test_multi_turn_and_env_keys_are_accepted(capsys):
 
 
 def test_marft_keys_at_their_single_round_values_are_accepted(capsys):
-    """The original siiRL's MARFT script sets use_all_traj=False: each agent trains on its last turn, which is
-    the one turn a team's agent takes here."""
+    """The original siiRL's MARFT script sets use_all_traj=False: each agent trains on its last round's turn."""
     code = main(["--print-config", "device=cpu", "actor_rollout_ref.rollout.multi_turn.use_all_traj=False",
                  "actor_rollout_ref.rollout.agent.rewards_with_env=False"])
     assert code == 0, capsys.readouterr().err

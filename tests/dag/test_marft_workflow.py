@@ -43,10 +43,16 @@ def test_prompts_follow_the_published_templates():
     kwargs = _team(PUBLISHED).nodes["actor_rollout"].config["prompt_kwargs"]
     prompt = template_prompt("1+2=", ["I add them."], **kwargs)
     assert prompt.startswith("<|im_start|>system: Two LLM agents (Reasoner -> Actor) collaborate step-by-step. ")
-    # the actor sees what the reasoner saw (the question in its template), its tag and its answer
-    assert "<|im_start|> problem: 1+2= <|im_end|>" in prompt
-    assert prompt.endswith("reasoner:   <|im_start|> reasoner: I add them. <|im_start|> actor: ")
+    # as in their process.py, ${prompt} is the transcript: the question, then each turn's speaker tag and answer
+    assert prompt.endswith("Give the final output within \\boxed{}.<|im_end|>\n 1+2= <|im_start|> reasoner: I add them. "
+                           "<|im_start|> actor: ")
+    assert "problem:" not in prompt  # the reasoner's template is not part of the transcript
     assert template_prompt("q", [], pre_templates=["Q: ${prompt}"], post_templates=[""]) == "Q: q"
+    # round 2: the reasoner again, after the actor's wrong answer
+    later = template_prompt("1+2=", ["I add them.", "\\boxed{4} This answer is wrong."], **kwargs)
+    assert later.startswith("<|im_start|>system: Two LLM agents (Reasoner -> Actor) collaborate step-by-step to solve")
+    assert later.endswith("problem: 1+2= <|im_start|> reasoner: I add them. <|im_start|> actor: \\boxed{4} "
+                          "This answer is wrong. <|im_end|>\n <|im_start|> reasoner:  ")
 
 
 def test_agents_take_turns_updating():
@@ -92,6 +98,10 @@ def _move_env(data, nodes):
          ["actor_rollout_ref.rollout.agent.rewards_with_env=false"], "needs one REWARD node"),
         (lambda d, n: n["actor_2_train"]["agent_options"].update(train_cycle=3), [], "different train_cycle"),
         (lambda d, n: d.update(stages=1), [], "unknown top-level key 'stages'"),
+        (lambda d, n: n["rollout_actor"]["agent_options"].update(obs_with_env=False),
+         ["actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3"], "has no env_path with obs_with_env: true"),
+        (lambda d, n: n["critic_2_value"]["agent_options"].update(share_instance=1), [],
+         "share_instance=1 must name another agent_group"),
     ],
 )
 def test_what_the_loader_refuses_is_one_line(tmp_path, edit, extra, message):
@@ -114,3 +124,28 @@ def test_environment_rewards_need_a_marft_file(tmp_path, where):
         extra = "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders"
     with pytest.raises(ConfigError, match="rewards_with_env=true rewards the agent of a MARFT workflow"):
         select_pipeline(load_config([*RUN, extra]))
+
+
+def test_the_team_plays_max_assistant_turns_rounds():
+    graph = _team(PUBLISHED, "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3")
+    rollouts = [n for n in graph.get_execution_order() if "_rollout" in n]
+    assert rollouts == ["reasoner_rollout", "actor_rollout", "reasoner_rollout_round2", "actor_rollout_round2",
+                        "reasoner_rollout_round3", "actor_rollout_round3"]
+    assert graph.nodes["team_reward"].dependencies == ["actor_rollout_round3"]
+
+
+@pytest.mark.parametrize(("placement", "shared"), [("shared", True), ("own", False)])
+def test_share_instance_gives_the_actor_the_reasoners_critic(placement, shared, caplog):
+    from siirl.execution.scheduler.planner import plan_from_config
+
+    overrides = [f"dag.agent_placement={placement}", "trainer.n_gpus_per_node=2"]
+    cfg = load_config([*RUN, f"dag.workflow_path={PUBLISHED}", *overrides])
+    with caplog.at_level("WARNING"):
+        graph = select_pipeline(cfg)
+    critics = {key for key in plan_from_config(graph, cfg).groups if key.endswith("/critic")}
+    if shared:  # one critic, updated on both agents' rows
+        assert critics == {"reasoner/critic"} and "share_instance" not in caplog.text
+        assert graph.nodes["actor_critic_train"].node_config().model_agent == "reasoner"
+    else:  # each agent on its own workers: a critic each, said once
+        assert critics == {"reasoner/critic", "actor/critic"}
+        assert "share_instance is not applied" in caplog.text

@@ -7,6 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from siirl.dag_worker.agent_nodes import team_reward
+from siirl.dag_worker.agent_rounds import start_episodes
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.errors import ConfigError
 from siirl.execution.dag.multi_agent import AgentSpec, agent_names, multi_agent_pipeline
@@ -144,6 +145,8 @@ def _episodes(adder, finisher):
     set_non_tensor_list(batch, "data_source", ["siirl/arith_add3"] * len(adder))
     set_non_tensor_list(batch, "adder_output", adder)
     set_non_tensor_list(batch, "finisher_output", finisher)
+    start_episodes(batch)
+    batch["team_rounds"] += 1
     return batch
 
 
@@ -200,3 +203,18 @@ def test_own_placement_of_a_graph_without_agents_is_refused():
     with pytest.raises(ConfigError, match="multi-agent graph, and this graph has none") as err:
         agent_placement_mode("own", 0, 2)
     assert "\n" not in str(err.value)
+
+
+def test_a_shared_critic_needs_the_agents_on_the_same_workers():
+    from siirl.params.root import SiirlConfig
+
+    cfg = SiirlConfig()
+    cfg.algorithm.adv_estimator = "gae"
+    team = multi_agent_pipeline([AgentSpec("a", "m:f"), AgentSpec("b", "m:f", critic_of="a")], cfg=cfg)
+    plan = make_plan(team, nnodes=1, devices_per_node=2, agent_placement="shared")
+    assert [key for key in plan.groups if key.endswith("/critic")] == ["a/critic"]
+    with pytest.raises(ConfigError, match="uses agent 'a''s model .* set dag.agent_placement=shared") as err:
+        make_plan(team, nnodes=1, devices_per_node=2, agent_placement="own")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="critic_of='c' must name another agent"):
+        multi_agent_pipeline([AgentSpec("a", "m:f"), AgentSpec("b", "m:f", critic_of="c")], cfg=cfg)

@@ -57,16 +57,21 @@ def test_team_trains_with_every_single_policy_feature(row, team_data, tmp_path, 
         assert all(steps[-1][f"{agent}/actor/reward_kl_penalty"] != 0.0 for agent in AGENTS)
 
 
-def test_marft_workflow_file_trains_as_a_team(team_data, tmp_path, ray_session):
-    """The original siiRL's MARFT file (Reasoner -> Actor) with gae_marft and environment rewards, each agent
-    on its own worker: the Actor's advantages reach the Reasoner's worker, and the agents take turns updating
-    (train_cycle 15: the Reasoner's turn at steps 1-2)."""
+@pytest.mark.parametrize("placement", ["own", "shared"])
+def test_marft_workflow_file_trains_as_a_team(placement, team_data, tmp_path, ray_session):
+    """The original siiRL's MARFT file (Reasoner -> Actor) with gae_marft and environment rewards, two rounds
+    (an episode plays 1 or 2 of them). ``own``: each agent on its own worker, the hand-offs go back and forth
+    between the rounds, the Actor's advantages reach the Reasoner's worker, each agent keeps its own critic.
+    ``shared``: the Actor's critic nodes use the Reasoner's critic (share_instance), updated on both agents'
+    rows. The agents take turns updating (train_cycle 15: the Reasoner's turn at steps 1-2)."""
     workflow = (Path(__file__).resolve().parents[1] / "fixtures" / "launch_scripts" / "siirl" / "examples"
                 / "experimental" / "marft" / "config" / "workflow_marft.yaml")
     train, val = team_data
     code = run_main(
         tmp_path / "run", f"dag.workflow_path={workflow}", "algorithm.adv_estimator=gae_marft",
         "actor_rollout_ref.rollout.agent.rewards_with_env=true", "actor_rollout_ref.rollout.n=1",
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2", f"dag.agent_placement={placement}",
+        "trainer.save_freq=2",
         f"data.train_files=[{train}]", f"data.val_files=[{val}]", "trainer.total_training_steps=2",
     )
     assert code == 0
@@ -75,3 +80,7 @@ def test_marft_workflow_file_trains_as_a_team(team_data, tmp_path, ray_session):
     for record in steps:
         assert "reasoner/actor/pg_loss" in record and record["actor/actor/waiting_turn"] == 1.0
         assert "reasoner/critic/vf_loss" in record and "actor/critic/vf_loss" in record
+        assert 1.0 <= record["team/rounds"] <= 2.0
+    saved = tmp_path / "run" / "checkpoints" / "global_step_2"
+    critics = sorted(p.name for p in saved.iterdir() if p.name.endswith("_critic"))
+    assert critics == (["reasoner_critic"] if placement == "shared" else ["actor_critic", "reasoner_critic"])

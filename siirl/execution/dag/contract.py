@@ -28,6 +28,9 @@ CONTRACT_ATTR = "__siirl_contract__"
 ROLLOUT_WRITES = ("prompts", "responses", "response_mask", "input_ids", "attention_mask", "position_ids", "uid")
 #: Node config key naming the agent a node belongs to (empty or absent: the run's single policy).
 AGENT_KEY = "agent"
+#: Node config key naming the agent whose model the node uses when it is not its own (MARFT's share_instance:
+#: an agent's critic nodes on another agent's critic); its rows stay its own.
+MODEL_AGENT_KEY = "model_agent"
 #: The batch field holding each agent's own rows (a nested TensorDict per agent name).
 AGENTS_FIELD = "agents"
 
@@ -35,6 +38,11 @@ AGENTS_FIELD = "agents"
 def node_agent(config: Any) -> str:
     """The agent a node's own config section names, or ``""`` for the run's single policy."""
     return str(config.get(AGENT_KEY) or "")
+
+
+def model_agent(config: Any) -> str:
+    """The agent whose models a node uses: ``model_agent`` when set, else its own (:func:`node_agent`)."""
+    return str(config.get(MODEL_AGENT_KEY) or node_agent(config))
 
 
 def scoped_key(agent: str, key: str) -> str:

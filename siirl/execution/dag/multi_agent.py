@@ -15,8 +15,17 @@ of the DAG workers (``own``: agent ``k``'s nodes in placement group ``k``, the t
 agent's ranks; batches move between the agents' ranks through the data coordinator, and each worker
 builds only its own agents' models) or every worker (``shared``: one copy of every agent per worker).
 ``auto`` picks ``own`` when the workers split equally among the agents. ``--plan`` prints each agent's
-ranks. After the team reward every agent trains in a branch of its own, so agents on separate workers
-train at the same time. The branch is the single-policy training chain (``policy_steps``: advantage,
+ranks.
+
+A team may play several rounds (``rounds``, MARFT's ``multi_turn.max_assistant_turns``): the graph holds
+one rollout node per agent and round, so every worker walks the same rounds. Between rounds the last
+agent's answer is scored by the data's rule: a right answer ends that episode (later rounds keep its
+outputs and do not regenerate it), a wrong one enters the later prompts with :data:`WRONG_ANSWER` appended
+(the published MARFT ``MathEnv``). Each agent trains on its last round's turn; the team reward scores the
+final round's answer.
+
+After the team reward every agent trains in a branch of its own, so agents on separate workers train at
+the same time. The branch is the single-policy training chain (``policy_steps``: advantage,
 log-probs, reference, critic, update, as the config asks) with ``config={"agent": name}``: the same
 built-in nodes, so KL terms, critics and every estimator reach agents with no extra code. An estimator
 that chains the agents (``gae_marft``) starts each earlier agent's branch after the next agent's advantages.
@@ -31,7 +40,7 @@ from typing import Any
 from siirl.algorithms import estimator_needs
 from siirl.errors import ConfigError
 from siirl.execution.dag.builtin_pipelines import STEPS, policy_steps
-from siirl.execution.dag.contract import AGENT_KEY, ROLLOUT_WRITES, scoped_key
+from siirl.execution.dag.contract import AGENT_KEY, MODEL_AGENT_KEY, ROLLOUT_WRITES, scoped_key
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.task_graph import TaskGraph
@@ -41,19 +50,30 @@ AGENT_NODES = "siirl.dag_worker.agent_nodes"
 #: shared: the final answer's score for every agent; per_agent: each agent's reward_fn; final: only the
 #: agent giving the final answer is scored (MARFT: the earlier agents' credit comes through gae_marft)
 REWARD_MODES = ("shared", "per_agent", "final")
+#: What a wrong answer carries into the next round's prompts (the published MARFT ``MathEnv``'s words).
+WRONG_ANSWER = " This answer is wrong."
+#: Per-row episode state: every earlier turn's text (JSON list), whether the episode ended, rounds played.
+TEAM_HISTORY, TEAM_DONE, TEAM_ROUNDS = "team_history", "team_done", "team_rounds"
+EPISODE_STATE = (TEAM_HISTORY, TEAM_DONE, TEAM_ROUNDS)
+_CRITIC_STEPS = ("critic_value", "critic_train")
 
 
 @dataclass(frozen=True)
 class AgentSpec:
     """One agent: ``prompt_fn(question, previous_outputs, **prompt_kwargs) -> str`` and, for per-agent
     rewards, ``reward_fn(question, previous_outputs, output, ground_truth) -> float`` (both "module:function");
-    ``model_path`` gives the agent its own base model (default: ``actor_rollout_ref.model.path``)."""
+    ``model_path`` gives the agent its own base model (default: ``actor_rollout_ref.model.path``).
+    ``previous_outputs`` is every earlier turn of the episode in order: in round 1 the answers of the agents
+    before this one; in a later round also every turn of the earlier rounds (a wrong final answer ends with
+    :data:`WRONG_ANSWER`). ``critic_of`` names the agent whose critic this agent's value and critic-update
+    nodes use (MARFT's ``share_instance``: one critic trained on both agents' rows)."""
 
     name: str
     prompt_fn: str
     reward_fn: str = ""
     model_path: str = ""
     prompt_kwargs: dict[str, Any] = field(default_factory=dict)
+    critic_of: str = ""
 
 
 @dataclass
@@ -65,6 +85,11 @@ class AgentRolloutConfig:
     prompt_fn: str = ""
     model_path: str = ""
     prompt_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: this node's round (0-based) of the team's ``rounds``
+    round_index: int = 0
+    rounds: int = 1
+    #: the team's answering (last) agent: its turn ends the round
+    closes_round: bool = False
 
 
 @dataclass
@@ -95,18 +120,58 @@ def _training_steps(cfg: SiirlConfig) -> list[str]:
     return steps
 
 
+def team_rounds(cfg: SiirlConfig) -> int:
+    """Rounds a team plays: ``multi_turn.max_assistant_turns`` (the original siiRL's key), 1 when unset."""
+    return int(cfg.actor_rollout_ref.rollout.multi_turn.max_assistant_turns or 1)
+
+
+def _check_critic_sharing(agents: Sequence[AgentSpec], names: list[str]) -> None:
+    for agent in agents:
+        if agent.critic_of and (agent.critic_of not in names or agent.critic_of == agent.name):
+            raise ConfigError(f"agent {agent.name!r}: critic_of={agent.critic_of!r} must name another agent "
+                              f"of the team ({', '.join(names)})")
+
+
+def _rollout_nodes(pipeline: Pipeline, agents: Sequence[AgentSpec], rounds: int) -> str:
+    """One rollout node per agent and round, chained; returns the last one."""
+    names = [agent.name for agent in agents]
+    previous = ""
+    for round_index in range(rounds):
+        for position, agent in enumerate(agents):
+            node_id = f"{agent.name}_rollout" + (f"_round{round_index + 1}" if round_index else "")
+            earlier = [f"{name}_output" for name in names[:position]]
+            first = not (round_index or position)
+            pipeline.add_node(
+                node_id, f"{AGENT_NODES}:agent_generate", deps=[previous] if previous else [],
+                node_type=NodeType.MODEL_INFERENCE, node_role=NodeRole.ROLLOUT,
+                config={"agent": agent.name, "previous": names[:position], "prompt_fn": agent.prompt_fn,
+                        "model_path": agent.model_path, "prompt_kwargs": dict(agent.prompt_kwargs),
+                        "round_index": round_index, "rounds": rounds,
+                        "closes_round": position == len(agents) - 1},
+                reads=(("input_ids", "attention_mask") if first
+                       else ("question", "agents", *EPISODE_STATE, *earlier)),
+                writes=(f"{agent.name}_output", "agents", "question", "uid", *EPISODE_STATE,
+                        *(scoped_key(agent.name, key) for key in ROLLOUT_WRITES)),
+            )
+            previous = node_id
+    return previous
+
+
 def multi_agent_pipeline(
     agents: Sequence[AgentSpec],
     reward_mode: str = "shared",
     pipeline_id: str = "marft",
     cfg: SiirlConfig | None = None,
     train_cycle: int = 0,
+    rounds: int = 0,
 ) -> TaskGraph:
-    """rollout(agent 0) -> ... -> rollout(agent K-1) -> reward, then per agent a branch of its own, the
-    single-policy training chain for ``cfg`` (agents on separate workers update side by side).
+    """rollout(agent 0) -> ... -> rollout(agent K-1) [-> the same for each further round] -> reward, then per
+    agent a branch of its own, the single-policy training chain for ``cfg`` (agents on separate workers
+    update side by side).
 
     ``train_cycle > 0``: the agents take turns updating their policy, ``train_cycle`` steps each (MARFT's
     agent-by-agent training: agent ``k`` updates at the steps where ``step // train_cycle % K == k``).
+    ``rounds``: rounds of the team per episode (0: :func:`team_rounds` of ``cfg``).
     """
     names = [agent.name for agent in agents]
     if not agents or len(set(names)) != len(names) or any("/" in n or not n for n in names):
@@ -117,27 +182,18 @@ def multi_agent_pipeline(
         raise ConfigError(f"train_cycle must be >= 0 (0: every agent updates every step), got {train_cycle}")
     if reward_mode == "per_agent" and any(not agent.reward_fn for agent in agents):
         raise ConfigError("reward_mode=per_agent needs a reward_fn for every agent")
-    pipeline = Pipeline(pipeline_id, f"{len(agents)}-agent team ({reward_mode} reward)")
-    previous: list[str] = []
-    for position, agent in enumerate(agents):
-        node_id = f"{agent.name}_rollout"
-        earlier = [f"{name}_output" for name in names[:position]]
-        pipeline.add_node(
-            node_id, f"{AGENT_NODES}:agent_generate", deps=previous[-1:], node_type=NodeType.MODEL_INFERENCE,
-            node_role=NodeRole.ROLLOUT,
-            config={"agent": agent.name, "previous": names[:position], "prompt_fn": agent.prompt_fn,
-                    "model_path": agent.model_path, "prompt_kwargs": dict(agent.prompt_kwargs)},
-            reads=("question", "agents", *earlier) if position else ("input_ids", "attention_mask"),
-            writes=(f"{agent.name}_output", "agents", "question", "uid",
-                    *(scoped_key(agent.name, key) for key in ROLLOUT_WRITES)),
-        )
-        previous.append(node_id)
-    team = {"agents": names, "reward_mode": reward_mode, "reward_fns": [a.reward_fn for a in agents]}
-    pipeline.add_node("team_reward", f"{AGENT_NODES}:team_reward", deps=previous[-1:],
-                      node_type=NodeType.COMPUTE, node_role=NodeRole.REWARD, config=team,
-                      reads=tuple(f"{name}_output" for name in names),
-                      writes=tuple(scoped_key(name, "token_level_scores") for name in names))
+    _check_critic_sharing(agents, names)
     cfg = or_defaults(cfg)
+    rounds = rounds or team_rounds(cfg)
+    if rounds < 1:
+        raise ConfigError(f"a team plays at least 1 round, got rounds={rounds}")
+    pipeline = Pipeline(pipeline_id, f"{len(agents)}-agent team ({reward_mode} reward, {rounds} round(s))")
+    last_rollout = _rollout_nodes(pipeline, agents, rounds)
+    team = {"agents": names, "reward_mode": reward_mode, "reward_fns": [a.reward_fn for a in agents]}
+    pipeline.add_node("team_reward", f"{AGENT_NODES}:team_reward", deps=[last_rollout],
+                      node_type=NodeType.COMPUTE, node_role=NodeRole.REWARD, config=team,
+                      reads=(*(f"{name}_output" for name in names), TEAM_ROUNDS),
+                      writes=tuple(scoped_key(name, "token_level_scores") for name in names))
     steps = _training_steps(cfg)
     chained = estimator_needs(cfg.algorithm.adv_estimator).agent_chain
     # a chaining estimator (gae_marft) needs the next agent's advantages first: the last agent's branch
@@ -152,6 +208,8 @@ def multi_agent_pipeline(
                 config["next_agent"] = following
             if train_cycle and step_id == "actor_train":
                 config["train_turn"] = [train_cycle, position, len(names)]
+            if agents[position].critic_of and step_id in _CRITIC_STEPS:
+                config[MODEL_AGENT_KEY] = agents[position].critic_of
             pipeline.add_node(node_id, step.func, deps=[last], node_type=step.node_type, node_role=step.node_role,
                               only_forward_compute=step.only_forward_compute, config=config)
             last = node_id

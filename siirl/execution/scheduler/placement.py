@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from siirl.errors import ConfigError
-from siirl.execution.dag.contract import PLANNER_CONFIG_KEYS
+from siirl.execution.dag.contract import PLANNER_CONFIG_KEYS, model_agent, node_agent
 from siirl.execution.dag.multi_agent import AGENT_KEY, agent_names
 from siirl.execution.dag.node_types import NodeRole
 from siirl.execution.dag.task_graph import TaskGraph
@@ -82,6 +82,12 @@ def place_agents(graph: TaskGraph, mode: str, world_size: int) -> TaskGraph:
     chosen: dict[str, str] = {}
     for node_id in order:
         node = placed.nodes[node_id]
+        if model_agent(node.config) != node_agent(node.config):
+            raise ConfigError(
+                f"node {node_id!r} of agent {node_agent(node.config)!r} uses agent "
+                f"{model_agent(node.config)!r}'s model (a shared critic), which needs both agents on the "
+                "same workers; set dag.agent_placement=shared"
+            )
         upstream = next((chosen[d] for d in node.dependencies if d in chosen), None)
         group = node.config.get(PLACEMENT_KEY) or node.config.get(AGENT_KEY) or upstream
         if group:

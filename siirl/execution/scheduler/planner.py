@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from siirl.errors import ConfigError
+from siirl.execution.dag.contract import model_agent
 from siirl.execution.dag.contract_check import check_contracts
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.scheduler.placement import (
-    AGENT_KEY,
     check_handoffs,
     node_placements,
     place_agents,
@@ -47,8 +47,9 @@ def _positive_int(value: Any, what: str) -> int:
 
 
 def _role_key(node: Any, placement: str) -> str:
-    """``<placement>/<role>``; an agent's roles are ``<agent>/<role>`` wherever it runs (its name says where)."""
-    agent = node.config.get(AGENT_KEY)
+    """``<placement>/<role>``; an agent's roles are ``<agent>/<role>`` wherever it runs (its name says where),
+    with the model of the agent a node borrows it from (``model_agent``, e.g. a shared critic)."""
+    agent = model_agent(node.config)
     if agent:
         return f"{agent}/{node.node_role.value}"
     return node.node_role.value if placement == ALL_RANKS else f"{placement}/{node.node_role.value}"
