@@ -34,7 +34,7 @@ def _verl_keys() -> list[str]:
 
 def _documented(key: str, text: str) -> bool:
     """The guide names the key itself, or a ``prefix.*`` family holding it, in backticks."""
-    prose = re.sub(r"```.*?```", "", text, flags=re.S)  # code blocks' fences would pair backticks wrongly
+    prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)  # code blocks' fences would pair backticks wrongly
     spans = set(re.findall(r"`([^`]+)`", prose))
     parts = key.split(".")
     return key in spans or any(".".join(parts[:cut]) + ".*" in spans for cut in range(1, len(parts)))
