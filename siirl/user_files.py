@@ -122,6 +122,25 @@ def load_user_yaml(path: str | Path, what: str) -> Any:
 MAX_CONFIG_FILES = 1000
 
 
+def class_entries(path: str, key: str, section: str, what: str) -> list[tuple[str, dict[str, Any]]]:
+    """The entries under ``section`` of a YAML file of class entries (verl's tool and interaction files),
+    each a mapping with a ``class_name``, with the ``where`` its own error lines start with. An empty path,
+    a missing or empty list, or an entry without a class name is one line naming ``key``."""
+    if not path:
+        raise ConfigError(f"bad config: {key} is empty; give the path of {what}")
+    document = load_user_yaml(path, f"bad config: {key}:")
+    entries = document.get(section) if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"bad config: {key}={path!r} must hold a non-empty list under {section!r}")
+    located = []
+    for index, entry in enumerate(entries):
+        where = f"bad config: {key}={path!r}: {section}[{index}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("class_name"), str) or not entry["class_name"]:
+            raise ConfigError(f"{where} needs a class_name")
+        located.append((where, entry))
+    return located
+
+
 def check_config_folder(folder: Path) -> None:
     """Every YAML file Hydra may load from ``--config-path`` (the primary and its ``defaults`` options) passes
     the bounds above before Hydra reads any of them: Hydra's own loader has no limits."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from siirl.errors import ConfigError
 from siirl.registry import Registry
-from siirl.user_files import load_user_yaml
+from siirl.user_files import class_entries
 
 KEY = "actor_rollout_ref.rollout.multi_turn.interaction_config_path"
 
@@ -40,17 +40,8 @@ def default_name(class_name: str) -> str:
 
 def load_interaction_config(path: str) -> list[InteractionSpec]:
     """The interactions a YAML file declares, checked (their classes are not imported here)."""
-    if not path:
-        raise ConfigError(f"bad config: {KEY} is empty; give the path of an interaction YAML file")
-    document = load_user_yaml(path, f"bad config: {KEY}:")
-    entries = document.get("interaction") if isinstance(document, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"bad config: {KEY}={path!r} must hold a non-empty list under 'interaction'")
     specs: dict[str, InteractionSpec] = {}
-    for index, entry in enumerate(entries):
-        where = f"bad config: {KEY}={path!r}: interaction[{index}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("class_name"), str) or not entry["class_name"]:
-            raise ConfigError(f"{where} needs a class_name")
+    for where, entry in class_entries(path, KEY, "interaction", "an interaction YAML file"):
         name = entry.get("name") or default_name(entry["class_name"])
         if not isinstance(name, str):
             raise ConfigError(f"{where}: name must be a string")

@@ -17,7 +17,7 @@ from typing import Any
 from siirl.environment.tools.base import BaseTool
 from siirl.errors import ConfigError
 from siirl.registry import Registry
-from siirl.user_files import load_user_yaml
+from siirl.user_files import class_entries
 
 KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 
@@ -58,17 +58,8 @@ def _check_schema(schema: Any, where: str) -> dict[str, Any]:
 
 def load_tool_config(path: str) -> list[ToolSpec]:
     """The tools a YAML file declares, checked (their classes are not imported here)."""
-    if not path:
-        raise ConfigError(f"bad config: {KEY} is empty; give the path of a tool YAML file")
-    document = load_user_yaml(path, f"bad config: {KEY}:")
-    entries = document.get("tools") if isinstance(document, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"bad config: {KEY}={path!r} must hold a non-empty list under 'tools'")
     specs, names = [], set()
-    for index, entry in enumerate(entries):
-        where = f"bad config: {KEY}={path!r}: tools[{index}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("class_name"), str):
-            raise ConfigError(f"{where} needs a class_name")
+    for where, entry in class_entries(path, KEY, "tools", "a tool YAML file"):
         config = entry.get("config") or {}
         if not isinstance(config, dict):
             raise ConfigError(f"{where}: config must be a mapping")
