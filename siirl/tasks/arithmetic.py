@@ -8,13 +8,12 @@ CLI: ``python -m siirl.tasks.arithmetic --out DIR [--seed S --n-train N --n-val 
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from siirl.tasks.task_files import task_main, write_splits
 
 DATA_SOURCE = "siirl/arith_add"
 ABILITY = "math"
@@ -76,24 +75,11 @@ def build_table(pairs: Sequence[tuple[int, int]], split: str) -> pa.Table:
 def generate(out_dir: str, seed: int = 0, n_train: int = 8000, n_val: int = 256) -> tuple[str, str]:
     """Write ``train.parquet`` and ``val.parquet`` into ``out_dir``; returns their paths."""
     train_pairs, val_pairs = split_pairs(seed, n_train, n_val)
-    os.makedirs(out_dir, exist_ok=True)
-    paths = []
-    for split, pairs in (("train", train_pairs), ("val", val_pairs)):
-        path = os.path.join(out_dir, f"{split}.parquet")
-        pq.write_table(build_table(pairs, split), path)
-        paths.append(path)
-    return paths[0], paths[1]
+    return write_splits(out_dir, {"train": build_table(train_pairs, "train"), "val": build_table(val_pairs, "val")})
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Generate the synthetic addition task as verl parquet.")
-    parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-train", type=int, default=8000)
-    parser.add_argument("--n-val", type=int, default=256)
-    args = parser.parse_args(argv)
-    train_path, val_path = generate(args.out, args.seed, args.n_train, args.n_val)
-    print(f"wrote {train_path} ({args.n_train} rows) and {val_path} ({args.n_val} rows)")
+    task_main("Generate the synthetic addition task as verl parquet.", generate, 8000, 256, argv)
 
 
 if __name__ == "__main__":

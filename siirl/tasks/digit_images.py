@@ -11,17 +11,16 @@ CLI: ``python -m siirl.tasks.digit_images --out DIR [--seed S --n-train N --n-va
 
 from __future__ import annotations
 
-import argparse
 import io
 import itertools
-import os
 import random
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from PIL import Image
+
+from siirl.tasks.task_files import task_main, write_splits
 
 DATA_SOURCE = "siirl/digit_images"
 PROMPT = "<image>Digit?"
@@ -147,24 +146,11 @@ def generate(
 ) -> tuple[str, str]:
     """Write ``train.parquet`` and ``val.parquet`` into ``out_dir``; returns their paths."""
     train, val = split_examples(seed, n_train, n_val)
-    os.makedirs(out_dir, exist_ok=True)
-    paths = []
-    for split, examples in (("train", train), ("val", val)):
-        path = os.path.join(out_dir, f"{split}.parquet")
-        pq.write_table(build_table(examples, split), path)
-        paths.append(path)
-    return paths[0], paths[1]
+    return write_splits(out_dir, {"train": build_table(train, "train"), "val": build_table(val, "val")})
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Generate the digit-reading image task as verl parquet.")
-    parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-train", type=int, default=DEFAULT_N_TRAIN)
-    parser.add_argument("--n-val", type=int, default=DEFAULT_N_VAL)
-    args = parser.parse_args(argv)
-    train_path, val_path = generate(args.out, args.seed, args.n_train, args.n_val)
-    print(f"wrote {train_path} ({args.n_train} rows) and {val_path} ({args.n_val} rows)")
+    task_main("Generate the digit-reading image task as verl parquet.", generate, DEFAULT_N_TRAIN, DEFAULT_N_VAL, argv)
 
 
 if __name__ == "__main__":

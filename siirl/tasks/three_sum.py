@@ -9,13 +9,12 @@ CLI: ``python -m siirl.tasks.three_sum --out DIR [--seed S --n-train N --n-val M
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from siirl.tasks.task_files import task_main, write_splits
 
 DATA_SOURCE = "siirl/arith_add3"
 MAX_SUM = 99
@@ -57,25 +56,15 @@ def generate(out_dir: str, seed: int = 0, n_train: int = 4000, n_val: int = 128)
         if problem not in seen:
             seen.add(problem)
             problems.append(problem)
-    os.makedirs(out_dir, exist_ok=True)
-    paths = []
+    tables = {}
     for split, chunk in (("train", problems[n_val:]), ("val", problems[:n_val])):
         rows = [make_row(a, b, c, split, i) for i, (a, b, c) in enumerate(chunk)]
-        path = os.path.join(out_dir, f"{split}.parquet")
-        pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), path)
-        paths.append(path)
-    return paths[0], paths[1]
+        tables[split] = pa.Table.from_pylist(rows, schema=SCHEMA)
+    return write_splits(out_dir, tables)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Generate the three-number addition task as verl parquet.")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-train", type=int, default=4000)
-    parser.add_argument("--n-val", type=int, default=128)
-    args = parser.parse_args(argv)
-    train, val = generate(args.out, args.seed, args.n_train, args.n_val)
-    print(f"wrote {train} and {val}")
+    task_main("Generate the three-number addition task as verl parquet.", generate, 4000, 128, argv)
 
 
 if __name__ == "__main__":
