@@ -26,17 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from siirl.main_dag import main as siirl_main
+from tests.e2e.e2e_helpers import FAST as SMALL_JOB  # the e2e tests' job: 2 DAG workers, 8 prompts x 4
 
-#: The e2e tests' small job: 2 DAG workers, 8 prompts x 4 samples per step.
-SMALL_JOB = [
-    "device=cpu",
-    "data.train_batch_size=8",
-    "actor_rollout_ref.actor.ppo_mini_batch_size=8",
-    "actor_rollout_ref.rollout.n=4",
-    "data.val_batch_size=64",
-    "trainer.val_before_train=false",
-    "trainer.logger=[console,jsonl]",
-]
 #: Key parts that measure time (or throughput), not what was trained (also under an agent's prefix).
 TIMING_PARTS = ("timing_s/", "perf/")
 
