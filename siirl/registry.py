@@ -103,11 +103,16 @@ class Registry(Generic[T]):
 
     def resolve_class_name(self, class_name: str) -> T:
         """A registered name (or alias), ``module:Class``, or a dotted ``package.module.Class`` (how verl's
-        YAML files name classes); an unknown bare name is the registry's one-line error."""
-        if class_name in self or ":" in class_name:
-            return self.get(class_name)
-        module, _, attr = class_name.rpartition(".")
-        return self.get(f"{module}:{attr}" if module else class_name)
+        YAML files name classes); an unknown bare name is the registry's one-line error, as is a name that
+        resolves to something other than a class."""
+        ref = class_name
+        if ref not in self and ":" not in ref:
+            module, _, attr = ref.rpartition(".")
+            ref = f"{module}:{attr}" if module else ref
+        target = self.get(ref)
+        if not isinstance(target, type):
+            raise ConfigError(f"{class_name} is not a class")
+        return target
 
     def metadata(self, name: str | Enum) -> dict[str, Any]:
         """What the entry was registered with (empty for entries imported from user code)."""

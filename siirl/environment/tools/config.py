@@ -84,8 +84,6 @@ def check_tool_classes(specs: list[ToolSpec], path: str) -> None:
     for spec in specs:
         try:
             target = resolve_tool_class(spec.class_name)
-            if not isinstance(target, type):
-                raise ConfigError(f"{spec.class_name} is not a class")
             getattr(target, "check_config", lambda config: None)(spec.config)
         except ConfigError as exc:
             raise ConfigError(f"bad config: {KEY}={path!r}: tool {spec.name!r}: {exc}") from None
