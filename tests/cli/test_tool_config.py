@@ -1,13 +1,10 @@
 """verl's tool-calling keys: accepted as their scripts write them, one line and exit 2 when wrong."""
 
-from pathlib import Path
-
 import pytest
+from launch_scripts import tool_template_model
 
 from siirl.main_dag import EXIT_USER_ERROR, main
 from tests.e2e.gsm8k_tool_yaml import GSM8K_TOOL_YAML
-
-FAKES = Path(__file__).resolve().parent.parent / "fakes"
 
 
 @pytest.fixture
@@ -22,18 +19,8 @@ def tool_run(path, *extra):
             f"actor_rollout_ref.rollout.multi_turn.tool_config_path={path}", "data.return_raw_chat=true", *extra]
 
 
-def test_verls_multi_turn_keys_are_accepted(capsys, tool_yaml, tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(FAKES))
-    from faulty_tools import TOOL_CHAT_TEMPLATE
-
-    from siirl.tasks import default_model_path
-
-    model = tmp_path / "model"
-    model.mkdir()
-    for item in Path(default_model_path()).iterdir():
-        (model / item.name).symlink_to(item)
-    (model / "chat_template.jinja").unlink()
-    (model / "chat_template.jinja").write_text(TOOL_CHAT_TEMPLATE)
+def test_verls_multi_turn_keys_are_accepted(capsys, tool_yaml, tmp_path):
+    model = tool_template_model(tmp_path)
     code = main(tool_run(
         tool_yaml, f"actor_rollout_ref.model.path={model}", "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=5",
         "actor_rollout_ref.rollout.multi_turn.max_user_turns=4", "actor_rollout_ref.rollout.multi_turn.format=hermes",
