@@ -18,7 +18,9 @@ PAD, EOS = 0, 1
 VOCAB = 32
 
 
-def save_tiny_model(path: Path, *, with_tokenizer: bool = True, seed: int = 0, hidden: int = 32) -> Path:
+def save_tiny_model(
+    path: Path, *, with_tokenizer: bool = True, seed: int = 0, hidden: int = 32, heads: int = 2, kv_heads: int = 2
+) -> Path:
     """A randomly initialised 2-layer Qwen2 (vocab 32) saved as an HF dir; token 0 pads, token 1 ends."""
     torch.manual_seed(seed)
     config = Qwen2Config(
@@ -26,8 +28,8 @@ def save_tiny_model(path: Path, *, with_tokenizer: bool = True, seed: int = 0, h
         hidden_size=hidden,
         intermediate_size=2 * hidden,
         num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=256,
         tie_word_embeddings=True,
         bos_token_id=EOS,

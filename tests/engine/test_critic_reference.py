@@ -40,3 +40,13 @@ def test_reference_is_frozen_and_deterministic(tiny_model_dir, single_process_gr
     torch.testing.assert_close(ref.compute_ref_log_prob(batch), first, atol=0, rtol=0)
     assert torch.all(first[batch["response_mask"] == 0] == 0)
     assert torch.all(first[batch["response_mask"] == 1] < 0)
+
+
+def test_critic_has_no_dropout_while_training(tiny_model_dir, single_process_group):
+    """The values the critic is trained on are the values it reports (the head's default dropout is off)."""
+    critic = CriticWorker(critic_config(tiny_model_dir), "cpu")
+    batch = make_batch(4, seed=2)
+    reported = critic.compute_values(batch)
+    critic.model.train()
+    training = critic.forward_batch(batch, critic.batching, lambda head, labels: head[:, 0].float())
+    torch.testing.assert_close(training, reported, atol=0, rtol=0)

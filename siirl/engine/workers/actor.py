@@ -92,6 +92,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         backend: DeviceBackend | str,
         *,
         process_group: dist.ProcessGroup | None = None,
+        sp_group: dist.ProcessGroup | None = None,
         local_rank: int = 0,
         rollout_n: int = 1,
         temperature: float = 1.0,
@@ -108,6 +109,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
             policy_loader(bool(actor_cfg.freeze_vision_tower)),
             trainable=True,
             process_group=process_group,
+            sp_group=sp_group,
             local_rank=local_rank,
             init_seed=init_seed,
             strategy=str(actor_cfg.strategy),
@@ -229,11 +231,11 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         super().save_checkpoint(path)
         if self.lora:
             tensors = adapter_tensors(self.model)  # gathered on every rank, written by the first
-            if self.dp.rank == 0:
+            if self.dp.rank == 0 and self.sp_leader:
                 write_adapter(adapter_config(self.model), tensors, Path(path) / ADAPTER_DIR)
         if saves_hf_model(self.cfg):
             hf_model = self.model.get_base_model() if self.lora else self.model
             save_hf_model(
                 hf_model, self.named_parameters_for_sync(), self.model_cfg, Path(path) / HF_MODEL_DIR,
-                writer=self.dp.rank == 0,
+                writer=self.dp.rank == 0 and self.sp_leader,
             )

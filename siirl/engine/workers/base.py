@@ -38,6 +38,7 @@ from siirl.engine.workers.padding_free import (
 )
 from siirl.engine.workers.parallel_strategy import build_strategy, count_parameters
 from siirl.engine.workers.stage_timer import StageTimer
+from siirl.engine.workers.ulysses import ULYSSES_ATTENTION, SequenceParallel, sequence_parallel_for
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, vision_rows
 from siirl.errors import ConfigError
 from siirl.params.fsdp import FSDPConfig, host_offload
@@ -135,6 +136,7 @@ class FSDPWorker:
         fsdp: FSDPConfig | None = None,
         init_seed: int = 0,
         strategy: str = "auto",
+        sp_group: dist.ProcessGroup | None = None,
     ) -> None:
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.backend.set_device(local_rank)
@@ -157,12 +159,20 @@ class FSDPWorker:
             model.requires_grad_(False)
         language = text_config(model)
         layer_types = set(getattr(language, "layer_types", None) or ["full_attention"])
+        sequence_parallel = sp_group is not None and dist.get_world_size(sp_group) > 1
         self.layout, attn = choose_layout(
             bool(model_cfg.use_remove_padding),
-            str(model_cfg.remove_padding_layout),
+            "packed" if sequence_parallel else str(model_cfg.remove_padding_layout),
             str(language._attn_implementation),
             full_causal=layer_types == {"full_attention"},
         )
+        #: This rank's Ulysses sequence-parallel group (``ulysses_sequence_parallel_size`` > 1), else None.
+        self.sp: SequenceParallel | None = None
+        if sequence_parallel:
+            self.sp = sequence_parallel_for(sp_group, self.layout, attn)
+            attn = ULYSSES_ATTENTION
+        #: Whether this rank writes what its sp group shares (its dp rank's checkpoint shard, exports).
+        self.sp_leader = self.sp is None or self.sp.rank == 0
         if attn != language._attn_implementation:
             set_text_attn_implementation(model, attn)
         self.logits_to_keep = supports_logits_to_keep(model)
@@ -178,8 +188,9 @@ class FSDPWorker:
         self._skip_logged = False
         self.timer = StageTimer()
         logger.info(
-            "%s ready: strategy=%s (%d parameters) layout=%s attn=%s dp=%d", type(self).__name__,
+            "%s ready: strategy=%s (%d parameters) layout=%s attn=%s dp=%d sp=%d", type(self).__name__,
             self.strategy.name, count_parameters(self.model), self.layout, attn, self.dp.size,
+            self.sp.size if self.sp else 1,
         )
 
     # ----- forward -----
@@ -204,6 +215,7 @@ class FSDPWorker:
                 reduce,
                 self.logits_to_keep,
                 vision_rows(self.model, micro, micro["input_ids"], micro["attention_mask"]),
+                self.sp,
             )
 
     def micro_batches(self, batch: TensorDict, batching: Batching) -> list[list[int]]:
@@ -385,6 +397,8 @@ class FSDPWorker:
                 weighted[key] = weighted[key] + tokens_here * detached
         with self.timer.phase("collectives"):
             self.strategy.reduce_gradients(self.model)
+            if self.sp is not None:
+                self.sp.reduce_gradients(self.model, self.device)
         with self.timer.phase("optimizer"):
             grad_norm = self._optimizer_step(optimizer, grad_clip)
         sum_keys, avg_keys = sorted(summed), sorted(weighted)

@@ -19,10 +19,10 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save_file
 from torch import nn
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
-from torch.distributed.tensor import DTensor
 from torch.optim.lr_scheduler import LambdaLR
 
 from siirl.engine.manifest import read_verified
+from siirl.engine.workers.fsdp import local_tensor
 from siirl.engine.workers.optim import restore_lr_scheduler
 from siirl.errors import CheckpointError
 
@@ -78,10 +78,6 @@ def _flatten(state: dict[str, Any], prefix: str = "") -> dict[str, torch.Tensor]
     return flat
 
 
-def _local(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
-
-
 def shard_file(path: str | Path, group: dist.ProcessGroup | None) -> Path:
     """This rank's file; ``group=None`` is a single process without torch.distributed."""
     rank, size = (dist.get_rank(group), dist.get_world_size(group)) if group is not None else (0, 1)
@@ -93,7 +89,7 @@ def save_state(state: dict[str, Any], path: str | Path, group: dist.ProcessGroup
     Path(path).mkdir(parents=True, exist_ok=True)
     tensors = {}
     for name, tensor in _flatten(state).items():
-        local = _local(tensor).detach()
+        local = local_tensor(tensor).detach()
         tensors[name] = torch.empty(local.shape, dtype=local.dtype).copy_(local)
     save_file(tensors, str(shard_file(path, group)), metadata={"format": "siirl-shard-v1"})
 
@@ -112,7 +108,7 @@ def load_state_into(state: dict[str, Any], path: str | Path, group: dist.Process
     for name, target in _flatten(state).items():
         if name not in loaded:
             raise CheckpointError(f"checkpoint file {file} lacks {name}")
-        local = _local(target)
+        local = local_tensor(target)
         if tuple(loaded[name].shape) != tuple(local.shape):
             raise CheckpointError(
                 f"checkpoint file {file}: {name} has shape {tuple(loaded[name].shape)}, expected {tuple(local.shape)}"
@@ -130,6 +126,7 @@ class CheckpointMixin:
     lr_scheduler: LambdaLR
     dp: Any
     state_offload: Any
+    sp_leader: bool
 
     def state_dict_for_checkpoint(self) -> dict[str, Any]:
         return training_state(self.model, self.optimizer, self.lr_scheduler)
@@ -143,7 +140,9 @@ class CheckpointMixin:
         if self.state_offload is not None:  # the state dict is read where the optimizer steps
             self.state_offload.load()
         try:
-            save_state(self.state_dict_for_checkpoint(), path, self.dp.group)
+            state = self.state_dict_for_checkpoint()
+            if self.sp_leader:  # the ranks of a sequence-parallel group hold the same shard: one writes it
+                save_state(state, path, self.dp.group)
         finally:
             if self.state_offload is not None:
                 self.state_offload.offload()

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
+from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
+
+from siirl.engine.workers.fsdp import local_tensor
 
 
 class DataParallelGroup:
@@ -48,3 +51,27 @@ class DataParallelGroup:
         if not values:
             return []
         return self._reduce(values, dist.ReduceOp.SUM, torch.float32)
+
+
+def all_reduce_gradients(
+    model: nn.Module, group: dist.ProcessGroup, device: torch.device, dtype: torch.dtype, divide_by: int = 1
+) -> None:
+    """Sum every trainable parameter's gradient (this rank's shard of it) over ``group`` and divide by
+    ``divide_by``, in ONE all-reduce of a flat ``dtype`` buffer on ``device``. A parameter without a gradient
+    takes part with zeros, so every rank's buffer lines up."""
+    grads = []
+    for p in model.parameters():
+        if p.requires_grad:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            grads.append(local_tensor(p.grad))
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1).to(device, dtype) for g in grads])
+    dist.all_reduce(flat, group=group)
+    if divide_by != 1:
+        flat.div_(divide_by)
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()

@@ -95,6 +95,11 @@ def full_named_parameters(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]
         yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
+def local_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """This rank's shard of a DTensor (sharing its storage), or the tensor itself."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
 def to_local_float(value: torch.Tensor) -> float:
     """A (possibly DTensor) scalar as a Python float."""
     if isinstance(value, DTensor):

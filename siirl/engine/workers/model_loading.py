@@ -185,9 +185,10 @@ def load_value_model(model_cfg: ModelConfig, backend: DeviceBackend, dtype: torc
 
     Dropout would make the values the critic is trained on differ from the values it reports.
     """
-    model = _load(
-        AutoModelForTokenClassification, model_cfg, dtype, backend, num_labels=1, classifier_dropout=0.0
-    )
+    model = _load(AutoModelForTokenClassification, model_cfg, dtype, backend, num_labels=1)
+    for module in model.modules():  # the head's dropout reads no config key on every architecture
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
     model.config.use_cache = False
     return model
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -37,6 +38,9 @@ from siirl.engine.workers.vision_inputs import VisionRows
 from siirl.errors import ConfigError
 from siirl.params.model import REMOVE_PADDING_LAYOUTS
 from siirl.registry import Registry
+
+if TYPE_CHECKING:
+    from siirl.engine.workers.ulysses import SequenceParallel
 
 #: Attention kernels that take packed sequences natively (sequence boundaries from ``cu_seq_lens_q``).
 VARLEN_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3", VARLEN_SDPA, *VARLEN_ATTENTION_NAMES})
@@ -261,12 +265,14 @@ def response_outputs(
     reduce: HeadReduce,
     logits_to_keep: bool,
     vision: VisionRows | None = None,
+    sp: SequenceParallel | None = None,
 ) -> torch.Tensor:
     """``reduce(head_outputs (N, C), labels (N,))`` placed at the valid response tokens of ``(rows, R, ...)``.
 
     ``reduce`` maps the head outputs of the N needed positions (logits for an LM, values for a critic)
     to one value (or a vector) per position; everything else in the result is 0. ``vision``: the rows'
-    images, for a vision-language model (its mrope positions replace ``position_ids``).
+    images, for a vision-language model (its mrope positions replace ``position_ids``). ``sp``: this rank's
+    sequence-parallel group (``packed`` layout): it runs the model on its slice of the packed row.
     """
     if response_len < 1 or input_ids.shape[1] <= response_len:
         raise ValueError(
@@ -277,20 +283,25 @@ def response_outputs(
     if vision is not None:
         position_ids, row_key = vision.positions, vision.row_key
     selection = LAYOUTS.get(layout)(input_ids, attention_mask, position_ids, response_len, row_key)
-    inputs = selection.model_inputs
+    inputs, keep, labels = selection.model_inputs, selection.keep, selection.labels
     if vision is not None:
         images, anchor = vision.model_inputs(model, selection.prompt_rows)
         inputs = {**inputs, **images}
+    if sp is not None:
+        inputs, keep, owner = sp.shard_inputs(inputs, keep)
+        labels = labels[owner == sp.rank]
     if logits_to_keep:
-        head = model(**inputs, use_cache=False, logits_to_keep=selection.keep).logits
+        head = model(**inputs, use_cache=False, logits_to_keep=keep).logits
     else:
-        head = model(**inputs, use_cache=False).logits.index_select(1, selection.keep)
+        head = model(**inputs, use_cache=False).logits.index_select(1, keep)
     if anchor is not None:
         head = head + anchor
     head = head.reshape(-1, head.shape[-1])
     if selection.used is not None:
         head = head.index_select(0, selection.used)
-    values = reduce(head, selection.labels)
+    values = reduce(head, labels)
+    if sp is not None:
+        values = sp.gather_outputs(values, owner)
     rows = input_ids.shape[0]
     out = values.new_zeros((rows * response_len, *values.shape[1:]))
     out = out.index_copy(0, selection.target, values)

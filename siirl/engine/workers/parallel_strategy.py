@@ -24,10 +24,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
-from siirl.engine.workers.distributed import DataParallelGroup
+from siirl.engine.workers.distributed import DataParallelGroup, all_reduce_gradients
 from siirl.engine.workers.fsdp import (
     full_named_parameters,
     gradient_reduce_dtype,
@@ -112,20 +111,8 @@ class ReplicateStrategy(ParallelStrategy):
         return contextlib.nullcontext()
 
     def reduce_gradients(self, model: nn.Module) -> None:
-        if self.dp.size == 1:
-            return
-        params = [p for p in model.parameters() if p.requires_grad]
-        for p in params:
-            if p.grad is None:  # an unused parameter still takes part, so every rank's buffer lines up
-                p.grad = torch.zeros_like(p)
-        flat = torch.cat([p.grad.reshape(-1) for p in params]).to(self.reduce_dtype)
-        dist.all_reduce(flat, group=self.dp.group)
-        flat.div_(self.dp.size)
-        offset = 0
-        for p in params:
-            count = p.grad.numel()
-            p.grad.copy_(flat[offset : offset + count].view_as(p.grad))
-            offset += count
+        if self.dp.size > 1:
+            all_reduce_gradients(model, self.dp.group, self.dp.device, self.reduce_dtype, divide_by=self.dp.size)
 
 
 def count_parameters(model: nn.Module) -> int:
