@@ -51,9 +51,14 @@ def _rank_main(rank: int, world: int, model_dir: str, out_dir: str, strategy: st
 
     critic_plain = CriticWorker(critic_config(Path(model_dir), strategy=strategy), "cpu", process_group=alone)
     critic_split = CriticWorker(
-        critic_config(Path(model_dir), strategy=strategy), "cpu", process_group=alone, sp_group=dist.group.WORLD
+        critic_config(Path(model_dir), strategy=strategy),
+        "cpu",
+        process_group=alone,
+        sp_group=dist.group.WORLD,
     )
-    torch.testing.assert_close(critic_split.compute_values(batch), critic_plain.compute_values(batch), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        critic_split.compute_values(batch), critic_plain.compute_values(batch), atol=1e-5, rtol=1e-5
+    )
     critic_plain.update_critic(batch)
     critic_split.update_critic(batch)
     stepped = _params(critic_plain)

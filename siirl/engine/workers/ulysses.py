@@ -42,7 +42,9 @@ class _GatherSameLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, local: torch.Tensor, group: dist.ProcessGroup, rank: int, size: int) -> torch.Tensor:
+    def forward(
+        ctx: Any, local: torch.Tensor, group: dist.ProcessGroup, rank: int, size: int
+    ) -> torch.Tensor:
         pieces = [torch.empty_like(local) for _ in range(size)]
         dist.all_gather(pieces, local.contiguous(), group=group)
         ctx.rank = rank
