@@ -24,10 +24,11 @@ from siirl.environment.interactions import check_interaction_classes, load_inter
 from siirl.environment.outputs import env_mode
 from siirl.environment.tools import check_tool_classes, load_tool_config
 from siirl.errors import ConfigError
-from siirl.execution.roles import uses_lora
+from siirl.execution.roles import ROLES, uses_lora
 from siirl.params import compose_config
 from siirl.params.old_log_prob import BYPASS_KEY, OLD_LOG_PROB_KEY
 from siirl.params.root import SiirlConfig
+from siirl.params.sequence_parallel import SP_KEYS, check_sequence_parallel, sequence_parallel_sizes
 from siirl.registry import governed_keys
 
 #: Modules whose import registers the other families that govern config keys.
@@ -253,7 +254,7 @@ def warn_short_sandbox_budget(cfg: SiirlConfig) -> None:
 
 def check_vision_policy(cfg: SiirlConfig) -> None:
     """A vision-language policy needs a rollout engine that passes it the images; a critic of one would
-    score token ids without them."""
+    score token ids without them, and sequence parallelism would split image tokens from their images."""
     from siirl.engine.workers.vision import policy_sees_images
 
     if not policy_sees_images(cfg):
@@ -271,6 +272,21 @@ def check_vision_policy(cfg: SiirlConfig) -> None:
             "bad config: a critic (critic.enable / adv_estimator=gae) of a vision-language policy is not "
             "implemented (it would not see the images); use a critic-free estimator such as grpo"
         )
+    if max(sequence_parallel_sizes(cfg).values()) > 1:
+        raise ConfigError(
+            "bad config: Ulysses sequence parallelism (ulysses_sequence_parallel_size > 1) of a vision-language "
+            "policy is not implemented (its image tokens would be split from their images); set it to 1"
+        )
+
+
+def check_reference_sequence_parallel(cfg: SiirlConfig) -> None:
+    """A reference served by the policy's own model (LoRA: adapters off) runs in the policy's sp groups."""
+    sizes = sequence_parallel_sizes(cfg)
+    if ROLES.get("reference").served_by(cfg) is not None and sizes["reference"] != sizes["actor"]:
+        raise ConfigError(
+            f"bad config: under LoRA the reference is the actor's model with its adapters off, so "
+            f"{SP_KEYS['reference']}={sizes['reference']} must equal {SP_KEYS['actor']}={sizes['actor']}"
+        )
 
 
 def check_config(cfg: SiirlConfig) -> None:
@@ -284,6 +300,8 @@ def check_config(cfg: SiirlConfig) -> None:
     check_group_filter_metric(cfg)
     check_lora_rollout(cfg)
     warn_short_sandbox_budget(cfg)
+    check_sequence_parallel(cfg)
+    check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     check_bypass_loss(cfg)

@@ -102,12 +102,14 @@ def check_inputs(cfg: SiirlConfig) -> None:
     from siirl.engine.reward import load_custom_reward_fn
     from siirl.engine.workers.lora import check_lora_targets
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
+    from siirl.engine.workers.ulysses import check_attention_heads
 
     check_attention_names(cfg)
     check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     check_config_overrides(cfg)
     check_lora_targets(cfg.actor_rollout_ref.model)
+    check_attention_heads(cfg)
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
     if dataset_class(cfg.data) is None:  # a data.custom_cls reads the files itself

@@ -14,7 +14,7 @@ from typing import Any
 from siirl.dag_worker.handoff import Handoffs
 from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.policy import Policy
-from siirl.dag_worker.process_groups import build_dp_groups
+from siirl.dag_worker.process_groups import build_dp_groups, build_sp_groups
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.device import DeviceBackend
 from siirl.execution.dag import TaskGraph
@@ -42,6 +42,8 @@ class WorkerContext:
     local_device: int = 0
     #: Role key -> this rank's dp process group (siirl.dag_worker.process_groups).
     groups: dict[str, Any] = field(default_factory=dict)
+    #: Role key -> this rank's Ulysses sequence-parallel group, for the roles that have one.
+    sp_groups: dict[str, Any] = field(default_factory=dict)
     train_loader: Any = None
     val_loader: Any = None
     reward_manager: Any = None
@@ -125,7 +127,7 @@ def build_context(
     data_coord = me.coords.get("rollout") or next(iter(me.coords.values()))
     ctx = WorkerContext(
         cfg=cfg, plan=plan, rank=rank, backend=backend, tokenizer=tokenizer, graph=me.graph,
-        local_device=local_device, groups=build_dp_groups(plan, rank),
+        local_device=local_device, groups=build_dp_groups(plan, rank), sp_groups=build_sp_groups(plan, rank),
         # Every worker scans a 1/world slice of the rows for over-long prompts; they share the findings.
         # Workers whose first node is fed by another placement group build the loader (same epoch
         # length everywhere) but never iterate it, so they read no rows.

@@ -60,10 +60,20 @@ def build_models(ctx: Any, graph: TaskGraph) -> dict[str, Any]:
     return models
 
 
-def _group(ctx: Any, spec: RoleSpec, agent: str) -> Any:
-    """The process group the planner made for this slot (agents' slots are ``<agent>/<role>``)."""
+def _slot(spec: RoleSpec, agent: str) -> str:
+    """The plan's role key of a slot (agents' slots are ``<agent>/<role>``)."""
     name = spec.group.value
-    return ctx.groups.get(f"{agent}/{name}" if agent else name)
+    return f"{agent}/{name}" if agent else name
+
+
+def _group(ctx: Any, spec: RoleSpec, agent: str) -> Any:
+    """The data-parallel process group the planner made for this slot."""
+    return ctx.groups.get(_slot(spec, agent))
+
+
+def _sp_group(ctx: Any, spec: RoleSpec, agent: str) -> Any:
+    """The slot's Ulysses sequence-parallel group, or None where the plan does not split its sequences."""
+    return ctx.sp_groups.get(_slot(spec, agent))
 
 
 def agent_model_config(cfg: SiirlConfig, graph: TaskGraph, agent: str) -> Any:
@@ -96,6 +106,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     model = agent_model_config(cfg, ctx.graph, agent)
     actor = ActorWorker(
         model, arr.actor, ctx.backend, process_group=_group(ctx, ROLES.get("actor"), agent),
+        sp_group=_sp_group(ctx, ROLES.get("actor"), agent),
         rollout_n=arr.rollout.n, temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout,
         init_seed=cfg.trainer.seed, local_rank=ctx.local_device, rollout_correction=cfg.algorithm.rollout_correction,
     )
@@ -129,6 +140,7 @@ def build_reference(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     return ReferenceWorker(
         agent_model_config(ctx.cfg, ctx.graph, agent), arr.ref, ctx.backend,
         process_group=_group(ctx, ROLES.get("reference"), agent), temperature=arr.rollout.temperature,
+        sp_group=_sp_group(ctx, ROLES.get("reference"), agent),
         strategy=str(arr.actor.strategy), local_rank=ctx.local_device,
     )
 
@@ -139,6 +151,7 @@ def build_critic(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     cfg = ctx.cfg
     return CriticWorker(
         cfg.critic, ctx.backend, process_group=_group(ctx, ROLES.get("critic"), agent),
+        sp_group=_sp_group(ctx, ROLES.get("critic"), agent),
         rollout_n=cfg.actor_rollout_ref.rollout.n, init_seed=cfg.trainer.seed, local_rank=ctx.local_device,
     )
 

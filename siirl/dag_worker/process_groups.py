@@ -21,3 +21,17 @@ def build_dp_groups(plan: ExecutionPlan, rank: int) -> dict[str, dist.ProcessGro
             if rank in ranks:
                 mine[key] = group
     return mine
+
+
+def build_sp_groups(plan: ExecutionPlan, rank: int) -> dict[str, dist.ProcessGroup]:
+    """Role key -> this rank's Ulysses sequence-parallel group, for the roles the plan splits that way
+    (collective like ``build_dp_groups``: call it on every rank, after it)."""
+    mine: dict[str, dist.ProcessGroup] = {}
+    for key, groups in plan.groups.items():
+        if groups.model_parallel != "sp":
+            continue
+        for ranks in groups.tp_groups:
+            group = dist.new_group(sorted(ranks))
+            if rank in ranks:
+                mine[key] = group
+    return mine

@@ -133,6 +133,9 @@ class ActorConfig:
     clip_ratio_low: Optional[float] = None  # noqa: UP045
     clip_ratio_high: Optional[float] = None  # noqa: UP045
     clip_ratio_c: float = 3.0
+    #: Ulysses sequence parallelism: this many ranks share each micro-batch, each running the model on a
+    #: slice of its packed tokens (needs model.use_remove_padding); data parallelism is world / this.
+    ulysses_sequence_parallel_size: int = 1
     loss_agg_mode: str = "token-mean"
     #: Constant divisor of seq-mean-token-sum-norm (0: the response width); applies to every loss term
     #: (policy, entropy, KL).
@@ -213,7 +216,7 @@ class RolloutConfig:
     free_cache_engine: bool = True
     enforce_eager: bool = False
     #: vLLM/SGLang engine knobs (no-ops on hf); null = the engine's own default. See
-    #: docs/migrating_from_verl.md for the argument each becomes.
+    #: docs/migrating-from-verl.md for the argument each becomes.
     max_model_len: Optional[int] = None  # noqa: UP045
     max_num_batched_tokens: Optional[int] = None  # noqa: UP045
     max_num_seqs: Optional[int] = None  # noqa: UP045
@@ -259,6 +262,8 @@ class RefConfig:
     log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
     log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     log_prob_max_token_len_per_gpu: int = 8192
+    #: null = the actor's ``ulysses_sequence_parallel_size`` (verl's default).
+    ulysses_sequence_parallel_size: Optional[int] = None  # noqa: UP045
     #: siiRL's earlier spelling of ``fsdp_config.param_offload``; folded into it when the config loads.
     param_offload: bool | None = None
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
@@ -288,6 +293,8 @@ class CriticConfig:
     ppo_max_token_len_per_gpu: int = 4096
     ppo_epochs: int = 1
     cliprange_value: float = 0.5
+    #: As the actor's ``ulysses_sequence_parallel_size``, for the critic's forward and update.
+    ulysses_sequence_parallel_size: int = 1
     loss_agg_mode: str = "token-mean"
     #: Constant divisor of seq-mean-token-sum-norm (0: the response width), as for the actor.
     loss_agg_horizon: int = 0

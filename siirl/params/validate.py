@@ -159,13 +159,7 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 def _check_dapo_keys(cfg: DictConfig) -> None:
     """verl's DAPO keys act only together with the feature they tune, so alone they are refused, not ignored."""
-    data, groups = cfg.data, cfg.algorithm.filter_groups
-    if data.gen_batch_size is not None and data.gen_batch_size != data.train_batch_size and not groups.enable:
-        raise ConfigError(
-            f"bad config: data.gen_batch_size={data.gen_batch_size} differs from data.train_batch_size="
-            f"{data.train_batch_size} but algorithm.filter_groups.enable=false; generation chunks only fill a "
-            "train batch when the group filter drops groups (enable it, or drop data.gen_batch_size)"
-        )
+    data = cfg.data
     buffer = cfg.reward_model.overlong_buffer
     if not buffer.enable:
         return

@@ -5,7 +5,7 @@
 - ``INERT``: the feature is not implemented; the key is accepted only at the value that leaves it off
   (the override is then dropped) and refused, naming the feature, otherwise.
 - ``NOT_READ``: a speed / memory / serving knob whose every value leaves the results as they are here; it
-  is accepted at any value and dropped (docs/migrating_from_verl.md says what siiRL does instead).
+  is accepted at any value and dropped (docs/migrating-from-verl.md says what siiRL does instead).
 
 A key (or ``prefix.*`` family) listed here is never an "unknown key": the user meant it, siiRL says why.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from siirl.params.verl_key_kinds import DROP, SPEED, ULYSSES, Inert, Renamed
+from siirl.params.verl_key_kinds import DROP, SPEED, Inert, Renamed
 from siirl.params.verl_tree_keys import TREE_INERT, TREE_NOT_READ, TREE_RENAMED
 
 _ACTOR, _ROLLOUT, _MODEL = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model."
@@ -52,9 +52,6 @@ _EMBODIED = (
 
 INERT: dict[str, Inert] = {
     _ACTOR + "optim.override_optimizer_config.*": Inert((), _MEGATRON),
-    _ACTOR + "ulysses_sequence_parallel_size": Inert((1,), ULYSSES),
-    "actor_rollout_ref.ref.ulysses_sequence_parallel_size": Inert((1,), ULYSSES),
-    "critic.ulysses_sequence_parallel_size": Inert((1,), ULYSSES),
     "profiler.enable": Inert((False,), _SIIRL_PROFILER),
     "actor_rollout_ref.hybrid_engine": Inert((True,), "the rollout engine is always colocated with the actor"),
     _MODEL + "model_type": Inert((), _EMBODIED),

@@ -23,4 +23,3 @@ class Inert:
     why: str
 
 SPEED = "a speed or memory knob; siiRL's log-prob path is not torch.compiled nor chunked, results are the same"
-ULYSSES = "Ulysses sequence parallelism is not implemented (ulysses_sequence_parallel_size=1 only)"

@@ -7,11 +7,15 @@ in one line naming it.
 
 from __future__ import annotations
 
+import logging
+
 from omegaconf import DictConfig
 
 from siirl.errors import ConfigError
 from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import fold_mixed_precision
+
+logger = logging.getLogger(__name__)
 
 
 def _canonical_workflow(cfg: DictConfig) -> None:
@@ -76,6 +80,21 @@ def _ref_param_offload(cfg: DictConfig) -> None:
     ref.param_offload = None
 
 
+def _unfiltered_gen_batch(cfg: DictConfig) -> None:
+    """verl's DAPO trainer without its group filter trains on the whole generation batch: a
+    ``data.gen_batch_size`` that differs from ``data.train_batch_size`` is then the train batch."""
+    data = cfg.data
+    if data.gen_batch_size is None or data.gen_batch_size < 1 or cfg.algorithm.filter_groups.enable:
+        return  # a bad size is refused by the value checks
+    if data.gen_batch_size != data.train_batch_size:
+        logger.info(
+            "algorithm.filter_groups.enable=false: every generated group trains, so the train batch is "
+            "data.gen_batch_size=%d prompts (data.train_batch_size=%d is not read), as in verl",
+            data.gen_batch_size, data.train_batch_size,
+        )
+        data.train_batch_size = data.gen_batch_size
+
+
 def apply_verl_keys(cfg: DictConfig) -> None:
     """Rewrite the verl spellings in ``cfg`` in place (see the module docstring)."""
     _canonical_workflow(cfg)
@@ -83,4 +102,5 @@ def apply_verl_keys(cfg: DictConfig) -> None:
     _resume_path(cfg)
     _assistant_turns(cfg)
     _ref_param_offload(cfg)
+    _unfiltered_gen_batch(cfg)
     fold_mixed_precision(cfg)

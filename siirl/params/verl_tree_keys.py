@@ -5,12 +5,12 @@ defaults. Each has a status here (merged into ``siirl.params.verl_inert_keys``):
 only at verl's default, the value that leaves the feature off, refused in one line otherwise) or not read
 (its value cannot change results here). A section switched off by its ``enable`` (or ``mode``) switch has the
 switch inert and its options not read: verl reads them only when the section is on, which is refused.
-docs/migrating_from_verl.md lists every entry; tests/cli/test_verl_tree_keys.py keeps the two in step.
+docs/migrating-from-verl.md lists every entry; tests/cli/test_verl_tree_keys.py keeps the two in step.
 """
 
 from __future__ import annotations
 
-from siirl.params.verl_key_kinds import DROP, SPEED, ULYSSES, Inert, Renamed
+from siirl.params.verl_key_kinds import DROP, SPEED, Inert, Renamed
 
 _ARR = "actor_rollout_ref."
 _ACTOR, _REF, _ROLLOUT, _MODEL = _ARR + "actor.", _ARR + "ref.", _ARR + "rollout.", _ARR + "model."
@@ -48,7 +48,9 @@ def _per_role() -> tuple[dict[str, Inert], dict[str, str]]:
         fsdp = role + "fsdp_config."
         inert[fsdp + "seed"] = Inert((42,), _SEED)
         inert[fsdp + "full_determinism"] = _not_wired("verl's full-determinism mode", False)
-        inert[fsdp + "ulysses_sequence_parallel_size"] = Inert((1,), ULYSSES)
+        not_read[fsdp + "ulysses_sequence_parallel_size"] = (
+            "verl fills it from the role's ulysses_sequence_parallel_size, which siiRL reads"
+        )
         inert[fsdp + "forward_only"] = Inert(
             (forward_only,), "whether a role trains is fixed by its section (verl's default for the section only)"
         )
@@ -137,7 +139,9 @@ TREE_INERT: dict[str, Inert] = {
     "critic.checkpoint.async_save": _not_wired("asynchronous checkpoint saving", False),
     "reward_model.enable_resource_pool": _not_wired("a separate resource pool for the reward model", False),
     "reward_model.micro_batch_size": _not_wired("verl's global reward-model micro-batch size", None),
-    "reward_model.ulysses_sequence_parallel_size": Inert((1,), ULYSSES),
+    "reward_model.ulysses_sequence_parallel_size": Inert(
+        (1,), "a reward model runs without Ulysses sequence parallelism (ulysses_sequence_parallel_size=1 only)"
+    ),
     "trainer.rollout_data_dir": _not_wired("dumping each step's rollouts", None),
     "trainer.validation_data_dir": Inert(
         (None,), "validation samples go to <trainer.output_dir>/val_generations.jsonl (trainer.log_val_generations)"

@@ -25,7 +25,7 @@ from siirl.tasks import (
 )
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "launch_scripts"
-MIGRATION_DOC = Path(__file__).resolve().parents[2] / "docs" / "migrating_from_verl.md"
+MIGRATION_DOC = Path(__file__).resolve().parents[2] / "docs" / "migrating-from-verl.md"
 EXPECTATIONS = FIXTURES / "expectations.json"
 VERL_CONFIG = FIXTURES.parent / "verl_config"
 #: What the compatibility promise adds to every script: the CPU, two DAG workers on one node.
@@ -130,6 +130,29 @@ def tool_template_model(folder: Path) -> str:
                 (path / item.name).symlink_to(item)
         (path / "chat_template.jinja").write_text(fake_module("faulty_tools").TOOL_CHAT_TEMPLATE)
     return str(path)
+
+
+def many_heads_model(folder: Path) -> str:
+    """The embedded model's files (linked) under a config that splits the same projections into 16 query
+    and 8 key/value heads of width 8, standing in for a script's large model wherever its Ulysses
+    sequence-parallel size (8, 16) does not divide the embedded model's 4 heads. Every weight keeps its shape,
+    so the embedded weights load. Built once per folder."""
+    path = folder / "tiny_many_heads"
+    if not path.is_dir():
+        path.mkdir(parents=True)
+        for item in Path(default_model_path()).iterdir():
+            if item.name != "config.json":
+                (path / item.name).symlink_to(item)
+        config = json.loads((Path(default_model_path()) / "config.json").read_text(encoding="utf-8"))
+        config.update(num_attention_heads=16, num_key_value_heads=8, head_dim=8)
+        (path / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return str(path)
+
+
+def splits_more_than_the_heads(invocation: dict) -> bool:
+    """The script's sequence-parallel size does not divide the embedded model's 4 attention heads."""
+    sizes = [o.partition("=")[2] for o in invocation["overrides"] if o.partition("=")[0].endswith("ulysses_sequence_parallel_size")]
+    return any(size.isdigit() and 4 % int(size) for size in sizes)
 
 
 def is_vision_script(invocation: dict) -> bool:
@@ -300,6 +323,8 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
             values.update(model=tiny_qwen2_5_vl(folder), train_data=data["vl_train"], val_data=data["vl_val"])
         elif _sets(invocation, "multi_turn.tool_config_path"):  # a VL script's config brings its own template
             values["model"] = tool_template_model(folder)
+        elif splits_more_than_the_heads(invocation):
+            values["model"] = many_heads_model(folder)
         if _sets(invocation, "multi_turn.interaction_config_path"):  # its rows must name an interaction
             values.update(train_data=data["it_train"], val_data=data["it_val"])
         if "lora_adapter" in invocation["swap"].values():

@@ -58,7 +58,6 @@ def test_the_reward_model_still_filters_on_its_score():
 @pytest.mark.parametrize(
     ("overrides", "names"),
     [
-        (["data.gen_batch_size=64"], ["data.gen_batch_size=64", "algorithm.filter_groups.enable=false"]),
         (["data.gen_batch_size=0"], ["data.gen_batch_size=0"]),
         (["reward_model.overlong_buffer.enable=true"], ["reward_model.reward_manager=dapo"]),
         (["reward_model.overlong_buffer.enable=true", "reward_model.reward_manager=dapo",
@@ -73,6 +72,13 @@ def test_dapo_keys_alone_are_refused(capsys, overrides, names):
 
 def test_gen_batch_size_equal_to_the_train_batch_needs_no_filter():
     assert load_config(["data.gen_batch_size=32"]).data.gen_batch_size == 32
+
+
+def test_without_the_group_filter_the_generation_batch_trains_whole():
+    """verl's DAPO trainer with filter_groups.enable=false trains on every generated group."""
+    data = load_config(["data.gen_batch_size=64", "data.train_batch_size=16"]).data
+    assert data.train_batch_size == data.gen_batch_size == 64
+    assert load_config([*DAPO, "data.gen_batch_size=64", "data.train_batch_size=16"]).data.train_batch_size == 16
 
 
 def test_gen_batch_size_must_split_over_the_rollout_ranks(capsys):

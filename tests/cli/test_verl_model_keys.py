@@ -115,7 +115,7 @@ def test_sglang_tensor_parallel_is_refused_before_ray(fake_cuda):
 
 
 def test_speed_and_serving_knobs_are_accepted_at_any_value(caplog):
-    """They leave the results as they are here (docs/migrating_from_verl.md says what siiRL does instead)."""
+    """They leave the results as they are here (docs/migrating-from-verl.md says what siiRL does instead)."""
     import logging
 
     with caplog.at_level(logging.WARNING):

@@ -18,7 +18,7 @@ from siirl.params.verl_tree_keys import TREE_INERT
 
 REPO = Path(__file__).resolve().parents[2]
 VERL_TREE = REPO / "tests" / "fixtures" / "verl_config" / "_generated_ppo_trainer.yaml"
-GUIDE = REPO / "docs" / "migrating_from_verl.md"
+GUIDE = REPO / "docs" / "migrating-from-verl.md"
 SCHEMA = schema_keys(SiirlConfig)
 
 

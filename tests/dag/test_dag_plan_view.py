@@ -35,7 +35,9 @@ def test_render_plan_shows_order_placements_and_tables():
     )
     assert "  all: ranks 0-1: rollout_actor, function_reward, dynamic_sampling" in text
     assert plan.to_table() in text and plan.groups_table() in text
-    assert "actor      0-1    2   1   [0,1]      [0] [1]" in text
+    assert "actor      0-1    2 (tp)  1   [0,1]         [0] [1]" in text
+    split = render_plan(make_plan(dapo_pipeline(), 1, 2, parallelism={"actor": {"sp": 2}}))
+    assert "actor      0-1    2 (sp)  1   [0,1]         [0] [1]" in split and "dp0/1 sp1/2" in split
 
 
 def test_dot_has_nodes_edges_and_clusters(tmp_path, monkeypatch):

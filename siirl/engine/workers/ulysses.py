@@ -138,6 +138,29 @@ def sequence_parallel_for(group: dist.ProcessGroup, layout: str, attention: str)
     return SequenceParallel(group, attention)
 
 
+def check_attention_heads(cfg: Any) -> None:
+    """Each role with ``ulysses_sequence_parallel_size`` > 1 splits its model's attention heads evenly
+    over the group (before Ray starts: it needs the model's config, not its weights)."""
+    from transformers import AutoConfig
+
+    from siirl.engine.workers.model_loading import model_dir
+    from siirl.params.sequence_parallel import SP_KEYS, role_models, sequence_parallel_sizes
+
+    models = role_models(cfg)
+    for role, size in sequence_parallel_sizes(cfg).items():
+        if size == 1 or (role == "critic" and not cfg.critic.enable):
+            continue
+        section, model_cfg = models[role]
+        path = model_dir(model_cfg)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=bool(model_cfg.trust_remote_code))
+        heads = config.get_text_config().num_attention_heads
+        if heads % size:
+            raise ConfigError(
+                f"bad config: {SP_KEYS[role]}={size} must divide the {heads} attention heads of {section}.path "
+                f"({path}): each rank of a sequence-parallel group attends with heads / {size} of them"
+            )
+
+
 def kv_repeats(kv_heads: int, sp: int) -> int:
     """How many copies of each key/value head make their count divisible by the group size (1 if it is)."""
     return sp // math.gcd(kv_heads, sp)

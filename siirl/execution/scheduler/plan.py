@@ -40,9 +40,11 @@ class RoleCoord:
     dp_size: int
     tp_rank: int
     tp_size: int
+    #: ``tp`` or ``sp``, as ``RoleGroups.model_parallel``.
+    model_parallel: str = "tp"
 
     def __str__(self) -> str:
-        return f"dp{self.dp_rank}/{self.dp_size} tp{self.tp_rank}/{self.tp_size}"
+        return f"dp{self.dp_rank}/{self.dp_size} {self.model_parallel}{self.tp_rank}/{self.tp_size}"
 
 
 @dataclass
@@ -57,9 +59,12 @@ class RoleGroups:
     dp_size: int
     tp_groups: list[tuple[int, ...]] = field(default_factory=list)
     dp_groups: list[tuple[int, ...]] = field(default_factory=list)
+    #: What the ranks of a tp group share: ``tp`` (tensor parallel: a model split over them) or ``sp``
+    #: (Ulysses sequence parallel: each micro-batch's tokens split over them). Either way they hold the same data.
+    model_parallel: str = "tp"
 
     def to_table(self) -> str:
-        rows = [("tp", i, _bracket(g)) for i, g in enumerate(self.tp_groups)]
+        rows = [(self.model_parallel, i, _bracket(g)) for i, g in enumerate(self.tp_groups)]
         rows += [("dp", i, _bracket(g)) for i, g in enumerate(self.dp_groups)]
         return format_table([f"{self.key} group", "index", "ranks"], rows)
 
@@ -140,11 +145,11 @@ class ExecutionPlan:
             [
                 g.key,
                 span(g.ranks),
-                g.tp_size,
+                f"{g.tp_size} ({g.model_parallel})" if g.tp_size > 1 else g.tp_size,
                 g.dp_size,
                 " ".join(map(_bracket, g.tp_groups)),
                 " ".join(map(_bracket, g.dp_groups)),
             ]
             for g in self.groups.values()
         ]
-        return format_table(["role", "ranks", "tp", "dp", "tp groups", "dp groups"], rows)
+        return format_table(["role", "ranks", "tp|sp", "dp", "tp|sp groups", "dp groups"], rows)

@@ -3,7 +3,8 @@
 Ranks are numbered node-major (rank = node_index * devices_per_node + local_rank). Inside each role's
 rank range, tensor parallelism is the fastest-varying dimension (Megatron order): tp groups are runs of
 ``tp`` consecutive ranks, so with ``devices_per_node % tp == 0`` they never cross a machine, and dp groups
-take one rank from each tp group. Only roles that own a model (MODEL_INFERENCE / MODEL_TRAIN nodes) get
+take one rank from each tp group. A trained model's Ulysses sequence-parallel groups (``sp``) are laid out
+the same way: the ranks of an sp group hold the same data, as those of a tp group do. Only roles that own a model (MODEL_INFERENCE / MODEL_TRAIN nodes) get
 process groups; COMPUTE / DATA_LOAD nodes work on whatever shard their worker holds.
 """
 
@@ -32,9 +33,10 @@ from siirl.execution.scheduler.plan import (
     WorkerPlan,
 )
 from siirl.params.root import SiirlConfig, or_defaults
+from siirl.params.sequence_parallel import sequence_parallel_sizes
 
 _MODEL_TYPES = (NodeType.MODEL_INFERENCE, NodeType.MODEL_TRAIN)
-_SPEC_KEYS = ("tp", "dp")
+_SPEC_KEYS = ("tp", "sp", "dp")
 
 #: Parallelism per role key: ``{"actor": {"tp": 2}}``; ``"<placement>/<role>"`` overrides one placement.
 Parallelism = Mapping[str, Mapping[str, int]]
@@ -119,32 +121,33 @@ def _check_parallelism_keys(parallelism: Parallelism, role_keys: Mapping[str, tu
             raise ConfigError(f"parallelism[{key!r}] must be a mapping like {{'tp': 2}}, got {spec!r}")
         unknown = [k for k in spec if k not in _SPEC_KEYS]
         if unknown:
-            raise ConfigError(f"parallelism[{key!r}] has unknown key {unknown[0]!r}; allowed: tp, dp")
+            raise ConfigError(f"parallelism[{key!r}] has unknown key {unknown[0]!r}; allowed: tp, sp, dp")
+        if "tp" in spec and "sp" in spec:
+            raise ConfigError(f"parallelism[{key!r}] sets both tp and sp; a role shares its data over one of them")
 
 
 def _role_mesh(
     key: str, role: NodeRole, placement: str, ranks: tuple[int, ...], spec: Mapping[str, int], per_node: int
 ) -> RoleGroups:
-    """Lay ``ranks`` out as a dp x tp mesh and check it fits the machines."""
-    tp = _positive_int(spec.get("tp", 1), f"{key} tp")
-    if tp > per_node:
-        raise ConfigError(
-            f"{key} tp={tp} exceeds {per_node} devices per node (tensor-parallel groups never span nodes)"
-        )
+    """Lay ``ranks`` out as a dp x tp (or dp x sp) mesh and check it fits the machines."""
+    kind = "sp" if "sp" in spec else "tp"
+    tp = _positive_int(spec.get(kind, 1), f"{key} {kind}")
+    if kind == "tp" and tp > per_node:
+        raise ConfigError(f"{key} tp={tp} exceeds {per_node} devices per node (tp groups never span nodes)")
     if len(ranks) % tp:
-        raise ConfigError(f"{key}: its {len(ranks)} ranks are not divisible by tp={tp}")
+        raise ConfigError(f"{key}: its {len(ranks)} ranks are not divisible by {kind}={tp}")
     dp = len(ranks) // tp
     if "dp" in spec and _positive_int(spec["dp"], f"{key} dp") != dp:
-        raise ConfigError(f"{key} dp={spec['dp']} does not match {len(ranks)} ranks / tp={tp} = {dp}")
+        raise ConfigError(f"{key} dp={spec['dp']} does not match {len(ranks)} ranks / {kind}={tp} = {dp}")
     tp_groups = [ranks[d * tp : (d + 1) * tp] for d in range(dp)]
-    for group in tp_groups:
+    for group in tp_groups if kind == "tp" else ():  # an sp group may span nodes (its all-to-all crosses them)
         if len({rank // per_node for rank in group}) > 1:
             raise ConfigError(
                 f"{key} tp group {list(group)} spans nodes; make the placement sizes multiples of "
                 f"{per_node} devices per node or of tp={tp}"
             )
     dp_groups = [tuple(group[t] for group in tp_groups) for t in range(tp)]
-    return RoleGroups(key, role, placement, ranks, tp, dp, tp_groups, dp_groups)
+    return RoleGroups(key, role, placement, ranks, tp, dp, tp_groups, dp_groups, model_parallel=kind)
 
 
 def _worker(
@@ -165,7 +168,7 @@ def _worker(
         if rank in mesh.ranks:
             position = mesh.ranks.index(rank)
             coords[key] = RoleCoord(
-                position // mesh.tp_size, mesh.dp_size, position % mesh.tp_size, mesh.tp_size
+                position // mesh.tp_size, mesh.dp_size, position % mesh.tp_size, mesh.tp_size, mesh.model_parallel
             )
     return WorkerPlan(
         rank=rank,
@@ -222,7 +225,8 @@ def make_plan(
 
 def plan_from_config(graph: TaskGraph, cfg: SiirlConfig | None) -> ExecutionPlan:
     """``make_plan`` with the run config: ``trainer.nnodes``, ``trainer.n_gpus_per_node`` (when > 0) else
-    ``trainer.n_devices_per_node``, the rollout's ``tensor_model_parallel_size`` and ``dag.agent_placement``.
+    ``trainer.n_devices_per_node``, the rollout's ``tensor_model_parallel_size``, the trained and reference
+    models' ``ulysses_sequence_parallel_size`` and ``dag.agent_placement``.
 
     First the node contracts are checked against the config (``check_contracts``), so a graph that
     would fail at step 1 for a missing key or model is refused here, in one line. ``None``: the defaults.
@@ -230,9 +234,13 @@ def plan_from_config(graph: TaskGraph, cfg: SiirlConfig | None) -> ExecutionPlan
     cfg = or_defaults(cfg)
     check_contracts(graph, cfg)
     per_node = cfg.trainer.n_gpus_per_node or cfg.trainer.n_devices_per_node
-    rollout_tp = cfg.actor_rollout_ref.rollout.tensor_model_parallel_size
-    has_rollout = any(n.node_role is NodeRole.ROLLOUT and n.node_type in _MODEL_TYPES for n in graph)
-    parallelism = {NodeRole.ROLLOUT.value: {"tp": rollout_tp}} if has_rollout else {}
+    model_roles = {n.node_role for n in graph if n.node_type in _MODEL_TYPES}
+    parallelism: dict[str, dict[str, int]] = {}
+    if NodeRole.ROLLOUT in model_roles:
+        parallelism[NodeRole.ROLLOUT.value] = {"tp": cfg.actor_rollout_ref.rollout.tensor_model_parallel_size}
+    for role, size in sequence_parallel_sizes(cfg).items():
+        if size > 1 and NodeRole(role) in model_roles:
+            parallelism[role] = {"sp": size}
     return make_plan(
         graph, cfg.trainer.nnodes, per_node, parallelism, agent_placement=cfg.dag.agent_placement,
     )
