@@ -57,7 +57,7 @@ def _batch(rows: int, length: int) -> TensorDict:
     ids = torch.randint(2, VOCAB, (rows, length), generator=gen)
     mask = torch.ones(rows, length, dtype=torch.long)
     response = length - prompt
-    noise = lambda: torch.randn(rows, response, generator=gen)  # noqa: E731
+    noise = lambda: torch.randn(rows, response, generator=gen)
     return TensorDict(
         {
             "input_ids": ids, "attention_mask": mask, "position_ids": torch.arange(length).expand(rows, -1).clone(),
