@@ -87,7 +87,7 @@ def _unfiltered_gen_batch(cfg: DictConfig) -> None:
     if data.gen_batch_size is None or data.gen_batch_size < 1 or cfg.algorithm.filter_groups.enable:
         return  # a bad size is refused by the value checks
     if data.gen_batch_size != data.train_batch_size:
-        logger.info(
+        logger.warning(
             "algorithm.filter_groups.enable=false: every generated group trains, so the train batch is "
             "data.gen_batch_size=%d prompts (data.train_batch_size=%d is not read), as in verl",
             data.gen_batch_size, data.train_batch_size,

@@ -16,7 +16,7 @@ ONE_OPTIMISER_STEP = [
 
 
 @pytest.mark.slow
-def test_sequence_parallel_step_equals_the_data_parallel_one(tmp_path, capsys):
+def test_sequence_parallel_step_equals_the_data_parallel_one(tmp_path, ray_session, capsys):
     runs = {}
     for size in (1, 2):
         run_dir = tmp_path / f"sp{size}"
