@@ -77,16 +77,15 @@ def test_high_diff_dump_needs_recorded_log_probs():
     "verl_recipe_dapo/recipe/dapo/run_dapo_qwen2.5_32b_rollout_corr",
     "verl_recipe_dapo/recipe/dapo/run_dapo_qwen3_moe_30b_vllm_fp8_rollout",
 ])
-def test_dapo_rollout_correction_scripts_plan_but_for_their_other_features(name, tmp_path):
-    """Those scripts stop on Ulysses (refused) and FP8 rollout (not this section's); the rest of each, its
-    rollout_correction and dump keys included, plans."""
-    from launch_scripts import replays, write_task_data
+def test_dapo_rollout_correction_scripts_plan_at_their_ulysses_size(name, tmp_path):
+    """Those scripts split sequences over more ranks than the replay's 2 devices; at their own size they plan,
+    their rollout_correction and dump keys included."""
+    from launch_scripts import expectations, replays, write_task_data
 
     data = write_task_data(tmp_path / "data", train_rows=4096)
-    (replay,) = replays(name, tmp_path, data, [f"trainer.output_dir={tmp_path / 'out'}"])
-    elsewhere = ("ulysses_sequence_parallel_size", "rollout.quantization")
-    kept = [o for o in replay.overrides if not any(part in o for part in elsewhere)]
-    cfg, *_ = prepare(kept, replay.config_path, replay.config_name)
+    devices = expectations()[name]["devices"]
+    (replay,) = replays(name, tmp_path, data, [f"trainer.output_dir={tmp_path / 'out'}", f"trainer.n_gpus_per_node={devices}"])
+    cfg, *_ = prepare(replay.overrides, replay.config_path, replay.config_name)
     assert cfg.algorithm.rollout_correction.rollout_is_threshold == 2.0
 
 

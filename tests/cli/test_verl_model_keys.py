@@ -56,9 +56,9 @@ def test_plus_on_a_known_key_sets_it():
     ("override", "needle"),
     [
         ("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=2", "Megatron-LM"),
-        ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=2", "Ulysses sequence parallelism"),
-        ("critic.ulysses_sequence_parallel_size=4", "Ulysses sequence parallelism"),
-        ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=2", "Ulysses sequence parallelism"),
+        ("actor_rollout_ref.actor.ulysses_sequence_parallel_size=4", "must divide the job's 2 devices"),
+        ("critic.ulysses_sequence_parallel_size=4", "must divide the job's 2 devices"),
+        ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=0", "must be a positive integer"),
         ("actor_rollout_ref.rollout.mode=server", "expected one of sync, async"),
         ("actor_rollout_ref.actor.profiler.enable=True", "profiling"),
         ("actor_rollout_ref.model.fused_kernel_options.impl_backend=cuda", "torch, triton"),
