@@ -69,7 +69,8 @@ def test_gsm8k_tool_workflow_trains_two_steps(tmp_path, ray_session):
     steps = [r for r in read_metrics(run_dir) if "actor/pg_loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
     for record in steps:
-        assert record["tools/calls"] >= 16, record  # most of the 32 trajectories called the tool
+        # tools/calls is the workers' mean count over each one's 16 trajectories: most of them called the tool
+        assert record["tools/calls"] > 8, record
         assert record["tools/timeouts"] == 0.0 and record["env/errors"] == 0.0
         assert record["env/turns"] > 1.0  # a tool turn, then the policy's next turn
     assert any("val/score" in r for r in read_metrics(run_dir))
