@@ -28,7 +28,6 @@ if not hasattr(replay_helpers, "replays"):
 SCRIPTS = {
     "grpo": "verl/examples/grpo_trainer/run_qwen2-7b",
     "ppo_critic": "verl/examples/ppo_trainer/run_deepseek7b_llm",
-    "ppo_critic_ulysses": "verl/examples/ppo_trainer/run_deepseek7b_llm_sp2",
     "dapo": "siirl/examples/dapo_trainer/run_qwen2_5-7b",
     "gspo": "siirl/examples/gspo_trainer/run_qwen3-1.7b",
     "cpgd": "siirl/examples/cpgd_trainer/run_qwen3-1.7b",
