@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,37 +117,41 @@ def _sets(invocation: dict, key: str) -> bool:
     return any(o.partition("=")[0].endswith(key) for o in invocation["overrides"])
 
 
-def tool_template_model(folder: Path) -> str:
-    """The embedded model (linked, not copied) with a chat template that has a ``tool`` role, standing in
-    for a tool script's chat model: tool runs render tool responses with that role, which the embedded
-    template lacks. Built once per folder."""
-    from tests.fakes_loader import fake_module
-
-    path = folder / "tiny_tool_model"
+def _embedded_variant(folder: Path, name: str, file: str, text: Callable[[str], str]) -> str:
+    """The embedded model's files linked into ``folder / name``, but ``file``, written as ``text(original)``.
+    Built once per folder."""
+    path = folder / name
     if not path.is_dir():
         path.mkdir(parents=True)
-        for item in Path(default_model_path()).iterdir():
-            if item.name != "chat_template.jinja":
+        source = Path(default_model_path())
+        for item in source.iterdir():
+            if item.name != file:
                 (path / item.name).symlink_to(item)
-        (path / "chat_template.jinja").write_text(fake_module("faulty_tools").TOOL_CHAT_TEMPLATE)
+        original = (source / file).read_text(encoding="utf-8") if (source / file).is_file() else ""
+        (path / file).write_text(text(original), encoding="utf-8")
     return str(path)
+
+
+def tool_template_model(folder: Path) -> str:
+    """The embedded model with a chat template that has a ``tool`` role, standing in for a tool script's chat
+    model: tool runs render tool responses with that role, which the embedded template lacks."""
+    from tests.fakes_loader import fake_module
+
+    template = fake_module("faulty_tools").TOOL_CHAT_TEMPLATE
+    return _embedded_variant(folder, "tiny_tool_model", "chat_template.jinja", lambda _: template)
+
+
+def _many_heads(config_text: str) -> str:
+    config = json.loads(config_text)
+    config.update(num_attention_heads=16, num_key_value_heads=8, head_dim=8)
+    return json.dumps(config, indent=2)
 
 
 def many_heads_model(folder: Path) -> str:
-    """The embedded model's files (linked) under a config that splits the same projections into 16 query
-    and 8 key/value heads of width 8, standing in for a script's large model wherever its Ulysses
-    sequence-parallel size (8, 16) does not divide the embedded model's 4 heads. Every weight keeps its shape,
-    so the embedded weights load. Built once per folder."""
-    path = folder / "tiny_many_heads"
-    if not path.is_dir():
-        path.mkdir(parents=True)
-        for item in Path(default_model_path()).iterdir():
-            if item.name != "config.json":
-                (path / item.name).symlink_to(item)
-        config = json.loads((Path(default_model_path()) / "config.json").read_text(encoding="utf-8"))
-        config.update(num_attention_heads=16, num_key_value_heads=8, head_dim=8)
-        (path / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    return str(path)
+    """The embedded model under a config that splits the same projections into 16 query and 8 key/value heads
+    of width 8, standing in for a script's large model wherever its Ulysses sequence-parallel size (8, 16) does
+    not divide the embedded model's 4 heads. Every weight keeps its shape, so the embedded weights load."""
+    return _embedded_variant(folder, "tiny_many_heads", "config.json", _many_heads)
 
 
 def splits_more_than_the_heads(invocation: dict) -> bool:
