@@ -99,9 +99,7 @@ class SequenceParallel:
     def gather_outputs(self, local: torch.Tensor, owner: torch.Tensor) -> torch.Tensor:
         """Every rank's outputs at its kept positions, back in the order of ``owner`` (all kept positions)."""
         counts = torch.bincount(owner.cpu(), minlength=self.size).tolist()
-        widest = max(counts)
-        padded = local.new_zeros((widest, *local.shape[1:]))
-        padded = torch.cat([local, padded[: widest - local.shape[0]]]) if widest > local.shape[0] else local
+        padded = torch.cat([local, local.new_zeros((max(counts) - local.shape[0], *local.shape[1:]))])
         stacked = _GatherSameLoss.apply(padded, self.group, self.rank, self.size)
         pieces = torch.cat([stacked[r, : counts[r]] for r in range(self.size)])
         order = torch.cat([(owner == r).nonzero().squeeze(1) for r in range(self.size)])
@@ -143,20 +141,24 @@ def sequence_parallel_for(group: dist.ProcessGroup, layout: str, attention: str)
 
 def check_attention_heads(cfg: Any) -> None:
     """Each role with ``ulysses_sequence_parallel_size`` > 1 splits its model's attention heads evenly
-    over the group (before Ray starts: it needs the model's config, not its weights)."""
+    over the group (before Ray starts: it needs the model's config, not its weights; each config read once)."""
     from transformers import AutoConfig
 
     from siirl.engine.workers.model_loading import model_dir
+    from siirl.execution.roles import uses_critic
     from siirl.params.sequence_parallel import SP_KEYS, role_models, sequence_parallel_sizes
 
     models = role_models(cfg)
+    heads_of: dict[str, int] = {}
     for role, size in sequence_parallel_sizes(cfg).items():
-        if size == 1 or (role == "critic" and not cfg.critic.enable):
+        if size == 1 or (role == "critic" and not uses_critic(cfg)):
             continue
         section, model_cfg = models[role]
         path = model_dir(model_cfg)
-        config = AutoConfig.from_pretrained(path, trust_remote_code=bool(model_cfg.trust_remote_code))
-        heads = config.get_text_config().num_attention_heads
+        if section not in heads_of:
+            config = AutoConfig.from_pretrained(path, trust_remote_code=bool(model_cfg.trust_remote_code))
+            heads_of[section] = config.get_text_config().num_attention_heads
+        heads = heads_of[section]
         if heads % size:
             raise ConfigError(
                 f"bad config: {SP_KEYS[role]}={size} must divide the {heads} attention heads of {section}.path "
