@@ -4,8 +4,9 @@ Ranks are numbered node-major (rank = node_index * devices_per_node + local_rank
 rank range, tensor parallelism is the fastest-varying dimension (Megatron order): tp groups are runs of
 ``tp`` consecutive ranks, so with ``devices_per_node % tp == 0`` they never cross a machine, and dp groups
 take one rank from each tp group. A trained model's Ulysses sequence-parallel groups (``sp``) are laid out
-the same way: the ranks of an sp group hold the same data, as those of a tp group do. Only roles that own a model (MODEL_INFERENCE / MODEL_TRAIN nodes) get
-process groups; COMPUTE / DATA_LOAD nodes work on whatever shard their worker holds.
+the same way: the ranks of an sp group hold the same data, as those of a tp group do. Only roles that own a
+model (MODEL_INFERENCE / MODEL_TRAIN nodes) get process groups; COMPUTE / DATA_LOAD nodes work on whatever
+shard their worker holds.
 """
 
 from __future__ import annotations
