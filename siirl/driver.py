@@ -24,10 +24,12 @@ from siirl.device import DeviceBackend
 from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.execution.scheduler.ray_request import PLACEMENT_STRATEGY, placement_bundles, worker_actor_options
+from siirl.job_ledger import record_job
 from siirl.orphan_guard import OrphanGuard
 from siirl.params import SiirlConfig
 from siirl.run_lock import output_dir_lock
 from siirl.worker_errors import WorkerFailed, explain, pick_failure
+from siirl.worker_pool import active_pool
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +175,7 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
     """
     from siirl.data_coordinator import create_data_buffers
 
-    started = time.perf_counter()
+    clock = time.perf_counter()
     with output_dir_lock(cfg.trainer.output_dir), InterruptGuard() as guard:
         try:
             owns_ray, orphan_guard = _init_ray(cfg)
@@ -186,9 +188,17 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
             return 1
         workers: list = []
         group = board = None
+        # A pool lives in the Ray it was filled in: a job that starts its own Ray starts its own workers.
+        pool = None if owns_ray else active_pool()
+        succeeded = False
         try:
-            group = _reserve(plan, backend)
-            workers = _launch_workers(cfg, backend, plan, group)
+            if pool is not None:
+                workers, started = pool.borrow(cfg, backend, plan, _reserve, _launch_workers)
+            else:
+                group = _reserve(plan, backend)
+                workers = _launch_workers(cfg, backend, plan, group)
+                started = len(workers)
+            record_job(world_size=plan.world_size, workers_started=started, started_ray=owns_ray)
             # Workers look both up only in ``run``, after the rendezvous. A plan whose stages all share one
             # layout and one placement group never moves samples between workers: no buffer actors.
             if moves_samples(plan):
@@ -207,15 +217,19 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
             finally:
                 bar.close()
             shown = ", ".join(f"{k}={v:.3f}" for k, v in summary.items())
-            logger.info("job finished in %.1fs: %s; outputs in %s", time.perf_counter() - started, shown,
+            logger.info("job finished in %.1fs: %s; outputs in %s", time.perf_counter() - clock, shown,
                         cfg.trainer.output_dir)
+            succeeded = True
             return 0
         except WorkerFailed as exc:
             print(f"siirl: job failed: {exc}", file=sys.stderr)
             return 1
         finally:
-            for worker in workers:
-                ray.kill(worker, no_restart=True)
+            if pool is not None:
+                pool.give_back(succeeded)
+            else:
+                for worker in workers:
+                    ray.kill(worker, no_restart=True)
             if board is not None:
                 ray.kill(board)
             if group is not None:

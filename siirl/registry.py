@@ -166,6 +166,16 @@ def registries() -> dict[str, Registry[Any]]:
     return dict(_ALL)
 
 
+def forget_entries_of(modules: set[str]) -> None:
+    """Remove, from every registry, the entries defined in ``modules`` (a warm worker forgetting the last
+    job's user code) and those imported by ``module:function`` from them."""
+    for registry in _ALL.values():
+        for key, entry in list(registry._entries.items()):
+            if getattr(entry, "__module__", None) in modules or key.partition(":")[0] in modules:
+                del registry._entries[key]
+                registry._metadata.pop(key, None)
+
+
 def governed_keys() -> dict[str, Registry[Any]]:
     """Config key -> the registry its value names, from the ``config_keys`` of every registry created so far."""
     governed: dict[str, Registry[Any]] = {}

@@ -4,6 +4,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,39 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 FAKES = Path(__file__).resolve().parent / "fakes"
 
-
 #: Markers of tests that need real hardware of that device family.
 DEVICE_MARKERS = ("cuda", "npu")
+
+
+def pytest_configure(config):
+    """Every job of this run, in any process, appends one line to a ledger the session checks at its end."""
+    from siirl.job_ledger import LEDGER_ENV
+
+    if LEDGER_ENV not in os.environ:
+        handle, path = tempfile.mkstemp(prefix="siirl_job_ledger_", suffix=".jsonl")
+        os.close(handle)
+        os.environ[LEDGER_ENV] = config.siirl_job_ledger = path
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The start-up budget (tests/job_budget.py): a run that started more than it may fails, whatever passed."""
+    from siirl.job_ledger import read_ledger
+    from tests.job_budget import over_budget, spent
+
+    path = getattr(session.config, "siirl_job_ledger", None)
+    if path is None:
+        return
+    jobs = read_ledger(path)
+    os.unlink(path)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    over = over_budget(jobs)
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_line(f"siirl jobs of this run: {spent(jobs)}")
+        for line in over:
+            reporter.write_line(f"start-up budget exceeded: {line}", red=True)
+    if over and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(trylast=True)

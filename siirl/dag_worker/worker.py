@@ -82,6 +82,10 @@ class DAGWorker(BuiltinNodeMethods):
     """
 
     def __init__(self, cfg: SiirlConfig, plan: ExecutionPlan, rank: int, device_name: str) -> None:
+        self.reset(cfg, plan, rank, device_name)
+
+    def reset(self, cfg: SiirlConfig, plan: ExecutionPlan, rank: int, device_name: str) -> None:
+        """Take on a job: a new worker does it once; a warm one (``siirl.worker_pool``) once per job."""
         self.cfg = cfg
         level = os.environ.get("SIIRL_LOG_LEVEL", str(self.cfg.trainer.log_level))
         divert_worker_output(worker_log_path(cfg.trainer.output_dir, rank), level, rank)
@@ -91,6 +95,12 @@ class DAGWorker(BuiltinNodeMethods):
         self.local_device = 0
         self._listener: socket.socket | None = None
         torch.set_num_threads(worker_threads(self.cfg, plan, rank, ray_node_cpus()))
+
+    def end_job(self) -> None:
+        """A warm worker between jobs: the next one reads the user's code afresh, as a new process would."""
+        from siirl.dag_worker.warm_reset import forget_user_code
+
+        forget_user_code()
 
     def ray_node(self) -> tuple[str, str]:
         """(Ray node id, node IP) this worker runs on: the driver names a lost node's ranks with it."""

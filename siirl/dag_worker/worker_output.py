@@ -15,6 +15,9 @@ import os
 import sys
 from pathlib import Path
 
+#: The console stream siirl's warnings go to, kept from the first diversion.
+_CONSOLE = None
+
 
 def worker_log_path(output_dir: str | Path, rank: int | str) -> Path:
     return Path(output_dir) / "logs" / f"worker_{rank}.log"
@@ -23,8 +26,11 @@ def worker_log_path(output_dir: str | Path, rank: int | str) -> Path:
 def divert_worker_output(path: Path, level: str | int, rank: int) -> None:
     """Send fds 1 and 2 to ``path`` (appending: a resumed run keeps the earlier attempt's output) and log
     at ``level`` there; siirl's WARNING and above also reach the console."""
+    global _CONSOLE
     path.parent.mkdir(parents=True, exist_ok=True)
-    console = open(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115 - lives with the process
+    if _CONSOLE is None:  # the process's own stderr, before the first diversion (a warm worker diverts per job)
+        _CONSOLE = open(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")  # noqa: SIM115 - lives with the process
+    console = _CONSOLE
     sys.stdout.flush()
     sys.stderr.flush()
     target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -18,7 +18,11 @@ def start_local_ray() -> None:
 
 @pytest.fixture(scope="session")
 def ray_session():
+    """The session's Ray, with warm DAG workers that every job of the session borrows (siirl.worker_pool)."""
+    from siirl.worker_pool import warm_workers
+
     if not ray.is_initialized():
         start_local_ray()
-    yield
+    with warm_workers() as pool:
+        yield pool
     ray.shutdown()

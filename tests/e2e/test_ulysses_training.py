@@ -5,6 +5,7 @@ data-parallel ranks) when one optimiser step takes the whole batch."""
 from __future__ import annotations
 
 import pytest
+
 from .e2e_helpers import read_metrics, run_main
 
 ONE_OPTIMISER_STEP = [

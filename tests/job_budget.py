@@ -1,0 +1,27 @@
+"""What one run of the test suite may start: a count, not a time, so a busy host cannot flake it.
+
+Every ``run_job`` in any process of the run (subprocess launches included) appends a line to the ledger
+(``siirl.job_ledger``). Jobs of the e2e suite borrow the session's warm DAG workers
+(``tests/e2e/conftest.py::ray_session``) and start none; a job that starts its own workers or its own Ray
+pays here. A new test that must (faults, several Ray nodes, a subprocess launch) raises the budget and
+says why beside it.
+"""
+
+from __future__ import annotations
+
+#: Ledger field -> most the whole suite may spend.
+BUDGET = {
+    "jobs": 400,
+    "workers_started": 80,
+    "started_ray": 12,
+}
+
+
+def spent(jobs: list[dict]) -> dict[str, int]:
+    return {"jobs": len(jobs), **{key: sum(int(job[key]) for job in jobs) for key in BUDGET if key != "jobs"}}
+
+
+def over_budget(jobs: list[dict]) -> list[str]:
+    """One line per ledger field over its budget."""
+    total = spent(jobs)
+    return [f"{key}: {total[key]} > {limit} (tests/job_budget.py)" for key, limit in BUDGET.items() if total[key] > limit]
