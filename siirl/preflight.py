@@ -93,6 +93,33 @@ def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
         ) from None
 
 
+def check_attention_heads(cfg: SiirlConfig) -> None:
+    """Each role with ``ulysses_sequence_parallel_size`` > 1 splits its model's attention heads evenly
+    over the group (before Ray starts: it needs the model's config, not its weights; each config read once)."""
+    from transformers import AutoConfig
+
+    from siirl.engine.workers.model_loading import model_dir
+    from siirl.execution.roles import uses_critic
+    from siirl.params.sequence_parallel import SP_KEYS, role_models, sequence_parallel_sizes
+
+    models = role_models(cfg)
+    heads_of: dict[str, int] = {}
+    for role, size in sequence_parallel_sizes(cfg).items():
+        if size == 1 or (role == "critic" and not uses_critic(cfg)):
+            continue
+        section, model_cfg = models[role]
+        path = model_dir(model_cfg)
+        if section not in heads_of:
+            config = AutoConfig.from_pretrained(path, trust_remote_code=bool(model_cfg.trust_remote_code))
+            heads_of[section] = config.get_text_config().num_attention_heads
+        heads = heads_of[section]
+        if heads % size:
+            raise ConfigError(
+                f"bad config: {SP_KEYS[role]}={size} must divide the {heads} attention heads of {section}.path "
+                f"({path}): each rank of a sequence-parallel group attends with heads / {size} of them"
+            )
+
+
 def check_inputs(cfg: SiirlConfig) -> None:
     """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function and sampler,
     output dir."""
@@ -102,7 +129,6 @@ def check_inputs(cfg: SiirlConfig) -> None:
     from siirl.engine.reward import load_custom_reward_fn
     from siirl.engine.workers.lora import check_lora_targets
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
-    from siirl.engine.workers.ulysses import check_attention_heads
 
     check_attention_names(cfg)
     check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))

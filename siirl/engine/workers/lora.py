@@ -21,8 +21,10 @@ from peft.tuners.lora import LoraLayer
 from safetensors.torch import save_file
 from torch import nn
 from torch.distributed.tensor import DTensor
+from transformers import PreTrainedModel
 
-from siirl.engine.workers.model_loading import ModelLoadError, model_dir, policy_auto_class
+from siirl.device import DeviceBackend
+from siirl.engine.workers.model_loading import ModelLoadError, load_causal_lm, model_dir, policy_auto_class
 from siirl.params.lora import LORA_KEYS, lora_enabled, module_names
 
 #: peft's prefix in front of the HF names of the wrapped model.
@@ -100,6 +102,12 @@ def apply_lora(model: nn.Module, model_cfg: Any) -> PeftModel:
         ) from None
     _check_adapted(peft_model)
     return peft_model
+
+
+def load_policy_lm(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
+    """The trained policy's causal LM; with LoRA keys set, wrapped with trainable peft adapters."""
+    model = load_causal_lm(model_cfg, backend, dtype)
+    return apply_lora(model, model_cfg) if lora_enabled(model_cfg) else model
 
 
 def check_adapter_dir(path: str) -> None:

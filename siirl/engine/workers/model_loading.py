@@ -171,15 +171,6 @@ def load_causal_lm(
     return model
 
 
-def load_policy_lm(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
-    """The trained policy's causal LM; with LoRA keys set, wrapped with trainable peft adapters."""
-    from siirl.engine.workers.lora import apply_lora
-    from siirl.params.lora import lora_enabled
-
-    model = load_causal_lm(model_cfg, backend, dtype)
-    return apply_lora(model, model_cfg) if lora_enabled(model_cfg) else model
-
-
 def load_value_model(model_cfg: ModelConfig, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
     """The LM body with a one-output token-classification head (randomly initialised), no dropout.
 

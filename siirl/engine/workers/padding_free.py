@@ -32,8 +32,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from siirl.device.kernels import VARLEN_ATTENTION_NAMES
-from siirl.engine.workers.varlen_attention import VARLEN_SDPA
+from siirl.engine.workers.varlen_attention import VARLEN_ATTENTION, VARLEN_SDPA
 from siirl.engine.workers.vision_inputs import VisionRows
 from siirl.errors import ConfigError
 from siirl.params.model import REMOVE_PADDING_LAYOUTS
@@ -42,8 +41,6 @@ from siirl.registry import Registry
 if TYPE_CHECKING:
     from siirl.engine.workers.ulysses import SequenceParallel
 
-#: Attention kernels that take packed sequences natively (sequence boundaries from ``cu_seq_lens_q``).
-VARLEN_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3", VARLEN_SDPA, *VARLEN_ATTENTION_NAMES})
 #: Kernels whose math ``siirl_varlen_sdpa`` reproduces for packed sequences.
 SDPA_LIKE = frozenset({"sdpa", "eager"})
 

@@ -33,7 +33,11 @@ from torch import nn
 from torch.nn.functional import scaled_dot_product_attention
 from transformers import AttentionInterface
 
+from siirl.device.kernels import VARLEN_ATTENTION_NAMES
+
 VARLEN_SDPA = "siirl_varlen_sdpa"
+#: Attention kernels that take packed sequences natively (sequence boundaries from ``cu_seq_lens_q``).
+VARLEN_ATTENTION = frozenset({"flash_attention_2", "flash_attention_3", VARLEN_SDPA, *VARLEN_ATTENTION_NAMES})
 #: Longest / shortest sequence length allowed in one padded bucket.
 BUCKET_RATIO = 1.25
 

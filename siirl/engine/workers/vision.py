@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoImageProcessor
 
-from siirl.engine.workers.model_loading import ModelLoadError, is_vision_config, load_policy_lm, model_dir
+from siirl.engine.workers.model_loading import ModelLoadError, is_vision_config, model_dir
 from siirl.engine.workers.vision_inputs import vision_core
 
 logger = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ def freeze_vision_tower(model: torch.nn.Module) -> int:
 def policy_loader(freeze_vision: bool) -> Callable[..., torch.nn.Module]:
     """The actor's model loader: ``load_policy_lm``, its vision tower frozen when asked, before the model is
     sharded or given to the optimizer (which then never holds the tower's parameters)."""
+    from siirl.engine.workers.lora import load_policy_lm  # peft: the driver's checks import this module
+
     if not freeze_vision:
         return load_policy_lm
 
