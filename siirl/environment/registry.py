@@ -1,6 +1,7 @@
 """Environment name -> factory, plus ``"module:Class"`` for environments that live in user code.
 
-Built-in environments register themselves on import of :mod:`siirl.environment`; a user's environment
+Built-in environments register themselves on import of :mod:`siirl.environment` (its ``__init__`` imports
+them, and Python runs it before any module of the package); a user's environment
 needs no registration: ``env.name=my_pkg.envs:GridWorld`` imports the class in the process that runs it.
 """
 
@@ -21,8 +22,6 @@ register_env = ENVS.register
 
 def resolve_env_factory(spec: str) -> EnvFactory:
     """The factory for a registered name or a ``module:Class`` path (one clear error otherwise)."""
-    import siirl.environment  # noqa: F401 - registers the built-ins
-
     return ENVS.get(spec)
 
 

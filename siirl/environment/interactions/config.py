@@ -21,7 +21,8 @@ from siirl.user_files import class_entries
 
 KEY = "actor_rollout_ref.rollout.multi_turn.interaction_config_path"
 
-#: Built-in interactions by name (and their verl / siiRL class paths).
+#: Built-in interactions by name (and their verl / siiRL class paths); they register on import of this
+#: package (its ``__init__`` imports them).
 INTERACTIONS: Registry[type] = Registry("interaction", open=True)
 
 
@@ -55,8 +56,6 @@ def load_interaction_config(path: str) -> list[InteractionSpec]:
 
 
 def resolve_interaction_class(class_name: str) -> type:
-    import siirl.environment.interactions.gsm8k  # noqa: F401 - registers the built-in interactions
-
     return INTERACTIONS.resolve_class_name(class_name)
 
 

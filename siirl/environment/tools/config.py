@@ -21,7 +21,8 @@ from siirl.user_files import class_entries
 
 KEY = "actor_rollout_ref.rollout.multi_turn.tool_config_path"
 
-#: Built-in tools by name; ``class_name`` may also be ``module:Class`` or a dotted ``package.module.Class``.
+#: Built-in tools by name (they register on import of this package: its ``__init__`` imports them);
+#: ``class_name`` may also be ``module:Class`` or a dotted ``package.module.Class``.
 TOOLS: Registry[type] = Registry("tool", open=True)
 
 
@@ -73,8 +74,6 @@ def load_tool_config(path: str) -> list[ToolSpec]:
 
 def resolve_tool_class(class_name: str) -> type:
     """A registered name (or alias), ``module:Class``, or a dotted ``package.module.Class``."""
-    from siirl.environment.tools import geo3k, gsm8k, search  # noqa: F401 - registers the built-in tools
-
     return TOOLS.resolve_class_name(class_name)
 
 
