@@ -15,6 +15,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from siirl import startup_timing
 from siirl.errors import SiirlUserError
 
 logger = logging.getLogger("siirl")
@@ -49,11 +50,13 @@ def prepare(overrides: list[str], config_path: str | None = None, config_name: s
     """Everything that can be checked before Ray starts: config, device, engine, pipeline, plan."""
     from siirl.config_checks import load_config
     from siirl.device import get_backend
-    from siirl.execution.dag.builtin_pipelines import select_pipeline
+    from siirl.execution.dag.run_pipeline import select_pipeline
     from siirl.execution.scheduler.planner import plan_from_config
     from siirl.preflight import check_inputs, check_plan, pin_resume_checkpoint
 
+    startup_timing.mark("imports")
     cfg = load_config(overrides, config_path=config_path, config_name=config_name)
+    startup_timing.mark("config")
     backend = get_backend(cfg.trainer.device)
     engine = cfg.actor_rollout_ref.rollout.name
     if not backend.supports_rollout(engine):
@@ -66,10 +69,12 @@ def prepare(overrides: list[str], config_path: str | None = None, config_name: s
     plan = plan_from_config(graph, cfg)
     check_plan(cfg, plan)
     cfg = pin_resume_checkpoint(cfg)
+    startup_timing.mark("preflight")
     return cfg, backend, graph, plan
 
 
 def main(argv: list[str] | None = None) -> int:
+    startup_timing.launcher_started()
     _setup_logging()
     args, overrides = _parse(sys.argv[1:] if argv is None else argv)
     unknown_flags = [o for o in overrides if o.startswith("-")]

@@ -4,7 +4,7 @@ import pytest
 from cli_testutils import one_line_refusal
 
 from siirl.config_checks import load_config
-from siirl.execution.dag.builtin_pipelines import select_pipeline
+from siirl.execution.dag.run_pipeline import select_pipeline
 
 DAPO = ["algorithm.workflow_type=dapo", "algorithm.filter_groups.enable=True"]
 

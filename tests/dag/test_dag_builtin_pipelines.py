@@ -12,8 +12,8 @@ from siirl.execution.dag.builtin_pipelines import (
     embodied_pipeline,
     grpo_pipeline,
     ppo_pipeline,
-    select_pipeline,
 )
+from siirl.execution.dag.run_pipeline import select_pipeline
 from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.enums import AdvantageEstimator, WorkflowType
 from siirl.params.model import CriticConfig

@@ -4,8 +4,9 @@ import pytest
 from config_testutils import typed_config
 
 from siirl.execution.dag import NodeRole, NodeType, Pipeline
-from siirl.execution.dag.builtin_pipelines import PIPELINES, select_pipeline
+from siirl.execution.dag.builtin_pipelines import PIPELINES
 from siirl.execution.dag.contract_check import ContractError, check_contracts
+from siirl.execution.dag.run_pipeline import select_pipeline
 from siirl.execution.scheduler.planner import plan_from_config
 
 NODES = "siirl.dag_worker.builtin_nodes"

@@ -6,8 +6,8 @@ from config_testutils import typed_config
 from vlm_testutils import save_tiny_vlm
 
 from siirl.execution.dag import NodeRole, NodeType, Pipeline
-from siirl.execution.dag.builtin_pipelines import select_pipeline
 from siirl.execution.dag.contract_check import ContractError, check_contracts, dataloader_keys
+from siirl.execution.dag.run_pipeline import select_pipeline
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from tensordict import TensorDict
 from siirl.config_checks import load_config
 from siirl.dag_worker.builtin_nodes import train_actor
 from siirl.errors import ConfigError
-from siirl.execution.dag.builtin_pipelines import select_pipeline
+from siirl.execution.dag.run_pipeline import select_pipeline
 from siirl.user_interface.marft_templates import template_prompt
 
 PUBLISHED = (

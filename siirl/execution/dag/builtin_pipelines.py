@@ -1,4 +1,4 @@
-"""The built-in algorithm graphs (grpo, ppo, dapo, embodied) and the config-driven choice between them.
+"""The built-in algorithm graphs (grpo, ppo, dapo, embodied) and the config-driven choice among them.
 
 Every built-in graph is a single chain: all nodes run colocated on every worker, as in siiRL. The chain is
 derived from what the configured estimator declares it needs (``siirl.algorithms.estimator_needs``): values add the
@@ -8,20 +8,18 @@ always runs after the step writing what it reads (KL in the reward puts the log-
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
 from siirl.algorithms import estimator_needs
-from siirl.errors import ConfigError, SiirlUserError
+from siirl.errors import ConfigError
 from siirl.execution.dag.contract import NodeContract, declared_contract
-from siirl.execution.dag.node import resolve_callable, resolve_node_callable
-from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType
+from siirl.execution.dag.node import resolve_node_callable
+from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.role_defaults import FILTERS, NODES
 from siirl.execution.dag.task_graph import TaskGraph
-from siirl.execution.dag.workflow_yaml import ENV_REWARDS_NEED_MARFT
 from siirl.execution.roles import uses_critic
 from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.enums import WorkflowType
@@ -199,41 +197,3 @@ def builtin_pipeline_name(cfg: SiirlConfig | None) -> str:
     if workflow is WorkflowType.DEFAULT:
         return "ppo" if uses_critic(cfg) else "grpo"
     return workflow.value.lower()
-
-
-def _run_custom_pipeline_fn(ref: str, cfg: SiirlConfig) -> TaskGraph:
-    """Call the user's builder (with the config if it takes a parameter) and check what it returns."""
-    builder = resolve_callable(ref, "dag.custom_pipeline_fn")
-    takes_config = bool(inspect.signature(builder).parameters)
-    try:
-        graph = builder(cfg) if takes_config else builder()
-    except SiirlUserError:
-        raise
-    except Exception as exc:
-        raise DAGValidationError(
-            f"dag.custom_pipeline_fn {ref!r} raised {type(exc).__name__}: {' '.join(str(exc).split())}"
-        ) from exc
-    if not isinstance(graph, TaskGraph):
-        raise DAGValidationError(
-            f"dag.custom_pipeline_fn {ref!r} returned {type(graph).__name__}, expected a TaskGraph "
-            "(return Pipeline(...).build())"
-        )
-    graph.validate_graph()
-    return graph
-
-
-def select_pipeline(cfg: SiirlConfig | None) -> TaskGraph:
-    """The run's TaskGraph: ``dag.custom_pipeline_fn``, else ``dag.workflow_path``, else a built-in."""
-    cfg = or_defaults(cfg)
-    custom_fn, workflow_path = cfg.dag.custom_pipeline_fn, cfg.dag.workflow_path
-    if custom_fn and workflow_path:
-        raise ConfigError("set only one of dag.custom_pipeline_fn and dag.workflow_path")
-    if workflow_path:
-        from siirl.execution.dag.marft_workflow import load_run_workflow  # it builds teams from this module
-
-        return load_run_workflow(workflow_path, cfg)
-    if cfg.actor_rollout_ref.rollout.agent.rewards_with_env:
-        raise ConfigError(ENV_REWARDS_NEED_MARFT)
-    if custom_fn:
-        return _run_custom_pipeline_fn(custom_fn, cfg)
-    return PIPELINES.get(builtin_pipeline_name(cfg))(cfg)
