@@ -34,7 +34,7 @@ from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
 from siirl.engine.workers.vision import policy_sees_images
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
-from siirl.environment.outputs import env_mode, environment_outputs, environment_reward_inputs
+from siirl.environment.outputs import REWARD_READS, ROLLOUT_KEYS, env_mode
 from siirl.errors import TrainingDivergedError
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import AGENTS_FIELD, ROLLOUT_WRITES, NodeContract, node_contract
@@ -75,13 +75,21 @@ def _reference_output(cfg: SiirlConfig) -> NodeContract:
 RULE_REWARD_VALUES = ("acc", "score")
 
 
+def _environment_outputs(cfg: SiirlConfig) -> NodeContract:
+    """The rollout's extra writes (and its need of an environment) in environment-driven runs."""
+    mode = env_mode(cfg)
+    return NodeContract(writes=ROLLOUT_KEYS[mode], roles=("environment",)) if mode else NodeContract()
+
+
 def _reward_inputs(cfg: SiirlConfig) -> NodeContract:
     """Environment rewards read the environment's outputs; a reward model's scores come from its node; a rule
     reward manager also writes ``acc`` and ``score``."""
+    mode = env_mode(cfg)
+    environment = NodeContract(reads=REWARD_READS[mode]) if mode else NodeContract()
     if cfg.reward_model.enable:
-        return environment_reward_inputs(cfg).merged(NodeContract(reads=("rm_scores",)))
-    if env_mode(cfg) is not None:
-        return environment_reward_inputs(cfg)
+        return environment.merged(NodeContract(reads=("rm_scores",)))
+    if mode is not None:
+        return environment
     return NodeContract(writes=RULE_REWARD_VALUES)
 
 
@@ -148,7 +156,7 @@ def per_policy(**contract: Any):
 
 @node_contract(
     reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",),
-    when=with_images(environment_outputs, (MULTIMODAL_INPUTS, MULTIMODAL_DATA)),
+    when=with_images(_environment_outputs, (MULTIMODAL_INPUTS, MULTIMODAL_DATA)),
 )
 def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """Roll out ``n`` responses per prompt with the current policy (weights synced when stale)."""

@@ -1,12 +1,12 @@
-"""Which environment-driven rollout a config asks for, the batch keys each one adds, and the contract
-parts the planner uses for them (the ``environment`` role's check is its spec in siirl.execution.roles).
+"""Which environment-driven rollout a config asks for, the batch keys each one adds and those its reward
+reads: the built-in rollout and reward nodes declare their contracts from them (siirl.dag_worker.builtin_nodes);
+the ``environment`` role's check is its spec in siirl.execution.roles.
 
 Kept free of torch and engine imports: the planner reads it (node contracts) before any worker starts.
 """
 
 from __future__ import annotations
 
-from siirl.execution.dag.contract import NodeContract
 from siirl.params.root import SiirlConfig
 
 #: Keys the multi-turn (conversation) rollout adds to the usual rollout output.
@@ -38,15 +38,3 @@ def env_mode(cfg: SiirlConfig) -> str | None:
     if multi_turn.enable:
         return "tools" if multi_turn.tool_config_path or multi_turn.interaction_config_path else "turns"
     return None
-
-
-def environment_outputs(cfg: SiirlConfig) -> NodeContract:
-    """The rollout node's extra writes (and its need of an environment) in environment-driven runs."""
-    mode = env_mode(cfg)
-    return NodeContract(writes=ROLLOUT_KEYS[mode], roles=("environment",)) if mode else NodeContract()
-
-
-def environment_reward_inputs(cfg: SiirlConfig) -> NodeContract:
-    """What the reward node reads when the environment scores the rollout."""
-    mode = env_mode(cfg)
-    return NodeContract(reads=REWARD_READS[mode]) if mode else NodeContract()
