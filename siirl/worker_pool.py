@@ -32,7 +32,7 @@ class WarmWorkerPool:
     """One placement group and its DAG worker actors, kept alive between the jobs that fit them."""
 
     def __init__(self) -> None:
-        self._key: tuple[str, int] | None = None
+        self._key: tuple[str, str, int] | None = None
         self._group: Any = None
         self._workers: list = []
         #: Worker processes this pool started, and jobs that reused warm ones (the test suite's budget).
@@ -43,7 +43,8 @@ class WarmWorkerPool:
         """(workers, how many were started) for this job: the warm ones reset for it, or new ones from
         ``reserve(plan, backend)`` and ``launch(cfg, backend, plan, group)`` when the last job's do not fit
         (or did not survive)."""
-        key = (backend.name, plan.world_size)
+        # The driver's Ray node names the cluster: workers of a Ray that was shut down since are gone with it.
+        key = (ray.get_runtime_context().get_node_id(), backend.name, plan.world_size)
         if key == self._key and self._workers:
             try:
                 ray.get([w.reset.remote(cfg, plan, rank, backend.name) for rank, w in enumerate(self._workers)])
@@ -70,10 +71,12 @@ class WarmWorkerPool:
         self.close()
 
     def close(self) -> None:
-        for worker in self._workers:
-            ray.kill(worker, no_restart=True)
-        if self._group is not None:
-            remove_placement_group(self._group)
+        """End the workers (those of a Ray since shut down ended with it)."""
+        if self._key is not None and ray.is_initialized() and self._key[0] == ray.get_runtime_context().get_node_id():
+            for worker in self._workers:
+                ray.kill(worker, no_restart=True)
+            if self._group is not None:
+                remove_placement_group(self._group)
         self._key, self._group, self._workers = None, None, []
 
 
@@ -100,5 +103,4 @@ def warm_workers() -> Iterator[WarmWorkerPool]:
         with pooled_jobs(pool):
             yield pool
     finally:
-        if ray.is_initialized():
-            pool.close()
+        pool.close()

@@ -112,6 +112,22 @@ def fake_cuda(monkeypatch):
     return calls
 
 
+@pytest.fixture(scope="session")
+def ray_session():
+    """The session's Ray, with warm DAG workers that every job of the session borrows (siirl.worker_pool):
+    a job pays for its model and data, not for starting worker processes (tests/job_budget.py)."""
+    import ray
+
+    from siirl.worker_pool import warm_workers
+    from tests.ray_testutils import start_local_ray
+
+    if not ray.is_initialized():
+        start_local_ray()
+    with warm_workers() as pool:
+        yield pool
+    ray.shutdown()
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return REPO

@@ -18,7 +18,7 @@ STEPS = "trainer.total_training_steps=5"
 @pytest.fixture(scope="module")
 def bench(load_benchmark):
     """Each run brings its own cluster: a Ray the session started is stopped first and restarted after."""
-    from .conftest import start_local_ray
+    from tests.ray_testutils import start_local_ray
 
     was_running = ray.is_initialized()
     ray.shutdown()
