@@ -239,7 +239,7 @@ def warn_short_sandbox_budget(cfg: SiirlConfig) -> None:
     """A code response is scored when its slowest test case returns; a ``reward_model.timeout_s`` below that
     scores slow (but possibly passing) responses 0, and in the in-process managers the step's later
     responses with them."""
-    from siirl.user_interface.rewards.sandbox_fusion import SandboxFusion
+    from siirl.reward_score.sandbox_fusion import SandboxFusion
 
     reward = cfg.reward_model
     if not reward.sandbox_fusion.url:

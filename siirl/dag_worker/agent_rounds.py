@@ -16,7 +16,7 @@ from tensordict import TensorDict
 
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
 from siirl.execution.dag.multi_agent import TEAM_DONE, TEAM_HISTORY, TEAM_ROUNDS, WRONG_ANSWER
-from siirl.user_interface.rewards import default_compute_score
+from siirl.reward_score import default_compute_score
 
 #: Keys whose rows are left-padded prompts (or start with one): rows generated in different rounds are
 #: aligned by padding these on the left; the response side has the same width in every round.

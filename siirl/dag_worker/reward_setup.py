@@ -32,7 +32,7 @@ def score_services(cfg: SiirlConfig) -> dict[str, Any]:
     sandbox = cfg.reward_model.sandbox_fusion
     if not sandbox.url:
         return {}
-    from siirl.user_interface.rewards.sandbox_fusion import SandboxFusion
+    from siirl.reward_score.sandbox_fusion import SandboxFusion
 
     return {"sandbox": SandboxFusion(sandbox.url, int(sandbox.max_concurrent), int(sandbox.memory_limit_mb))}
 

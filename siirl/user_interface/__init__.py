@@ -1,1 +1,1 @@
-"""User-facing node functions: sample filters (DAPO dynamic sampling, embodied sampling) and rewards."""
+"""User-facing node functions: sample filters (DAPO dynamic sampling, embodied sampling) and agent teams."""

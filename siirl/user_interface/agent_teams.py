@@ -16,7 +16,7 @@ import re
 from siirl.execution.dag.multi_agent import AgentSpec, multi_agent_pipeline
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.params.root import SiirlConfig
-from siirl.user_interface.rewards.arithmetic import parse_integer
+from siirl.reward_score.arithmetic import parse_integer
 
 _QUESTION = re.compile(r"(\d+)\+(\d+)\+(\d+)=")
 MODULE = "siirl.user_interface.agent_teams"

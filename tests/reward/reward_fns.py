@@ -3,7 +3,7 @@
 import os
 import time
 
-from siirl.user_interface.rewards import default_compute_score
+from siirl.reward_score import default_compute_score
 
 #: Scores a broken function may return: never trained on as they are.
 ODD_SCORES = {"nan": float("nan"), "inf": float("inf"), "huge": 1e300, "-huge": -1e300}

@@ -11,9 +11,9 @@ from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.engine.reward import make_reward_manager
 from siirl.errors import RewardFunctionError
 from siirl.main_dag import prepare
-from siirl.user_interface.rewards import default_compute_score
-from siirl.user_interface.rewards.code_execution import extract_code
-from siirl.user_interface.rewards.sandbox_fusion import SandboxFusion, SandboxUnavailable
+from siirl.reward_score import default_compute_score
+from siirl.reward_score.code_execution import extract_code
+from siirl.reward_score.sandbox_fusion import SandboxFusion, SandboxUnavailable
 from tests.reward.helpers import TOKENIZER, make_batch
 from tests.reward.sandbox_server import sandbox_server
 

@@ -2,12 +2,12 @@
 
 import pytest
 
-from siirl.user_interface.rewards import SCORES, default_compute_score
-from siirl.user_interface.rewards.arithmetic import compute_score as arith_score
-from siirl.user_interface.rewards.gsm8k import compute_score as gsm8k_score
-from siirl.user_interface.rewards.gsm8k import extract_solution, normalize_number
-from siirl.user_interface.rewards.math_boxed import compute_score as boxed_score
-from siirl.user_interface.rewards.math_boxed import last_boxed_content, normalize_answer
+from siirl.reward_score import SCORES, default_compute_score
+from siirl.reward_score.arithmetic import compute_score as arith_score
+from siirl.reward_score.gsm8k import compute_score as gsm8k_score
+from siirl.reward_score.gsm8k import extract_solution, normalize_number
+from siirl.reward_score.math_boxed import compute_score as boxed_score
+from siirl.reward_score.math_boxed import last_boxed_content, normalize_answer
 
 
 @pytest.mark.parametrize(

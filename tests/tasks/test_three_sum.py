@@ -5,8 +5,8 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
+from siirl.reward_score import default_compute_score
 from siirl.tasks.three_sum import generate
-from siirl.user_interface.rewards import default_compute_score
 
 
 def test_three_sum_files(tmp_path):

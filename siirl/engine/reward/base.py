@@ -100,7 +100,7 @@ class RewardManager(ABC):
 
     def default_score_fn(self) -> Callable[..., Any]:
         """Score function used when none is given: the data_source registry."""
-        from siirl.user_interface.rewards import default_compute_score
+        from siirl.reward_score import default_compute_score
 
         return default_compute_score
 

@@ -15,7 +15,7 @@ def default_batch_compute_score(
     **services: Any,
 ) -> list[Any]:
     """Batch form of the data_source registry, used when no batch function is configured."""
-    from siirl.user_interface.rewards import default_compute_score
+    from siirl.reward_score import default_compute_score
 
     return [
         default_compute_score(*args, **services)

@@ -14,7 +14,7 @@ from typing import Any
 
 from siirl.environment.interactions.base import BaseInteraction
 from siirl.environment.interactions.config import INTERACTIONS
-from siirl.user_interface.rewards.gsm8k import compute_score
+from siirl.reward_score.gsm8k import compute_score
 
 CORRECT = "Your response is correct!"
 RETRY = "Your response is incorrect! You need to reflect on your answer and try again."

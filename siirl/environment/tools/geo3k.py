@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from siirl.environment.tools.answer_tool import AnswerTool
 from siirl.environment.tools.config import TOOLS
-from siirl.user_interface.rewards.geo3k import compute_score
+from siirl.reward_score.geo3k import compute_score
 
 
 @TOOLS.register(

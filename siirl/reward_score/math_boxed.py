@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from siirl.user_interface.rewards.registry import SCORES
+from siirl.reward_score.registry import SCORES
 
 _BOX = re.compile(r"\\(boxed|fbox)(?![a-zA-Z])")
 _SIZE_COMMANDS = re.compile(r"\\left(?![a-zA-Z])|\\right(?![a-zA-Z])")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from siirl.user_interface.rewards.registry import SCORES
+from siirl.reward_score.registry import SCORES
 
 _INTEGER = re.compile(r"[+-]?\d+")
 

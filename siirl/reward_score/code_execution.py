@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from siirl.errors import RewardFunctionError
-from siirl.user_interface.rewards.registry import SCORES
+from siirl.reward_score.registry import SCORES
 
 CODE_SOURCES = ("codecontests", "apps", "codeforces", "taco")
 #: verl's continuous score looks at this many cases.

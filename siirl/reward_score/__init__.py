@@ -3,10 +3,14 @@
 Importing this package registers the built-in scorers: the embedded addition and digit-image tasks, GSM8K,
 boxed-answer MATH datasets, Geometry3K, and verl's code datasets (run in a SandboxFusion server).
 ``default_compute_score`` dispatches through that registry.
+
+A leaf (it imports only ``siirl.errors`` and ``siirl.registry``): the reward managers, the tools and
+interactions of multi-turn rollouts and the user-facing nodes all score with it. Named after its verl
+counterpart, ``verl.utils.reward_score``.
 """
 
-from siirl.user_interface.rewards import arithmetic, code_execution, geo3k, gsm8k, math_boxed
-from siirl.user_interface.rewards.registry import (
+from siirl.reward_score import arithmetic, code_execution, geo3k, gsm8k, math_boxed
+from siirl.reward_score.registry import (
     SCORES,
     ScoreFn,
     ScoreResult,

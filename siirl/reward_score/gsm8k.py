@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from siirl.user_interface.rewards.registry import SCORES
+from siirl.reward_score.registry import SCORES
 
 _NUMBER = r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+"
 _STRICT = re.compile(r"####\s*\$?\s*(" + _NUMBER + r")")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 
-from siirl.user_interface.rewards.math_boxed import answer_score
-from siirl.user_interface.rewards.math_boxed import compute_score as boxed_accuracy
-from siirl.user_interface.rewards.registry import SCORES
+from siirl.reward_score.math_boxed import answer_score
+from siirl.reward_score.math_boxed import compute_score as boxed_accuracy
+from siirl.reward_score.registry import SCORES
 
 _REASONED = re.compile(r"<think>.*</think>.*\\boxed\{.*\}.*", re.DOTALL)
 
