@@ -27,7 +27,6 @@ from siirl.algorithms.advantage import (
 from siirl.algorithms.aggregation import AGG_MODES, agg_loss
 from siirl.algorithms.dapo import (
     GenerationBudgetExceeded,
-    batch_uids,
     filter_zero_variance_groups,
     overlong_reward_penalty,
 )
@@ -71,7 +70,6 @@ __all__ = [
     "PolicyLossInputs",
     "agg_loss",
     "apply_kl_penalty",
-    "batch_uids",
     "compute_advantage",
     "compute_policy_loss",
     "compute_value_loss",

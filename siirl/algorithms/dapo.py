@@ -7,12 +7,11 @@ informative prompts are collected.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 
 import torch
-from tensordict import TensorDict
 
-from siirl.algorithms.grouping import group_ids, hashable_uid
+from siirl.algorithms.grouping import group_ids
 
 
 def filter_zero_variance_groups(
@@ -43,15 +42,6 @@ def filter_zero_variance_groups(
         "samples_total": int(values.shape[0]),
     }
     return kept, stats
-
-
-def batch_uids(batch: TensorDict, key: str = "uid") -> list[Hashable]:
-    """Per-row uids of a TensorDict (read with the one per-row reader), as hashable values."""
-    from siirl.data_coordinator.tensordict_ops import row_values
-
-    if key not in batch.keys():  # noqa: SIM118 - keys() works on every tensordict release
-        raise ValueError(f"batch has no '{key}' field; cannot group responses by prompt")
-    return [hashable_uid(uid) for uid in row_values(batch, key)]
 
 
 class GenerationBudgetExceeded(RuntimeError):

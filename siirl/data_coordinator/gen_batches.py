@@ -21,8 +21,17 @@ from typing import Any, Protocol
 import numpy as np
 from tensordict import TensorDict, TensorDictBase
 
-from siirl.algorithms.dapo import GenerationBudgetExceeded, batch_uids
-from siirl.data_coordinator.tensordict_ops import WireBatch, from_wires, select_rows, to_wire
+from siirl.algorithms.dapo import GenerationBudgetExceeded
+from siirl.algorithms.grouping import hashable_uid
+from siirl.data_coordinator.tensordict_ops import WireBatch, from_wires, row_values, select_rows, to_wire
+
+
+def batch_uids(batch: TensorDictBase, key: str = "uid") -> list[Hashable]:
+    """Per-row uids of a TensorDict (read with the one per-row reader), as hashable values: a kept group
+    is the rows of one uid."""
+    if key not in batch.keys():  # noqa: SIM118 - keys() works on every tensordict release
+        raise ValueError(f"batch has no '{key}' field; cannot group responses by prompt")
+    return [hashable_uid(uid) for uid in row_values(batch, key)]
 
 
 class Exchange(Protocol):

@@ -1,10 +1,9 @@
-"""DAPO: zero-variance group filter, uids, overlong penalty (chunk accumulation: tests/data_coordinator/test_dc_gen_batches.py)."""
+"""DAPO: zero-variance group filter, overlong penalty (uids and chunk accumulation: tests/data_coordinator/)."""
 
 import pytest
 import torch
-from tensordict import NonTensorStack, TensorDict
 
-from siirl.algorithms import batch_uids, filter_zero_variance_groups, overlong_reward_penalty
+from siirl.algorithms import filter_zero_variance_groups, overlong_reward_penalty
 
 UIDS = ["a", "a", "b", "b", "c", "d", "d", "d"]
 SCORES = [1.0, 0.0, 1.0, 1.0, 0.5, 0.0, 0.0, 1.0]
@@ -27,18 +26,6 @@ def test_filter_bad_inputs() -> None:
         filter_zero_variance_groups(UIDS, SCORES[:7])
     with pytest.raises(ValueError, match="finite"):
         filter_zero_variance_groups(UIDS, [float("nan")] + SCORES[1:])
-
-
-def test_batch_uids_read_every_storage() -> None:
-    stacked = TensorDict({"x": torch.zeros(2)}, batch_size=[2])
-    stacked["uid"] = NonTensorStack("a", "b")
-    assert batch_uids(stacked) == ["a", "b"]
-    shared = TensorDict({"x": torch.zeros(2)}, batch_size=[2])
-    shared.set_non_tensor("uid", ["a", "b"])  # a whole list stored at once reads as one uid per row
-    assert batch_uids(shared) == ["a", "b"]
-    assert batch_uids(TensorDict({"uid": torch.tensor([4, 4, 9])}, batch_size=[3])) == [4, 4, 9]
-    with pytest.raises(ValueError, match="no 'uid' field"):
-        batch_uids(TensorDict({"x": torch.zeros(2)}, batch_size=[2]))
 
 
 def test_overlong_penalty_by_hand() -> None:

@@ -12,8 +12,14 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from siirl.algorithms import GenerationBudgetExceeded, batch_uids
-from siirl.data_coordinator.gen_batches import DistExchange, KeptGroupCollector, first_groups, rebalance_moves
+from siirl.algorithms import GenerationBudgetExceeded
+from siirl.data_coordinator.gen_batches import (
+    DistExchange,
+    KeptGroupCollector,
+    batch_uids,
+    first_groups,
+    rebalance_moves,
+)
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 
 
