@@ -1,37 +1,38 @@
-"""Layers import downward only, and every name -> entry table is a ``siirl.registry.Registry``.
+"""Layers import downward only, no two siiRL modules import each other (even through others), and every
+name -> entry table is a ``siirl.registry.Registry``.
 
 Read from the source with ``ast`` (imports inside functions included), so a lazy import that climbs a layer
-fails here naming the file, the line and the import, without importing anything.
+or closes a circle fails here naming the file, the line and the import, without importing anything.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "siirl"
 
-#: Path prefix (relative to the repo) -> packages its modules may not import.
-FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "siirl/params/": (
-        "siirl.algorithms",
-        "siirl.config_checks",
-        "siirl.dag_worker",
-        "siirl.data_coordinator",
-        "siirl.device",
-        "siirl.driver",
-        "siirl.engine",
-        "siirl.environment",
-        "siirl.execution",
-        "siirl.main_dag",
-        "siirl.preflight",
-    ),
-    "siirl/engine/": ("siirl.dag_worker", "siirl.driver", "siirl.main_dag", "siirl.preflight"),
+#: siiRL's packages from the top floor down. A module may import its own package and the floors below its own,
+#: never a package on its floor or above it. ``siirl.tasks`` stands on no floor: its asset paths serve the config
+#: loader (params) while the VLM build script's warm-up encodes prompts with the data loader's ``ImagePrompts``.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("siirl.main_dag",),
+    ("siirl.config_checks", "siirl.driver", "siirl.preflight"),
+    ("siirl.dag_worker", "siirl.user_interface"),
+    ("siirl.execution",),
+    ("siirl.engine",),
+    ("siirl.data_coordinator", "siirl.environment"),
+    ("siirl.algorithms",),
+    ("siirl.device", "siirl.native", "siirl.params", "siirl.reward_score"),
+)
+#: Leaves: path (relative to the repo) -> the only siiRL modules its modules may import.
+LEAVES: dict[str, tuple[str, ...]] = {
+    "siirl/registry.py": ("siirl.errors",),
+    "siirl/reward_score/": ("siirl.errors", "siirl.registry"),
 }
-#: The registry module is a leaf: siiRL modules it may import.
-REGISTRY_MAY_IMPORT = ("siirl.errors",)
 
 
 def _modules() -> list[Path]:
@@ -47,50 +48,123 @@ def _package_of(path: Path) -> str:
     return ".".join(parts[:-1])  # a module's package; for ``__init__.py`` the package itself
 
 
-def imported_modules(path: Path, source: str | None = None) -> list[tuple[int, str]]:
-    """(line, absolute module name) of every import in the file (or ``source`` read as that file), at any
-    depth: lazy imports inside functions count."""
-    found = []
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, source: str | None = None) -> Iterator[tuple[int, str, list[str]]]:
+    """(line, absolute module name, names imported from it) of every import in the file, at any depth."""
     text = path.read_text(encoding="utf-8") if source is None else source
     for node in ast.walk(ast.parse(text, filename=str(path))):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
+            yield from ((node.lineno, alias.name, []) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = _package_of(path).split(".")
                 anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            found += [(node.lineno, base)]
-    return found
+            yield node.lineno, base, [alias.name for alias in node.names]
+
+
+def imported_modules(path: Path, source: str | None = None) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file (or ``source`` read as that file), at any
+    depth: lazy imports inside functions count."""
+    return [(line, module) for line, module, _ in _imports(path, source)]
 
 
 def _within(module: str, package: str) -> bool:
     return module == package or module.startswith(f"{package}.")
 
 
+def _forbidden() -> dict[str, tuple[str, ...]]:
+    """Path prefix (relative to the repo) -> the packages its modules may not import (its floor and above)."""
+    forbidden, at_or_above = {}, ()
+    for floor in FLOORS:
+        at_or_above += floor
+        for package in floor:
+            prefix = package.replace(".", "/")
+            others = tuple(other for other in at_or_above if other != package)
+            forbidden.update({f"{prefix}/": others, f"{prefix}.py": others})
+    return forbidden
+
+
 def layer_violations() -> list[str]:
     broken = []
     for path in _modules():
         rel = _relative(path)
-        for prefix, forbidden in FORBIDDEN.items():
+        for prefix, forbidden in _forbidden().items():
             if rel.startswith(prefix):
                 broken += [
                     f"{rel}:{line} imports {module}"
                     for line, module in imported_modules(path)
                     if any(_within(module, package) for package in forbidden)
                 ]
-    registry = PACKAGE / "registry.py"
-    broken += [
-        f"{_relative(registry)}:{line} imports {module} (the registry is a leaf)"
-        for line, module in imported_modules(registry)
-        if _within(module, "siirl") and not any(_within(module, ok) for ok in REGISTRY_MAY_IMPORT)
-    ]
+        for prefix, allowed in LEAVES.items():
+            if rel.startswith(prefix):
+                broken += [
+                    f"{rel}:{line} imports {module} (a leaf)"
+                    for line, module in imported_modules(path)
+                    if _within(module, "siirl")
+                    and not _within(module, _module_name(PACKAGE / prefix.removeprefix("siirl/")))
+                    and not any(_within(module, ok) for ok in allowed)
+                ]
     return broken
 
 
 def test_layers_import_downward_only():
     assert layer_violations() == []
+
+
+def import_graph() -> dict[str, set[str]]:
+    """siiRL module -> the siiRL modules it imports; ``from package import module`` imports that module."""
+    names = {_module_name(path): path for path in _modules()}
+
+    def known(module: str) -> str:
+        while module and module not in names:
+            module = module.rpartition(".")[0]
+        return module
+
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        targets: set[str] = set()
+        for _, module, imported in _imports(path):
+            submodules = {f"{module}.{item}" for item in imported} & names.keys()
+            targets |= submodules
+            if len(submodules) < len(imported) or not imported:
+                targets.add(known(module))
+        graph[name] = targets - {"", name}
+    return graph
+
+
+def import_circles() -> list[str]:
+    """Each set of siiRL modules that import one another round a loop (Tarjan's strongly connected components)."""
+    graph, order, low, stack, circles = import_graph(), {}, {}, [], []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in order:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], order[target])
+        if low[module] == order[module]:
+            members = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(members) > 1:
+                circles.append(" <-> ".join(sorted(members)))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return circles
+
+
+def test_no_import_circles():
+    assert import_circles() == []
 
 
 def _module_dicts(tree: ast.Module) -> set[str]:
@@ -144,7 +218,8 @@ def test_every_registry_is_a_registry():
 
 
 def test_the_checks_find_what_they_look_for(tmp_path, monkeypatch):
-    """The scanners are not vacuous: a planted lazy import and a planted dict registry are both named."""
+    """The scanners are not vacuous: a planted upward import, a leaf's import, a lazy circle and a planted
+    dict registry are all named."""
     fake = tmp_path / "siirl"
     (fake / "params").mkdir(parents=True)
     (fake / "registry.py").write_text("from siirl.errors import ConfigError\n")
@@ -153,8 +228,16 @@ def test_the_checks_find_what_they_look_for(tmp_path, monkeypatch):
         "_THINGS: dict = {}\n\n\ndef register_thing(name):\n    def wrap(fn):\n"
         "        _THINGS[name] = fn\n        return fn\n\n    return wrap\n"
     )
+    (fake / "reward_score").mkdir()
+    (fake / "reward_score" / "gsm8k.py").write_text("from siirl.reward_score.registry import SCORES\nimport siirl.tasks\n")
+    (fake / "tools.py").write_text("import siirl.helpers\n")
+    (fake / "helpers.py").write_text("def f():\n    from siirl import tools\n")
     monkeypatch.setitem(globals(), "PACKAGE", fake)
-    assert layer_violations() == ["siirl/params/bad.py:2 imports siirl.engine.rollout"]
+    assert layer_violations() == [
+        "siirl/params/bad.py:2 imports siirl.engine.rollout",
+        "siirl/reward_score/gsm8k.py:2 imports siirl.tasks (a leaf)",
+    ]
+    assert import_circles() == ["siirl.helpers <-> siirl.tools"]
     assert hand_rolled_registries() == ["siirl/things.py:6 register_thing() fills the dict _THINGS"]
 
 
