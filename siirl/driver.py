@@ -16,6 +16,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayError
 from ray.util.placement_group import placement_group, remove_placement_group
 
+from siirl import startup_timing
 from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_init_options
 from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.progress import ProgressBar, StallWatch, create_board
@@ -98,11 +99,14 @@ def _launch_workers(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPla
     ]
 
 
-def _rendezvous(workers: list) -> dict[int, tuple[str, str]]:
+def _rendezvous(workers: list, marks: dict[str, float]) -> dict[int, tuple[str, str]]:
     """torch.distributed across the workers, hosted by rank 0; where each rank runs (Ray node id, IP)."""
     address, port = ray.get(workers[0].rendezvous_address.remote())
+    startup_timing.mark("workers", marks)
     ray.get([w.init_distributed.remote(address, port) for w in workers])
-    return dict(enumerate(ray.get([w.ray_node.remote() for w in workers])))
+    placement = dict(enumerate(ray.get([w.ray_node.remote() for w in workers])))
+    startup_timing.mark("rendezvous", marks)
+    return placement
 
 
 def lost_node(placement: dict[int, tuple[str, str]]) -> str | None:
@@ -176,10 +180,12 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
     from siirl.data_coordinator import create_data_buffers
 
     clock = time.perf_counter()
+    marks = startup_timing.take_launcher_marks()
     with output_dir_lock(cfg.trainer.output_dir), InterruptGuard() as guard:
         try:
             owns_ray, orphan_guard = _init_ray(cfg)
             guard.reclaim()
+            startup_timing.mark("ray", marks)
         except ClusterError:
             raise
         except Exception as exc:  # noqa: BLE001  (Ray raises bare Exception/ConnectionError on start-up)
@@ -198,6 +204,7 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
                 group = _reserve(plan, backend)
                 workers = _launch_workers(cfg, backend, plan, group)
                 started = len(workers)
+            startup_timing.mark("placement", marks)
             record_job(world_size=plan.world_size, workers_started=started, started_ray=owns_ray)
             # Workers look both up only in ``run``, after the rendezvous. A plan whose stages all share one
             # layout and one placement group never moves samples between workers: no buffer actors.
@@ -205,19 +212,21 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
                 create_data_buffers()
             board = create_board()
             try:
-                placement = _rendezvous(workers)
+                placement = _rendezvous(workers, marks)
             except RayError as exc:  # worker start-up / process groups
                 raise explain(exc, None, str(cfg.trainer.output_dir)) from None
             logger.info("worker output (prints, library warnings): %s", worker_log_path(cfg.trainer.output_dir, "<rank>"))
             bar = ProgressBar(board)
             try:
                 stall = StallWatch(board, cfg.trainer.stall_timeout_s)
-                summary = _watch([w.run.remote() for w in workers], str(cfg.trainer.output_dir), bar, stall,
+                summary = _watch([w.run.remote(marks) for w in workers], str(cfg.trainer.output_dir), bar, stall,
                                  placement)
             finally:
                 bar.close()
+            first_step = summary.pop(startup_timing.TOTAL, None)
             shown = ", ".join(f"{k}={v:.3f}" for k, v in summary.items())
-            logger.info("job finished in %.1fs: %s; outputs in %s", time.perf_counter() - clock, shown,
+            began = "" if first_step is None else f" (first step after {first_step:.1f}s)"
+            logger.info("job finished in %.1fs%s: %s; outputs in %s", time.perf_counter() - clock, began, shown,
                         cfg.trainer.output_dir)
             succeeded = True
             return 0

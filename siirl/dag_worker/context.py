@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from siirl import startup_timing
 from siirl.dag_worker.handoff import Handoffs
 from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.policy import Policy
@@ -53,6 +54,8 @@ class WorkerContext:
     #: Batches this worker takes from / hands to other placement groups (siirl.dag_worker.handoff).
     handoffs: Any = None
     validating: bool = False
+    #: Start-up marks (``siirl.startup_timing``) up to the models; the loop marks its first step.
+    startup_marks: dict[str, float] = field(default_factory=dict)
     #: The training step being run (1-based; 0 before the first), for nodes that act by step.
     step: int = 0
     extras: dict[str, Any] = field(default_factory=dict)
@@ -111,7 +114,8 @@ class WorkerContext:
 
 
 def build_context(
-    cfg: SiirlConfig, plan: ExecutionPlan, rank: int, backend: DeviceBackend, local_device: int
+    cfg: SiirlConfig, plan: ExecutionPlan, rank: int, backend: DeviceBackend, local_device: int,
+    startup_marks: dict[str, float] | None = None,
 ) -> WorkerContext:
     from siirl.dag_worker.env_setup import env_reward_manager
     from siirl.dag_worker.models import build_models
@@ -120,29 +124,35 @@ def build_context(
     from siirl.engine.workers.model_loading import load_tokenizer
     from siirl.engine.workers.vision import load_image_processor
 
+    marks = {} if startup_marks is None else startup_marks
     me = plan.worker(rank)
     backend.manual_seed(cfg.trainer.seed + rank)
     tokenizer = load_tokenizer(data_tokenizer_model(cfg))
     images = load_image_processor(data_tokenizer_model(cfg))
+    startup_timing.mark("tokenizer", marks)
+    groups, sp_groups = build_dp_groups(plan, rank), build_sp_groups(plan, rank)
+    startup_timing.mark("process_groups", marks)
     data_coord = me.coords.get("rollout") or next(iter(me.coords.values()))
-    ctx = WorkerContext(
-        cfg=cfg, plan=plan, rank=rank, backend=backend, tokenizer=tokenizer, graph=me.graph,
-        local_device=local_device, groups=build_dp_groups(plan, rank), sp_groups=build_sp_groups(plan, rank),
-        # Every worker scans a 1/world slice of the rows for over-long prompts; they share the findings.
-        # Workers whose first node is fed by another placement group build the loader (same epoch
-        # length everywhere) but never iterate it, so they read no rows.
-        train_loader=build_train_dataloader(
+    # Every worker scans a 1/world slice of the rows for over-long prompts; they share the findings.
+    # Workers whose first node is fed by another placement group build the loader (same epoch
+    # length everywhere) but never iterate it, so they read no rows.
+    train_loader = build_train_dataloader(
+        cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share(), image_processor=images,
+    )
+    val_loader = (
+        build_val_dataloader(
             cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share(),
             image_processor=images,
-        ),
-        val_loader=(
-            build_val_dataloader(
-                cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share(),
-                image_processor=images,
-            )
-            if cfg.data.val_files else None
-        ),
-        reward_manager=env_reward_manager(cfg, tokenizer) or make_reward_manager_from_config(cfg, tokenizer),
+        )
+        if cfg.data.val_files else None
+    )
+    startup_timing.mark("data", marks)
+    reward_manager = env_reward_manager(cfg, tokenizer) or make_reward_manager_from_config(cfg, tokenizer)
+    startup_timing.mark("reward", marks)
+    ctx = WorkerContext(
+        cfg=cfg, plan=plan, rank=rank, backend=backend, tokenizer=tokenizer, graph=me.graph,
+        local_device=local_device, groups=groups, sp_groups=sp_groups, train_loader=train_loader,
+        val_loader=val_loader, reward_manager=reward_manager, startup_marks=marks,
     )
     if moves_samples(plan):
         from siirl.data_coordinator import DataCoordinator
@@ -150,4 +160,5 @@ def build_context(
         ctx.coordinator = DataCoordinator()
     ctx.handoffs = Handoffs(plan, rank, ctx.coordinator)
     ctx.models = build_models(ctx, me.graph)
+    startup_timing.mark("models", marks)
     return ctx

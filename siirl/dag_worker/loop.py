@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from siirl import startup_timing
 from siirl.dag_worker import builtin_nodes, val_generations
 from siirl.dag_worker.agent_nodes import validate_team
 from siirl.dag_worker.checkpoint import CheckpointManager, checkpoint_root, rng_state, set_rng_state
@@ -201,6 +202,7 @@ class TrainingLoop:
         start = self._resume()
         run = RunInfo(trainer.project_name, trainer.experiment_name, dataclasses.asdict(self.cfg), resumed_at=start)
         self.metrics_logger = MetricsLogger(self.run_dir, list(trainer.logger), enabled=self.rank == 0, run=run)
+        startup_timing.mark("loggers", self.ctx.startup_marks)
         summary: dict[str, float] = {}
         self.progress.report(start, total, {})
         if trainer.val_before_train and start == 0:
@@ -209,8 +211,11 @@ class TrainingLoop:
                 summary["val/score_before"] = before["val/score"]
                 self.metrics_logger.log(0, before)
                 self.progress.report(start, total, before)
+        marks = self.ctx.startup_marks
         for step in range(start + 1, total + 1):
             self.step = self.ctx.step = step
+            if step == start + 1:
+                startup_timing.mark("validation", marks)
             began = time.perf_counter()
             metrics = self.run_graph()
             metrics["timing_s/step"] = time.perf_counter() - began
@@ -219,6 +224,8 @@ class TrainingLoop:
             metrics = reduce_metrics(metrics, same_keys=not self.handoffs)
             metrics["timing_s/reduce_metrics"] = time.perf_counter() - began
             metrics["perf/samples_per_s"] = self.samples_per_step / max(metrics["timing_s/step"], 1e-9)
+            if step == start + 1:  # where this rank's start-up went (rank 0's is logged)
+                metrics.update(startup_timing.phase_seconds(marks))
             if (trainer.test_freq > 0 and step % trainer.test_freq == 0) or step == total:
                 began = time.perf_counter()
                 metrics.update(self.validate())
@@ -227,7 +234,7 @@ class TrainingLoop:
             self.progress.report(step, total, metrics)
             if trainer.save_freq > 0 and step % trainer.save_freq == 0:
                 self.ckpt.save(step, self.ctx.checkpoint_components(), self._worker_state(step))
-            summary.update({k: metrics[k] for k in ("reward/mean", "val/score") if k in metrics})
+            summary.update({k: metrics[k] for k in ("reward/mean", "val/score", startup_timing.TOTAL) if k in metrics})
         self.metrics_logger.close()
         if self.rank == 0:
             plot = plot_run(self.run_dir)

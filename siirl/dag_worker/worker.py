@@ -153,13 +153,16 @@ class DAGWorker(BuiltinNodeMethods):
                 f"trainer.output_dir={self.cfg.trainer.output_dir}: cannot write {folder} ({exc.strerror})"
             ) from None
 
-    def run(self) -> dict[str, float]:
-        """Build what this rank's graph needs and train; returns a small summary (never sample data)."""
+    def run(self, startup_marks: dict[str, float] | None = None) -> dict[str, float]:
+        """Build what this rank's graph needs and train; returns a small summary (never sample data).
+
+        ``startup_marks``: the launcher's and driver's start-up marks (``siirl.startup_timing``), which this
+        rank extends up to its first step."""
         from siirl.dag_worker.context import build_context
         from siirl.dag_worker.loop import TrainingLoop
 
         self._write_pid_file()
-        ctx = build_context(self.cfg, self.plan, self.rank, self.backend, self.local_device)
+        ctx = build_context(self.cfg, self.plan, self.rank, self.backend, self.local_device, dict(startup_marks or {}))
         try:
             return TrainingLoop(ctx, self.me.graph).fit()
         finally:
