@@ -3,13 +3,15 @@
 The worker asks each node of its own task graph which roles it needs (its contract, or its ``node_role``
 for an undeclared custom node), so it builds only what it runs: a graph without a critic node never
 loads a critic, and with ``dag.agent_placement=own`` a worker builds only its own agents' models.
-A builder is ``fn(ctx, key, agent, roles) -> model``; ``roles`` are the role names the graph asked
+A builder is ``fn(ctx, key, agent, roles) -> model``, registered here under the name a spec's ``builder``
+gives (the planner names it without importing worker code); ``roles`` are the role names the graph asked
 for under this slot (a policy builds its rollout engine only when some node samples with it).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -18,9 +20,12 @@ from siirl.execution.dag.contract import AGENT_KEY, model_agent
 from siirl.execution.roles import NODE_ROLE_SPECS, ROLES, RoleSpec, model_key
 from siirl.params.rollout_keys import generation_limits
 from siirl.params.root import SiirlConfig
-from siirl.registry import import_ref
+from siirl.registry import Registry
 
 logger = logging.getLogger(__name__)
+
+#: Builders by the name a ``RoleSpec.builder`` gives; a role of your own may give a ``module:function`` instead.
+MODEL_BUILDERS: Registry[Callable[..., Any]] = Registry("model builder", open=True)
 
 
 def _node_roles(node: Any, cfg: Any) -> tuple[str, ...]:
@@ -55,7 +60,7 @@ def build_models(ctx: Any, graph: TaskGraph) -> dict[str, Any]:
     ``ctx.models``, so a role served by another's model finds it there."""
     models = ctx.models
     for key, (spec, agent, roles) in requested_models(graph, ctx.cfg).items():
-        models[key] = import_ref(spec.builder, f"{spec.key} builder")(ctx, key, agent, roles)
+        models[key] = MODEL_BUILDERS.get(spec.builder)(ctx, key, agent, roles)
     logger.info("worker %d built: %s", ctx.rank, ", ".join(models) or "no models")
     return models
 
@@ -93,6 +98,7 @@ def _response_limit(cfg: SiirlConfig) -> int:
     return limits[1]
 
 
+@MODEL_BUILDERS.register("policy")
 def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     """The actor and, when a node samples with it, its rollout engine (an agent's samples one per row)."""
     from siirl.algorithms import make_kl_controller
@@ -126,6 +132,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     return policy
 
 
+@MODEL_BUILDERS.register("reference")
 def build_reference(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     """The frozen reference policy: the policy's own base model, without optimiser. Under LoRA it is the
     actor's model with its adapters off (the base weights never train), so no second copy is loaded."""
@@ -145,6 +152,7 @@ def build_reference(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     )
 
 
+@MODEL_BUILDERS.register("critic")
 def build_critic(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     from siirl.engine.workers import CriticWorker
 
@@ -156,6 +164,7 @@ def build_critic(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     )
 
 
+@MODEL_BUILDERS.register("reward_model")
 def build_reward_model(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     from siirl.engine.workers.reward_model import RewardModelWorker
 

@@ -2,7 +2,7 @@
 
 The planner keys every model as a slot (``actor``, ``critic``, ``<agent>/actor``); a spec says, for its
 role, which config section describes it, whether the run has it (answered at plan time, without importing
-torch), how a DAG worker builds it (a ``module:function`` imported only on the worker), what of it goes
+torch), how a DAG worker builds it (a builder the worker registers by name), what of it goes
 into checkpoints and how it is closed. Node contracts name roles (``roles=("critic",)``); the planner
 refuses a node whose role the config does not provide, and the worker builds ``models[key]`` for each
 role its own nodes name. Adding a role is one ``ROLES.register`` here, its builder, a node and a
@@ -25,8 +25,9 @@ Availability = Callable[[SiirlConfig], "str | None"]
 @dataclass(frozen=True)
 class RoleSpec:
     """One kind of model. ``key`` is its slot name (an agent's is ``<agent>/<key>``); ``group`` the node
-    role whose process group it shards over; ``builder`` is ``fn(ctx, key, agent) -> model``, or empty
-    when nothing is built for the role (the environment lives inside the policy's rollout)."""
+    role whose process group it shards over; ``builder`` names ``fn(ctx, key, agent, roles) -> model`` in the
+    worker's ``MODEL_BUILDERS`` (siirl.dag_worker.models) or is a ``module:function``; empty when nothing is
+    built for the role (the environment lives inside the policy's rollout)."""
 
     key: str
     section: str
@@ -107,21 +108,19 @@ def _environment(cfg: SiirlConfig) -> str | None:
     return None
 
 
-_BUILD = "siirl.dag_worker.models"
-
 #: The policy answers to both names: ``rollout`` nodes sample with it, ``actor`` nodes train it.
 ROLES.register("actor", "rollout")(RoleSpec(
-    "actor", "actor_rollout_ref", _always, NodeRole.ACTOR, f"{_BUILD}:build_policy", checkpointed=True,
+    "actor", "actor_rollout_ref", _always, NodeRole.ACTOR, builder="policy", checkpointed=True,
 ))
 ROLES.register("reference")(RoleSpec(
-    "reference", "actor_rollout_ref.ref", _reference, NodeRole.REFERENCE, f"{_BUILD}:build_reference",
+    "reference", "actor_rollout_ref.ref", _reference, NodeRole.REFERENCE, builder="reference",
     served_by=_reference_host,
 ))
 ROLES.register("critic")(RoleSpec(
-    "critic", "critic", _critic, NodeRole.CRITIC, f"{_BUILD}:build_critic", checkpointed=True,
+    "critic", "critic", _critic, NodeRole.CRITIC, builder="critic", checkpointed=True,
 ))
 ROLES.register("reward_model")(RoleSpec(
-    "reward_model", "reward_model", _reward_model, NodeRole.REWARD, f"{_BUILD}:build_reward_model",
+    "reward_model", "reward_model", _reward_model, NodeRole.REWARD, builder="reward_model",
 ))
 ROLES.register("environment")(RoleSpec("environment", "env", _environment, NodeRole.ROLLOUT))
 
