@@ -18,7 +18,7 @@ from siirl.execution.dag.contract import NodeContract, declared_contract
 from siirl.execution.dag.node import resolve_node_callable
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
-from siirl.execution.dag.role_defaults import FILTERS, NODES
+from siirl.execution.dag.role_defaults import NODES, default_func
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.roles import uses_critic
 from siirl.params.algorithm import AlgorithmConfig
@@ -29,33 +29,34 @@ from siirl.registry import Registry
 
 @dataclass(frozen=True)
 class _Step:
-    func: str
     node_type: NodeType
     node_role: NodeRole
     only_forward_compute: bool = False
+    #: ``module:function`` of a step that does not run its role's built-in function
+    own_func: str = ""
+
+    @property
+    def func(self) -> str:
+        """The worker function: its own, else the role's built-in one (``role_defaults``, which workflow
+        files without a ``func`` read too)."""
+        return self.own_func or str(default_func(self.node_type, self.node_role, self.only_forward_compute))
 
 
 #: The building blocks of every built-in graph, keyed by their node_id.
 STEPS: dict[str, _Step] = {
-    "rollout_actor": _Step(f"{NODES}:generate", NodeType.MODEL_INFERENCE, NodeRole.ROLLOUT),
-    "embodied_sampling": _Step(f"{FILTERS}:embodied_sampling", NodeType.COMPUTE, NodeRole.EMBODIED_SAMPLING),
-    "reward_model": _Step(f"{NODES}:compute_rm_score", NodeType.MODEL_INFERENCE, NodeRole.REWARD),
-    "function_reward": _Step(f"{NODES}:compute_reward", NodeType.COMPUTE, NodeRole.REWARD),
-    "dynamic_sampling": _Step(f"{FILTERS}:dynamic_sampling", NodeType.COMPUTE, NodeRole.DYNAMIC_SAMPLING),
-    "calculate_advantages": _Step(f"{NODES}:compute_advantage", NodeType.COMPUTE, NodeRole.ADVANTAGE),
-    "actor_old_log_prob": _Step(
-        f"{NODES}:compute_old_log_prob", NodeType.MODEL_INFERENCE, NodeRole.ACTOR, only_forward_compute=True
-    ),
-    "reference_log_prob": _Step(
-        f"{NODES}:compute_ref_log_prob", NodeType.MODEL_INFERENCE, NodeRole.REFERENCE
-    ),
-    "critic_value": _Step(
-        f"{NODES}:compute_value", NodeType.MODEL_INFERENCE, NodeRole.CRITIC, only_forward_compute=True
-    ),
-    "critic_train": _Step(f"{NODES}:train_critic", NodeType.MODEL_TRAIN, NodeRole.CRITIC),
-    "actor_train": _Step(f"{NODES}:train_actor", NodeType.MODEL_TRAIN, NodeRole.ACTOR),
+    "rollout_actor": _Step(NodeType.MODEL_INFERENCE, NodeRole.ROLLOUT),
+    "embodied_sampling": _Step(NodeType.COMPUTE, NodeRole.EMBODIED_SAMPLING),
+    "reward_model": _Step(NodeType.MODEL_INFERENCE, NodeRole.REWARD, own_func=f"{NODES}:compute_rm_score"),
+    "function_reward": _Step(NodeType.COMPUTE, NodeRole.REWARD),
+    "dynamic_sampling": _Step(NodeType.COMPUTE, NodeRole.DYNAMIC_SAMPLING),
+    "calculate_advantages": _Step(NodeType.COMPUTE, NodeRole.ADVANTAGE),
+    "actor_old_log_prob": _Step(NodeType.MODEL_INFERENCE, NodeRole.ACTOR, only_forward_compute=True),
+    "reference_log_prob": _Step(NodeType.MODEL_INFERENCE, NodeRole.REFERENCE),
+    "critic_value": _Step(NodeType.MODEL_INFERENCE, NodeRole.CRITIC, only_forward_compute=True),
+    "critic_train": _Step(NodeType.MODEL_TRAIN, NodeRole.CRITIC),
+    "actor_train": _Step(NodeType.MODEL_TRAIN, NodeRole.ACTOR),
     "reward_baseline": _Step(
-        "siirl.dag_worker.reward_baseline:compute_reward_baseline", NodeType.MODEL_INFERENCE, NodeRole.ROLLOUT
+        NodeType.MODEL_INFERENCE, NodeRole.ROLLOUT, own_func="siirl.dag_worker.reward_baseline:compute_reward_baseline"
     ),
 }
 
