@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from siirl.environment.bounded import ToolTimeout, call_bounded
 from siirl.environment.tools import check_tool_classes, load_tool_config
-from siirl.environment.tools.base import ToolTimeout, call_bounded
 from siirl.environment.tools.config import resolve_tool_class
 from siirl.environment.tools.search import SearchTool
 from siirl.errors import ConfigError

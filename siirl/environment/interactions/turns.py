@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from siirl.environment.tools.base import call_bounded
+from siirl.environment.bounded import call_bounded
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""What a tool is (verl's ``BaseTool`` interface) and how each of its calls is bounded in time.
+"""What a tool is (verl's ``BaseTool`` interface); each of its calls is bounded in time
+(:mod:`siirl.environment.bounded`).
 
 A tool serves every trajectory of an environment slot through instances: ``create`` one per trajectory
 (with the row's ``tools_kwargs[<name>]["create_kwargs"]``), ``execute`` it for each call the policy makes
@@ -9,17 +10,8 @@ string, or anything with a ``text`` attribute or key (verl's ``ToolResponse``).
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import threading
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
-
-
-class ToolTimeout(Exception):
-    """A tool method ran past ``multi_turn.tool_timeout_s``."""
 
 
 class BaseTool:
@@ -51,54 +43,3 @@ def response_text(response: Any) -> str:
     elif not isinstance(response, str) and hasattr(response, "text"):
         response = response.text
     return "" if response is None else str(response)
-
-
-def _run(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], box: dict[str, Any]) -> None:
-    try:
-        value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
-            value = asyncio.run(_await(value))
-        box["value"] = value
-    except BaseException as exc:  # noqa: BLE001 - handed to the caller
-        box["error"] = exc
-
-
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
-
-
-def call_all_bounded(
-    jobs: list[tuple[Callable[..., Any], tuple, dict[str, Any]]], timeout_s: float
-) -> list[tuple[Any, BaseException | None]]:
-    """Run ``fn(*args, **kwargs)`` for every job at once, each on its own daemon thread, and wait at most
-    ``timeout_s`` for them; ``(value, None)`` per finished job, ``(None, error)`` per failed or late one.
-
-    Python cannot stop a thread: a late call keeps running on its thread, but nobody waits for it, and a
-    daemon thread never keeps the process alive. ``env.timeout_s`` (the whole step) backs this up by
-    killing the environment process when even the bounded step overruns.
-    """
-    boxes: list[dict[str, Any]] = [{} for _ in jobs]
-    threads = [
-        threading.Thread(target=_run, args=(fn, args, kwargs, box), daemon=True, name="siirl-tool")
-        for (fn, args, kwargs), box in zip(jobs, boxes)
-    ]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + timeout_s
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    outcomes: list[tuple[Any, BaseException | None]] = []
-    for thread, box in zip(threads, boxes):
-        if thread.is_alive():
-            outcomes.append((None, ToolTimeout(f"timed out after {timeout_s:g}s")))
-        else:
-            outcomes.append((box.get("value"), box.get("error")))
-    return outcomes
-
-
-def call_bounded(fn: Callable[..., Any], timeout_s: float, *args: Any, **kwargs: Any) -> Any:
-    """One bounded call: its value, or its exception (``ToolTimeout`` when late) raised here."""
-    [(value, error)] = call_all_bounded([(fn, args, kwargs)], timeout_s)
-    if error is not None:
-        raise error
-    return value

@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from siirl.environment.base import StepResult
+from siirl.environment.bounded import ToolTimeout, call_all_bounded, call_bounded
 from siirl.environment.interactions import InteractionTurns, build_interactions, load_interaction_config
 from siirl.environment.registry import register_env
-from siirl.environment.tools.base import ToolTimeout, call_all_bounded, call_bounded, response_text
+from siirl.environment.tools.base import response_text
 from siirl.environment.tools.config import build_tools, load_tool_config
 from siirl.environment.tools.parser import TOOL_PARSERS, ToolCall
 
