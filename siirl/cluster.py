@@ -15,10 +15,11 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Mapping
 from types import FrameType
 from typing import Any, Self
 
-from siirl.errors import ClusterError
+from siirl.errors import ClusterError, ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -55,22 +56,58 @@ def probe_address(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         ) from None
 
 
-def ray_init_options(address: str | None, runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:
+def ray_init_options(
+    address: str | None, runtime_env: dict[str, Any] | None = None, user: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """``ray.init`` keyword arguments. A Ray that siiRL starts itself serves only this job, so it runs
     without the dashboard's HTTP server (Ray still starts its per-node agents); to watch a job in the
     dashboard, start Ray yourself (``ray start --head --dashboard-host=<ip>``) and set trainer.ray_address.
-    ``runtime_env`` carries the job's environment to a cluster started elsewhere."""
+    ``runtime_env`` carries the job's environment to a cluster started elsewhere. ``user`` is verl's
+    ``ray_kwargs.ray_init``: its keys win, and its ``runtime_env`` is merged over siiRL's, as verl merges it
+    over its defaults (``env_vars`` key by key; a null entry means Ray's default)."""
     options: dict[str, Any] = {
         # Without an address: a fresh local instance, never whatever cluster another job left running.
         "address": address or "local",
         "logging_level": logging.WARNING,
         "log_to_driver": True,
     }
-    if runtime_env:
-        options["runtime_env"] = runtime_env
     if address is None:
         options["include_dashboard"] = False
+    user = dict(user or {})
+    merged = _merge_runtime_env(runtime_env or {}, user.pop("runtime_env", None) or {})
+    options.update(user)
+    if merged:
+        options["runtime_env"] = merged
     return options
+
+
+def check_ray_init_keys(user: Mapping[str, Any]) -> None:
+    """Every key of ``ray_kwargs.ray_init`` is a keyword of this Ray's ``ray.init`` (or one of its private
+    ``_`` options): a misspelt one is said before the job starts, not as Ray's TypeError once it does."""
+    if not user:
+        return
+    import difflib
+    import inspect
+
+    import ray
+
+    params = inspect.signature(ray.init).parameters
+    known = sorted(name for name, p in params.items() if p.kind is not p.VAR_KEYWORD)
+    for key in sorted(user):
+        if key not in known and not key.startswith("_"):
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean ray_kwargs.ray_init.{close[0]}?)" if close else ""
+            raise ConfigError(
+                f"bad config: ray_kwargs.ray_init.{key} is not an argument of ray.init (Ray {ray.__version__}){hint}"
+            )
+
+
+def _merge_runtime_env(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> dict[str, Any]:
+    merged = {**ours, **{key: value for key, value in theirs.items() if value is not None}}
+    env_vars = {**ours.get("env_vars", {}), **(theirs.get("env_vars") or {})}
+    if env_vars:
+        merged["env_vars"] = {key: str(value) for key, value in env_vars.items()}
+    return merged
 
 
 def check_capacity(bundles: list[dict[str, float]]) -> None:

@@ -15,6 +15,7 @@ from operator import attrgetter
 
 from siirl.algorithms import estimator_needs
 from siirl.algorithms.group_filter_metrics import from_rule_reward
+from siirl.cluster import check_ray_init_keys
 from siirl.dag_worker.metrics import check_loggers
 from siirl.device import backend_class, get_backend
 from siirl.engine.reward.registry import load_builtins as load_reward_managers
@@ -292,6 +293,7 @@ def check_reference_sequence_parallel(cfg: SiirlConfig) -> None:
 def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_loggers(list(cfg.trainer.logger))
+    check_ray_init_keys(cfg.ray_kwargs.ray_init)
     check_tools(cfg)
     check_registry_values(cfg)
     check_remax_baseline(cfg)

@@ -56,7 +56,7 @@ def _init_ray(cfg: SiirlConfig) -> tuple[bool, OrphanGuard | None]:
         return False, None
     if address:
         probe_address(address)
-        ray.init(**ray_init_options(address, {"env_vars": env}))
+        ray.init(**ray_init_options(address, {"env_vars": env}, cfg.ray_kwargs.ray_init))
         return True, None
     # Ray starts worker processes at nice 15 (meant for background tasks): the DAG workers ARE the job,
     # and at nice 15 any other busy process on the host would take most of their CPU time.
@@ -66,7 +66,7 @@ def _init_ray(cfg: SiirlConfig) -> tuple[bool, OrphanGuard | None]:
     os.environ.update(env)
     guard = OrphanGuard()
     try:
-        ray.init(**ray_init_options(None))
+        ray.init(**ray_init_options(None, None, cfg.ray_kwargs.ray_init))
     except BaseException:
         guard.release()
         raise

@@ -8,6 +8,7 @@ from siirl.params.algorithm import AlgorithmConfig, CustomRewardFunctionConfig, 
 from siirl.params.data import DataConfig
 from siirl.params.environment import EnvConfig
 from siirl.params.model import ActorRolloutRefConfig, CriticConfig
+from siirl.params.ray_kwargs import RayKwargsConfig
 from siirl.params.trainer import DagConfig, GlobalProfilerConfig, TrainerConfig
 
 SCHEMA_NAME = "siirl_schema"
@@ -25,6 +26,7 @@ class SiirlConfig:
     dag: DagConfig = field(default_factory=DagConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     global_profiler: GlobalProfilerConfig = field(default_factory=GlobalProfilerConfig)
+    ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)
 
 
 def or_defaults(cfg: SiirlConfig | None) -> SiirlConfig:

@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from siirl.errors import ConfigError
 from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import fold_mixed_precision
+from siirl.params.ray_kwargs import drop_py_executable
 
 logger = logging.getLogger(__name__)
 
@@ -104,3 +105,4 @@ def apply_verl_keys(cfg: DictConfig) -> None:
     _ref_param_offload(cfg)
     _unfiltered_gen_batch(cfg)
     fold_mixed_precision(cfg)
+    drop_py_executable(cfg)

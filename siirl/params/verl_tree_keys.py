@@ -150,7 +150,6 @@ TREE_INERT: dict[str, Inert] = {
     "trainer.val_only": _not_wired("a validation-only run", False),
     "trainer.default_hdfs_dir": _not_wired("copying checkpoints to HDFS", None),
     "transfer_queue.enable": _not_wired("verl's transfer queue", False),
-    "ray_kwargs.ray_init.num_cpus": Inert((None,), "Ray sees the machine's CPUs (null only)"),
     "ray_kwargs.timeline_json_file": _not_wired("writing a Ray timeline", None),
 }
 
