@@ -50,7 +50,8 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Device-marked tests run only where that device family is really usable.
+    """Device-marked tests run only where that device family is really usable; tests on the session's Ray
+    are ``slow`` (``-m "not slow"`` is the quick tier).
 
     Markers are looked up with ``get_closest_marker``: a parametrize id such as ``cuda`` is a keyword of
     the item too, and must not make a CPU test look hardware-bound.
@@ -58,6 +59,9 @@ def pytest_collection_modifyitems(config, items):
     from siirl.device import get_backend
     from siirl.errors import DeviceUnavailableError
 
+    for item in items:  # a test that trains on the session's Ray is in the slow tier, marked or not
+        if "ray_session" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
     for marker in DEVICE_MARKERS:
         try:
             get_backend(marker)
