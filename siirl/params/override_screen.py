@@ -2,20 +2,24 @@
 the keys siiRL does not know in one error (Hydra stops at the first), each with the closest known key.
 
 verl spellings are handled here too (``siirl.params.verl_inert_keys``): renamed keys are rewritten, keys of
-unimplemented features are dropped at their "off" value and refused, with the reason, otherwise.
+unimplemented features are dropped at their "off" value and refused, with the reason, otherwise. Where two
+spellings of one key from different verl generations disagree, the newest wins, with one warning.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
 from siirl.errors import ConfigError
 from siirl.params.schema_keys import SchemaKeys
-from siirl.params.verl_inert_keys import RENAMED, inert_refusal, is_inert, is_not_read, renamed
+from siirl.params.verl_inert_keys import RENAMED, inert_refusal, is_inert, is_not_read, rename_of, renamed
+
+logger = logging.getLogger(__name__)
 
 
 def _leaf(key: str) -> str:
@@ -58,33 +62,71 @@ def _unknown(key: str, schema: SchemaKeys) -> str:
     return f"unknown key {key}" + (f" (did you mean {guess}?)" if guess else "")
 
 
-def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str]) -> tuple[str | None, str | None]:
-    """``(override to keep or None, problem or None)``."""
+class _Screened(NamedTuple):
+    keep: str | None
+    problem: str | None = None
+    #: verl generations the spelling as written is newer than the key kept (see ``Renamed.newer``).
+    newer: int = 0
+
+
+def _renames(bare: str, schema: SchemaKeys) -> bool:
+    """An exact RENAMED entry always applies; a ``prefix.*`` one only off the schema's own keys."""
+    return bare in RENAMED or (rename_of(bare) is not None and not schema.knows(bare))
+
+
+def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str]) -> _Screened:
     key, sep, raw = override.partition("=")
     bare = key.lstrip("+~")
     sign = key[: len(key) - len(bare)]
     if not sep or bare in groups or bare.split(".")[0] == "hydra":
-        return override, None
-    if bare in RENAMED:
+        return _Screened(override)
+    if _renames(bare, schema):
         try:
             target = renamed(bare, _parse(raw))
         except ValueError as exc:
-            return None, str(exc)
+            return _Screened(None, str(exc))
         if target is None:
-            return None, None
+            return _Screened(None)
         new_key, value = target
         text = raw if value == _parse(raw) else str(value)
-        return f"{'++' if sign else ''}{new_key}={text}", None
+        landed = _screen_one(f"{sign}{new_key}={text}", schema, groups)  # where it lands may have a status too
+        problem = landed.problem and landed.problem.replace(new_key, bare, 1)  # named as the user wrote it
+        return landed._replace(problem=problem, newer=landed.newer + RENAMED[rename_of(bare)].newer)
     if bare not in schema.leaves and is_inert(bare):  # a key we implement beats its verl family
-        return None, inert_refusal(bare, _parse(raw))
+        return _Screened(None, inert_refusal(bare, _parse(raw)))
     if is_not_read(bare):
-        return None, None
+        return _Screened(None)
     if not schema.knows(bare):
-        return None, _unknown(bare, schema)
+        return _Screened(None, _unknown(bare, schema))
     # '+key=' on a key the schema already has would be Hydra's "already at" error: it means "set it"; a
     # sub-key of a dict-valued field (engine_kwargs.vllm.x, override_config.x) is the user's own, added as is.
     under_dict = bare not in schema.leaves and bare not in schema.sections
-    return (f"++{bare}={raw}" if sign == "+" or under_dict else override), None
+    return _Screened(f"++{bare}={raw}" if sign == "+" or under_dict else override)
+
+
+def _target(kept: str) -> str:
+    return kept.partition("=")[0].lstrip("+~")
+
+
+def _newest_wins(overrides: list[str], results: list[_Screened]) -> list[_Screened]:
+    """Of the spellings of one key from different verl generations, keep the newest; say so once per key
+    when the others set another value (a null is verl's "not set", as its newer trees write the old keys)."""
+    by_key: dict[str, list[int]] = {}
+    for index, result in enumerate(results):
+        if result.keep is not None:
+            by_key.setdefault(_target(result.keep), []).append(index)
+    out = list(results)
+    for key, indices in by_key.items():
+        newest = max(results[i].newer for i in indices)
+        winner = next(i for i in indices if results[i].newer == newest)
+        losers = [i for i in indices if results[i].newer < newest]
+        for i in losers:
+            out[i] = _Screened(None)
+        value = _parse(results[winner].keep.partition("=")[2])
+        differ = [overrides[i] for i in losers if _parse(results[i].keep.partition("=")[2]) not in (None, value)]
+        if differ and value is not None:
+            logger.warning("%s: the newer verl key %s wins over %s", key, overrides[winner], ", ".join(differ))
+    return out
 
 
 def screen_each(
@@ -92,7 +134,8 @@ def screen_each(
 ) -> list[tuple[str | None, str | None]]:
     """Per override: ``(override to compose or None, problem or None)``."""
     group_names = frozenset(groups)
-    return [_screen_one(override, schema, group_names) for override in overrides]
+    results = _newest_wins(overrides, [_screen_one(override, schema, group_names) for override in overrides])
+    return [(result.keep, result.problem) for result in results]
 
 
 def raise_problems(problems: list[str], what: str = "overrides") -> None:

@@ -1,7 +1,8 @@
 """verl / original-siiRL keys that have no field here, screened before composing.
 
 - ``RENAMED``: the key means the same as a siiRL key; the override is rewritten to it (optionally with a
-  value map, e.g. ``use_cpgd_loss=True`` -> ``policy_loss.loss_mode=cpgd``).
+  value map, e.g. ``use_cpgd_loss=True`` -> ``policy_loss.loss_mode=cpgd``); a ``prefix.*`` entry moves a
+  whole section (``siirl.params.verl_moved_keys``).
 - ``INERT``: the feature is not implemented; the key is accepted only at the value that leaves it off
   (the override is then dropped) and refused, naming the feature, otherwise.
 - ``NOT_READ``: a speed / memory / serving knob whose every value leaves the results as they are here; it
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from siirl.params.verl_key_kinds import DROP, SPEED, Inert, Renamed
+from siirl.params.verl_moved_keys import MOVED
 from siirl.params.verl_tree_keys import TREE_INERT, TREE_NOT_READ, TREE_RENAMED
 
 _ACTOR, _ROLLOUT, _MODEL = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model."
@@ -33,6 +35,7 @@ RENAMED: dict[str, Renamed] = {
     },
     "reward_model.reward_kwargs.max_resp_len": Renamed("reward_model.overlong_buffer.max_resp_len"),
     **TREE_RENAMED,
+    **MOVED,
 }
 
 #: (``*.megatron.*`` keys are refused before this screen, by ``siirl.params.validate.refuse_unsupported``.)
@@ -145,13 +148,22 @@ def is_inert(key: str) -> bool:
     return _family(key) is not None
 
 
+def rename_of(key: str) -> str | None:
+    """The RENAMED entry governing ``key`` (the key itself, else its longest ``prefix.*``), or None."""
+    return _governing(key, RENAMED)
+
+
 def renamed(key: str, value: Any) -> tuple[str, Any] | None:
     """``(siiRL key, value)`` for a renamed verl key, None when the override is to be dropped; ``KeyError``
     when ``key`` is not a renamed one."""
-    entry = RENAMED[key]
+    entry_key = rename_of(key)
+    if entry_key is None:
+        raise KeyError(key)
+    entry = RENAMED[entry_key]
+    target = entry.to.removesuffix("*") + key.removeprefix(entry_key.removesuffix("*"))
     if entry.values is None:
-        return entry.to, value
+        return target, value
     if value not in entry.values:
         raise ValueError(f"{key}={value!r}: expected one of {', '.join(map(repr, entry.values))}")
     new = entry.values[value]
-    return None if new is DROP else (entry.to, new)
+    return None if new is DROP else (target, new)

@@ -11,9 +11,13 @@ DROP = object()
 
 @dataclass(frozen=True)
 class Renamed:
+    #: The key it means; for a ``prefix.*`` entry a ``prefix.*`` too (the rest of the key carries over).
     to: str
     #: parsed value -> new value (``DROP``: no override is kept); None = the value as written.
     values: dict[Any, Any] | None = None
+    #: verl generations this spelling is newer than ``to`` (verl moved the key here): when spellings of one key
+    #: disagree, the newest wins (``siirl.params.override_screen``).
+    newer: int = 0
 
 
 @dataclass(frozen=True)
