@@ -157,7 +157,7 @@ def build_context(
     if moves_samples(plan):
         from siirl.data_coordinator import DataCoordinator
 
-        ctx.coordinator = DataCoordinator()
+        ctx.coordinator = DataCoordinator(balance=cfg.trainer.balance_batch)
     ctx.handoffs = Handoffs(plan, rank, ctx.coordinator)
     ctx.models = build_models(ctx, me.graph)
     startup_timing.mark("models", marks)

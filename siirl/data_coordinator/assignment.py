@@ -73,13 +73,14 @@ def describe_shard(
     return ProducerMeta(producer_rank, node_id, keys, lengths)
 
 
-def assign_samples(metas: Sequence[ProducerMeta], num_consumers: int) -> list[np.ndarray]:
+def assign_samples(metas: Sequence[ProducerMeta], num_consumers: int, balance: bool = True) -> list[np.ndarray]:
     """Global sample indices (producers in rank order, samples in shard order) per consumer dp rank.
 
-    ``group_balanced_partitions`` balances the token loads of whole groups. It is handed one entry per
-    group (its summed tokens) rather than one per sample: the same partition problem, numbered by
-    sorted key so every process builds identical input, at a fraction of the cost on 64k samples.
-    Each consumer's indices come out ascending, which fixes the order of its batch.
+    ``balance`` (verl's ``trainer.balance_batch``): ``group_balanced_partitions`` balances the token loads of
+    whole groups. It is handed one entry per group (its summed tokens) rather than one per sample: the same
+    partition problem, numbered by sorted key so every process builds identical input, at a fraction of the
+    cost on 64k samples. Off, the groups are dealt out in order, a contiguous run per consumer, as verl
+    splits an unbalanced batch. Each consumer's indices come out ascending, which fixes the order of its batch.
     """
     ordered = sorted(metas, key=lambda m: m.producer_rank)
     ranks = [m.producer_rank for m in ordered]
@@ -88,15 +89,25 @@ def assign_samples(metas: Sequence[ProducerMeta], num_consumers: int) -> list[np
     keys, group_of_sample = np.unique(np.concatenate([m.group_keys for m in ordered]), return_inverse=True)
     if len(keys) < num_consumers:
         raise ValueError(f"{len(keys)} sample groups cannot be spread over {num_consumers} consumer dp ranks")
-    group_tokens = np.bincount(group_of_sample, weights=np.concatenate([m.lengths for m in ordered]))
-    parts = group_balanced_partitions(
-        group_tokens.astype(np.int64), np.arange(len(keys)), num_consumers, workload="tokens"
-    )
+    if balance:
+        group_tokens = np.bincount(group_of_sample, weights=np.concatenate([m.lengths for m in ordered]))
+        parts = group_balanced_partitions(
+            group_tokens.astype(np.int64), np.arange(len(keys)), num_consumers, workload="tokens"
+        )
+    else:
+        parts = np.array_split(_groups_in_order(group_of_sample, len(keys)), num_consumers)
     consumer_of_group = np.empty(len(keys), dtype=np.int64)
     for consumer, groups in enumerate(parts):
         consumer_of_group[groups] = consumer
     consumer_of_sample = consumer_of_group[group_of_sample]
     return [np.flatnonzero(consumer_of_sample == c) for c in range(num_consumers)]
+
+
+def _groups_in_order(group_of_sample: np.ndarray, num_groups: int) -> np.ndarray:
+    """Group numbers ordered by their first sample (producer rank, then shard order)."""
+    first = np.full(num_groups, len(group_of_sample), dtype=np.int64)
+    np.minimum.at(first, group_of_sample, np.arange(len(group_of_sample)))
+    return np.argsort(first, kind="stable")
 
 
 def _offsets(metas: Sequence[ProducerMeta]) -> np.ndarray:

@@ -57,6 +57,7 @@ class DataCoordinator:
         timeout_s: float = 600.0,
         group_key: str = "uid",
         length_key: str = "attention_mask",
+        balance: bool = True,
     ) -> None:
         self._buffers = dict(find_data_buffers() if buffers is None else buffers)
         self._node_id = ray.get_runtime_context().get_node_id()
@@ -68,6 +69,8 @@ class DataCoordinator:
         self.timeout_s = timeout_s
         self._group_key = group_key
         self._length_key = length_key
+        #: Balance the consumers' token loads (verl's ``trainer.balance_batch``), else deal groups out in order.
+        self._balance = balance
         self._plan: tuple[tuple[int, str, int, str], list[np.ndarray]] | None = None
 
     def _deadline(self) -> float:
@@ -110,7 +113,7 @@ class DataCoordinator:
             digest.update(meta.lengths.astype(np.int64).tobytes())
         plan_key = (step, key, num_consumers, digest.hexdigest())
         if self._plan is None or self._plan[0] != plan_key:
-            self._plan = (plan_key, assign_samples(metas, num_consumers))
+            self._plan = (plan_key, assign_samples(metas, num_consumers, self._balance))
         return self._plan[1]
 
     def put(

@@ -62,8 +62,8 @@ class TrainerConfig:
     dump_high_diff_tokens: bool = False
     #: Where those dumps go; empty = <output_dir>/high_diff_tokens.
     dump_high_diff_dir: str = ""
-    #: verl's: balance each step's sequences across data-parallel ranks. siiRL always balances (the C++
-    #: partitioner keeps a prompt's responses together); false is refused rather than ignored.
+    #: verl's: balance the token loads of the data-parallel ranks wherever samples move between stages (the
+    #: C++ partitioner keeps a prompt's responses together); false deals the prompts' groups out in order.
     balance_batch: bool = True
     #: verl's: delete the local checkpoint after resuming from it. siiRL keeps it (retention is
     #: max_ckpt_to_keep); true is refused.

@@ -132,10 +132,6 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: v == "megatron",
         "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
     ),
-    "trainer.balance_batch": (
-        lambda v: v is False,
-        "is not supported; siiRL always balances a step's sequences across ranks (keep true)",
-    ),
     "trainer.del_local_ckpt_after_load": (
         lambda v: v is True,
         "is not supported; siiRL keeps checkpoints it resumed from (trainer.max_ckpt_to_keep prunes them)",

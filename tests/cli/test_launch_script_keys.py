@@ -28,7 +28,6 @@ def test_no_op_values_load():
 @pytest.mark.parametrize(
     ("override", "named"),
     [
-        ("trainer.balance_batch=False", "always balances"),
         ("trainer.del_local_ckpt_after_load=True", "keeps checkpoints"),
         ("global_profiler.tool=nsys", "global_profiler.tool='nsys' is not supported"),
         ("profiler.enable=True", "the original siiRL's profiler drives torch_npu's profiler"),

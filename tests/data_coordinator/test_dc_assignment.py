@@ -108,3 +108,37 @@ def test_layouts_and_redistribution_decision():
         DpLayout((0, 2))
     with pytest.raises(ValueError, match="not a positive multiple"):
         DpLayout.contiguous(4, 3)
+
+
+def test_balance_batch_off_skips_the_balancer_and_deals_groups_out_in_order(monkeypatch):
+    """verl's ``trainer.balance_batch``: on, the consumers' token loads are balanced by the C++ partitioner;
+    off, it is never called and each consumer takes a contiguous run of groups, as verl splits the batch."""
+    from siirl.data_coordinator import assignment
+
+    calls = []
+    balancer = assignment.group_balanced_partitions
+    monkeypatch.setattr(
+        assignment, "group_balanced_partitions", lambda *a, **k: calls.append(1) or balancer(*a, **k)
+    )
+    metas = metas_with_groups(2, 3, 2)  # groups p0g0, p0g1, p0g2, p1g0, ... of 2 samples each
+    balanced = assign_samples(metas, 2)
+    assert calls == [1]
+    in_order = assign_samples(metas, 2, balance=False)
+    assert calls == [1]
+    assert [part.tolist() for part in in_order] == [list(range(6)), list(range(6, 12))]
+    assert not all(np.array_equal(a, b) for a, b in zip(balanced, in_order))  # the balancer did move groups
+
+
+def test_balance_batch_false_loads_and_reaches_the_coordinators_assignment(monkeypatch):
+    from types import SimpleNamespace
+
+    from siirl.config_checks import load_config
+    from siirl.data_coordinator import coordinator
+
+    monkeypatch.setattr(coordinator.ray, "get_runtime_context", lambda: SimpleNamespace(get_node_id=lambda: "n"))
+    monkeypatch.setattr(coordinator, "assign_samples", lambda metas, n, balance: balance)
+    metas = metas_with_groups(2, 1, 2)
+    for value in (True, False):
+        cfg = load_config(["device=cpu", f"trainer.balance_batch={value}"])
+        dc = coordinator.DataCoordinator({"n": None}, balance=cfg.trainer.balance_batch)
+        assert dc._assignment(1, "stage", metas, 2) is value
