@@ -1,6 +1,6 @@
 """Metrics: averaged across DAG workers with one all-reduce, then written by rank 0 to each sink.
 
-Sinks are a registry (console, jsonl, tensorboard, wandb), so adding one is one class.
+Sinks are a registry (console, jsonl, file, tensorboard, wandb), so adding one is one class.
 """
 
 from __future__ import annotations
@@ -137,6 +137,38 @@ class JsonlSink:
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
         self.file.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def verl_file_logger_path(run_dir: Path, run: RunInfo) -> Path:
+    """Where verl's ``file`` logger writes: ``$VERL_FILE_LOGGER_PATH``, else
+    ``$VERL_FILE_LOGGER_ROOT/<project>/<experiment>.jsonl``; verl's root without the variable is the working
+    directory, siiRL's is the run's output folder, where all its output goes."""
+    if os.environ.get("VERL_FILE_LOGGER_PATH"):
+        return Path(os.environ["VERL_FILE_LOGGER_PATH"])
+    if os.environ.get("VERL_FILE_LOGGER_ROOT"):
+        return Path(os.environ["VERL_FILE_LOGGER_ROOT"]).expanduser() / run.project / f"{run.name}.jsonl"
+    return run_dir / f"{run.name}.jsonl"
+
+
+@SINKS.register("file")
+class FileSink:
+    """verl's ``file`` logger: one ``{"step": N, "data": {metrics}}`` line per step, for tools that read
+    verl's file; a fresh run starts the file anew, as verl does, a resumed one keeps the steps up to its
+    checkpoint."""
+
+    def __init__(self, run_dir: Path, run: RunInfo) -> None:
+        path = verl_file_logger_path(run_dir, run)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if run.resumed_at and path.is_file():
+            _keep_steps_up_to(path, run.resumed_at)
+        self.file = open(path, "a" if run.resumed_at else "w", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, step: int, metrics: dict[str, float]) -> None:
+        self.file.write(json.dumps({"step": step, "data": metrics}) + "\n")
         self.file.flush()
 
     def close(self) -> None:

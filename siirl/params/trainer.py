@@ -27,8 +27,8 @@ class TrainerConfig:
     experiment_name: str = "grpo_tiny"
     #: Everything a run writes (metrics, TensorBoard, checkpoints, plots) lands under here.
     output_dir: str = "outputs/${trainer.project_name}/${trainer.experiment_name}"
-    #: console | jsonl | tensorboard | wandb (pip install siirl[wandb]; offline into <output_dir>/wandb
-    #: without WANDB_API_KEY or network)
+    #: console | jsonl | file (verl's file logger) | tensorboard | wandb (pip install siirl[wandb]; offline into
+    #: <output_dir>/wandb without WANDB_API_KEY or network)
     logger: list[str] = field(default_factory=lambda: ["console", "jsonl", "tensorboard"])
     save_freq: int = -1
     test_freq: int = 50

@@ -60,3 +60,29 @@ def test_a_resumed_run_records_each_step_once(tmp_path):
     resumed.close()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [(r["step"], r["reward/mean"]) for r in records] == [(0, 0.0), (1, 1.0), (2, 2.0), (3, 30.0)]
+
+
+@pytest.mark.parametrize("where", ["default", "VERL_FILE_LOGGER_ROOT", "VERL_FILE_LOGGER_PATH"])
+def test_verls_file_logger_writes_verls_records_where_verl_does(tmp_path, monkeypatch, where):
+    monkeypatch.delenv("VERL_FILE_LOGGER_ROOT", raising=False)
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    expected = {
+        "default": tmp_path / "run" / "exp.jsonl",
+        "VERL_FILE_LOGGER_ROOT": tmp_path / "root" / "proj" / "exp.jsonl",
+        "VERL_FILE_LOGGER_PATH": tmp_path / "mine.jsonl",
+    }[where]
+    if where != "default":
+        monkeypatch.setenv(where, str(tmp_path / ("root" if where.endswith("ROOT") else "mine.jsonl")))
+    log = MetricsLogger(tmp_path / "run", ["file"], enabled=True, run=RunInfo("proj", "exp"))
+    log.log(1, {"reward/mean": 0.25})
+    log.log(2, {"reward/mean": 0.5})
+    log.close()
+    rows = [json.loads(line) for line in expected.read_text().splitlines()]
+    assert rows == [{"step": 1, "data": {"reward/mean": 0.25}}, {"step": 2, "data": {"reward/mean": 0.5}}]
+    assert (tmp_path / "run" / "metrics.jsonl").is_file()  # the run's own record is written as always
+
+
+def test_trainer_logger_file_is_accepted():
+    from siirl.config_checks import load_config
+
+    assert list(load_config(["device=cpu", "trainer.logger=[console,file]"]).trainer.logger) == ["console", "file"]
