@@ -31,6 +31,7 @@ from siirl.dag_worker.batch_reweighting import (
 )
 from siirl.dag_worker.high_diff_tokens import dump_dir, dump_high_diff_tokens
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.engine.reward.extra_metrics import reward_extra_metrics
 from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
 from siirl.engine.workers.vision import policy_sees_images
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
@@ -205,7 +206,7 @@ def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> N
         scores = batch["rm_scores"]
     else:
         scores, extra = ctx.reward_manager(batch, ctx.tokenizer)
-        metrics = _rule_reward_values(batch, extra, ctx.cfg)
+        metrics = {**_rule_reward_values(batch, extra, ctx.cfg), **reward_extra_metrics(extra)}
     batch["token_level_scores"] = scores.to(torch.float32)
     seq_scores = scores.sum(-1)
     metrics.update({"reward/mean": seq_scores.mean().item(), "reward/max": seq_scores.max().item()})

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -70,19 +71,31 @@ def _reduce_column(key: str, column: torch.Tensor) -> float:
     return column.mean().item()
 
 
+def _keys_agree(metrics: dict[str, float], group: dist.ProcessGroup | None) -> bool:
+    digest = blake2b("\n".join(sorted(metrics)).encode(), digest_size=7).digest()
+    mine = torch.tensor([int.from_bytes(digest, "little")], dtype=torch.int64)
+    gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(gathered, mine, group=group)
+    return all(bool(g == mine) for g in gathered)
+
+
 def reduce_metrics(
     metrics: dict[str, float], group: dist.ProcessGroup | None = None, same_keys: bool = True
 ) -> dict[str, float]:
     """Mean of every scalar over the workers; ``*/max`` keys take the max, ``*/min`` the min, failure counters
     (:data:`COUNTER_LEAVES`) the sum.
 
-    With ``same_keys`` every worker passes the same keys (they all run the same task graph); keys are
+    With ``same_keys`` the workers usually pass the same keys (they all run the same task graph); keys are
     sorted so the collective lines up, and one all-gather of the values (a few hundred bytes per worker)
-    serves all three reductions. Workers running different nodes (placement groups) report different
-    keys: then the dicts are all-gathered and each key is reduced over the workers that reported it.
+    serves all three reductions, after one of a digest of the keys: a score function's extra values
+    (``reward_extra/*``) may differ with the data sources a worker drew. Workers running different nodes
+    (placement groups) report different keys: then the dicts are all-gathered and each key is reduced over
+    the workers that reported it.
     """
     if not dist.is_available() or not dist.is_initialized():
         return dict(metrics)
+    if same_keys and not _keys_agree(metrics, group):
+        same_keys = False
     if not same_keys:
         gathered_dicts: list[dict[str, float]] = [{} for _ in range(dist.get_world_size(group))]
         dist.all_gather_object(gathered_dicts, {k: float(v) for k, v in metrics.items()}, group=group)

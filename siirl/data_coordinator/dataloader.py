@@ -288,12 +288,15 @@ class DistributedDataLoader:
         set_non_tensor_list(
             batch, "ground_truth", [(row.get("reward_model") or {}).get("ground_truth") for row in rows]
         )
-        indices = [(row.get("extra_info") or {}).get("index") for row in rows]
+        # the row's extra_info, as verl hands it to the score function (fn(data_source, solution, truth, extra_info))
+        extra_infos = [dict(row.get("extra_info") or {}) for row in rows]
+        set_non_tensor_list(batch, "extra_info", extra_infos)
+        indices = [extra.get("index") for extra in extra_infos]
         set_non_tensor_list(batch, "index", [int(r) if i is None else i for i, r in zip(indices, row_ids)])
         if self._config.return_raw_chat:
             set_non_tensor_list(batch, "raw_prompt", prompts)
             for key in CHAT_EXTRA_FIELDS:  # what a multi-turn rollout needs of the row besides its chat
-                set_non_tensor_list(batch, key, [(row.get("extra_info") or {}).get(key) or {} for row in rows])
+                set_non_tensor_list(batch, key, [extra.get(key) or {} for extra in extra_infos])
         return batch
 
     @property

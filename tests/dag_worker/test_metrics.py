@@ -50,6 +50,18 @@ def test_reduce_over_two_ranks_means_maxes_mins_and_sums_counters(tmp_path):
     assert [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)] == [want, want]
 
 
+def _reduce_rank_extra_keys(rank: int, world_size: int, out_dir: str) -> None:
+    own = {"reward/mean": float(rank), **({"reward_extra/carry": 1.0} if rank == 0 else {})}
+    (Path(out_dir) / f"{rank}.json").write_text(json.dumps(reduce_metrics(own)))
+
+
+def test_score_function_extra_keys_that_differ_between_ranks_still_reduce(tmp_path):
+    """A score function's extra values depend on the data sources a rank drew: the ranks' keys may differ."""
+    spawn(_reduce_rank_extra_keys, 2, str(tmp_path))
+    want = {"reward/mean": 0.5, "reward_extra/carry": 1.0}
+    assert [json.loads((tmp_path / f"{r}.json").read_text()) for r in range(2)] == [want, want]
+
+
 def test_a_resumed_run_records_each_step_once(tmp_path):
     first = MetricsLogger(tmp_path, ["jsonl"], enabled=True)
     for step in (0, 1, 2, 3):

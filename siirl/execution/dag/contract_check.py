@@ -25,7 +25,9 @@ class ContractError(ConfigError):
 
 
 #: Keys every batch carries when it leaves the dataloader.
-DATALOADER_KEYS = ("input_ids", "attention_mask", "position_ids", "data_source", "ground_truth", "index")
+DATALOADER_KEYS = (
+    "input_ids", "attention_mask", "position_ids", "data_source", "ground_truth", "index", "extra_info",
+)
 
 def dataloader_keys(cfg: SiirlConfig) -> tuple[str, ...]:
     from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
