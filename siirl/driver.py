@@ -16,7 +16,7 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayError
 from ray.util.placement_group import placement_group, remove_placement_group
 
-from siirl import startup_timing
+from siirl import startup_gc, startup_timing
 from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_init_options
 from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.progress import ProgressBar, StallWatch, create_board
@@ -205,6 +205,7 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
                 workers = _launch_workers(cfg, backend, plan, group)
                 started = len(workers)
             startup_timing.mark("placement", marks)
+            startup_gc.settle()  # the driver's start-up is over: it now waits on the workers
             record_job(world_size=plan.world_size, workers_started=started, started_ray=owns_ray)
             # Workers look both up only in ``run``, after the rendezvous. A plan whose stages all share one
             # layout and one placement group never moves samples between workers: no buffer actors.

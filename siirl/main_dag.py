@@ -8,6 +8,7 @@ stderr and exit code 2; a failed job exits 1; Ctrl-C exits 130.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from siirl import startup_timing
+from siirl import startup_gc, startup_timing
 from siirl.errors import SiirlUserError
 
 logger = logging.getLogger("siirl")
@@ -108,7 +109,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def cli() -> None:
     """Console-script entry point (``siirl``)."""
-    sys.exit(main())
+    startup_gc.pause()  # the driver's imports and checks (siirl.startup_gc); run_job settles once workers start
+    try:
+        code = main()
+    finally:
+        gc.freeze()  # exiting, the interpreter would collect the whole heap (seconds); the process frees it anyway
+    sys.exit(code)
 
 
 if __name__ == "__main__":

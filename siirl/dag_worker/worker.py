@@ -8,16 +8,19 @@ import socket
 from datetime import timedelta
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
+from siirl.startup_gc import collector_paused
 
-from siirl.dag_worker.builtin_nodes import BuiltinNodeMethods
-from siirl.dag_worker.worker_output import divert_worker_output, worker_log_path
-from siirl.device import get_backend
-from siirl.device.pinning import pin_process
-from siirl.errors import SiirlUserError
-from siirl.execution.scheduler.plan import ExecutionPlan
-from siirl.params import SiirlConfig
+with collector_paused():  # a Ray worker's start-up: torch, transformers, siiRL's engines (siirl.startup_gc)
+    import torch
+    import torch.distributed as dist
+
+    from siirl.dag_worker.builtin_nodes import BuiltinNodeMethods
+    from siirl.dag_worker.worker_output import divert_worker_output, worker_log_path
+    from siirl.device import get_backend
+    from siirl.device.pinning import pin_process
+    from siirl.errors import SiirlUserError
+    from siirl.execution.scheduler.plan import ExecutionPlan
+    from siirl.params import SiirlConfig
 
 logger = logging.getLogger(__name__)
 

@@ -6,18 +6,19 @@ adapters switched off (``disable_adapter()``) and no second copy is loaded. peft
 (``base_model.model.<hf name>``, ``<layer>.base_layer.weight``, ``<layer>.lora_A.<adapter>.weight``);
 ``merged_named_parameters`` yields the HF names a plain model of the same architecture has, with every
 adapted weight merged (``W + scaling * B @ A``), gathered one parameter at a time as the FSDP sync does.
+
+peft is imported by the functions that use it: a run without LoRA (and the launcher's checks of one) never
+pays for its import, about half a second of every DAG worker's start-up.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict
-from peft.tuners.lora import Linear as LoraLinear
-from peft.tuners.lora import LoraLayer
 from safetensors.torch import save_file
 from torch import nn
 from torch.distributed.tensor import DTensor
@@ -27,6 +28,10 @@ from siirl.device import DeviceBackend
 from siirl.engine.workers.model_loading import ModelLoadError, load_causal_lm, model_dir, policy_auto_class
 from siirl.params.lora import LORA_KEYS, lora_enabled, module_names
 
+if TYPE_CHECKING:
+    from peft import LoraConfig, PeftModel
+    from peft.tuners.lora import Linear as LoraLinear
+
 #: peft's prefix in front of the HF names of the wrapped model.
 PEFT_PREFIX = "base_model.model."
 ADAPTER = "default"
@@ -35,6 +40,8 @@ ADAPTER_CONFIG, ADAPTER_WEIGHTS = "adapter_config.json", "adapter_model.safetens
 
 def lora_config(model_cfg: Any) -> LoraConfig:
     """peft's config from verl's keys (rank, alpha, target and excluded modules; no dropout, no bias)."""
+    from peft import LoraConfig
+
     return LoraConfig(
         r=int(model_cfg.lora_rank),
         lora_alpha=int(model_cfg.lora_alpha),
@@ -53,6 +60,9 @@ def _first_line(exc: BaseException) -> str:
 
 def _check_adapted(model: PeftModel) -> None:
     """Every adapted layer is a plain linear LoRA layer, the only kind the merge below knows."""
+    from peft.tuners.lora import Linear as LoraLinear
+    from peft.tuners.lora import LoraLayer
+
     config = model.peft_config[ADAPTER]
     if getattr(config, "use_dora", False):
         raise ModelLoadError(f"{LORA_KEYS}: DoRA adapters are not supported (merged weight sync needs plain LoRA)")
@@ -86,6 +96,8 @@ def _check_each_target(model: nn.Module, targets: str | list[str] | None, linear
 
 def apply_lora(model: nn.Module, model_cfg: Any) -> PeftModel:
     """``model`` with trainable adapters: fresh ones from the LoRA keys, or the saved ``lora_adapter_path``."""
+    from peft import PeftModel, get_peft_model
+
     adapter_path = str(model_cfg.lora_adapter_path or "")
     linear = _linear_names(model)
     if not adapter_path:
@@ -119,6 +131,8 @@ def check_adapter_dir(path: str) -> None:
 def configured_rank(model_cfg: Any) -> int:
     """The adapters' rank: the saved adapter's when ``lora_adapter_path`` is set, else ``lora_rank``."""
     if model_cfg.lora_adapter_path:
+        from peft import LoraConfig
+
         check_adapter_dir(str(model_cfg.lora_adapter_path))
         return int(LoraConfig.from_pretrained(str(model_cfg.lora_adapter_path)).r)
     return int(model_cfg.lora_rank)
@@ -142,7 +156,8 @@ def check_lora_targets(model_cfg: Any) -> None:
 
 
 def is_lora_model(model: nn.Module) -> bool:
-    return isinstance(model, PeftModel)
+    peft = sys.modules.get("peft")  # no model is a PeftModel before peft is imported
+    return peft is not None and isinstance(model, peft.PeftModel)
 
 
 def _full(tensor: torch.Tensor) -> torch.Tensor:
@@ -164,6 +179,8 @@ def _merged_weight(layer: LoraLinear) -> torch.Tensor:
 def merged_named_parameters(model: PeftModel) -> Iterator[tuple[str, torch.Tensor]]:
     """(HF name, full tensor) of the model with its adapters merged, in a fixed order (a collective on
     every rank under FSDP); tied weights are sent once, as ``named_parameters`` does."""
+    from peft.tuners.lora import Linear as LoraLinear
+
     seen: set[int] = set()
     inside_lora: tuple[str, ...] = ()
     for module_name, module in model.named_modules():
@@ -185,6 +202,8 @@ def merged_named_parameters(model: PeftModel) -> Iterator[tuple[str, torch.Tenso
 
 def adapter_tensors(model: PeftModel) -> dict[str, torch.Tensor]:
     """The adapter's full tensors under peft's saved names (what ``adapter_model.safetensors`` holds)."""
+    from peft import get_peft_model_state_dict
+
     trainable = {name: _full(p) for name, p in model.named_parameters() if p.requires_grad}
     return get_peft_model_state_dict(model, state_dict=trainable, adapter_name=ADAPTER)
 
