@@ -31,3 +31,7 @@ class ClusterError(SiirlUserError):
 
 class TrainingDivergedError(SiirlUserError):
     """Updates kept producing non-finite losses or gradients: the weights diverged (usually the learning rate)."""
+
+
+class UserCallbackError(SiirlUserError):
+    """A user's tool, interaction or environment failed (raised or timed out) on every call it ever made."""

@@ -66,3 +66,34 @@ def call_bounded(fn: Callable[..., Any], timeout_s: float, *args: Any, **kwargs:
     if error is not None:
         raise error
     return value
+
+
+class StepCalls:
+    """The bounded calls of one environment step, so a step waits on hung user code once, not once per call.
+
+    Each call waits at most ``timeout_s``; after one has timed out (``hung``), the step's later calls are
+    not run (they raise ``ToolTimeout`` at once), the rule the reward managers follow. ``start_step``
+    begins the next step.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.hung: ToolTimeout | None = None
+
+    def start_step(self) -> None:
+        self.hung = None
+
+    def call_all(
+        self, jobs: list[tuple[Callable[..., Any], tuple, dict[str, Any]]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        if self.hung is not None:
+            return [(None, ToolTimeout("not run: an earlier call of this step hung"))] * len(jobs)
+        outcomes = call_all_bounded(jobs, self.timeout_s)
+        self.hung = next((e for _, e in outcomes if isinstance(e, ToolTimeout)), None)
+        return outcomes
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        [(value, error)] = self.call_all([(fn, args, kwargs)])
+        if error is not None:
+            raise error
+        return value

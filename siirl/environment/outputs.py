@@ -18,13 +18,14 @@ STEP_KEYS = (
 )
 #: Keys the tool-calling multi-turn rollout adds on top of the multi-turn ones.
 TOOL_KEYS = (
-    "tool_calls", "tool_errors", "tool_timeouts", "interaction_turns", "interaction_errors", "rollout_reward_scores",
+    "tool_calls", "tool_errors", "tool_timeouts", "interaction_turns", "interaction_errors", "interaction_timeouts",
+    "rollout_reward_scores",
 )
 ROLLOUT_KEYS = {"turns": MULTI_TURN_KEYS, "tools": MULTI_TURN_KEYS + TOOL_KEYS, "steps": STEP_KEYS}
 #: What each mode's reward reads (siirl.engine.reward.env_rewards).
 REWARD_READS = {
     "turns": ("env_turn_rewards", "env_turn_index", "response_mask"),
-    "tools": ("env_turn_rewards", "env_turn_index", "response_mask", "rollout_reward_scores", "num_turns"),
+    "tools": ("env_turn_rewards", "env_turn_index", "response_mask", "rollout_reward_scores", "num_turns", "env_error"),
     "steps": ("task_success", "traj_signature", "env_progress", "env_error", "uid", "response_mask"),
 }
 

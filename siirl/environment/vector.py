@@ -1,12 +1,14 @@
 """Many environments at once, each call limited in time, in worker processes (or inline for cheap ones).
 
-Slot ``i`` lives in worker ``i % num_workers``. ``step_async`` sends the actions and returns at once, so
-the caller can do other work (or ``await astep``) while the environments run; ``step_wait`` collects the
-answers. A call that exceeds ``timeout_s`` or whose worker dies is contained like a reward function:
-the worker is killed (SIGKILL) and replaced at the next ``reset``, the slot's episode ends with reward 0
-and ``info["error"]``, and the other episodes that lived in that worker end the same way at their next
-step, because their state died with it. ``num_workers=0`` runs the environments in this process (no
-timeout can be enforced then; use it for environments that cannot hang).
+Slot ``i`` lives in worker ``i % num_workers``; the slots of one call run at once, each on its own thread
+(``SlotThreads``). ``step_async`` sends the actions and returns at once, so the caller can do other work
+(or ``await astep``) while the environments run; ``step_wait`` collects the answers. ``timeout_s`` bounds
+the whole reset or step (all slots, all workers), not each slot: a slot still running then, or whose
+worker died, is contained like a reward function: the worker is killed (SIGKILL) and replaced at the
+next ``reset``, the slot's episode ends with reward 0 and ``info["error"]``, and the other episodes that
+lived in that worker end the same way at their next step, because their state died with it.
+``num_workers=0`` runs the environments in this process (no timeout can be enforced then; use it for
+environments that cannot hang, or that bound their own calls, as the tool environment does).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from siirl.environment.base import StepResult, failed_result
 from siirl.environment.env_worker import serve
 from siirl.environment.registry import make_env, resolve_env_factory
+from siirl.environment.slot_threads import SlotThreads
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ class VectorEnv:
         self._ctx = multiprocessing.get_context(mp_context)
         self._workers: list[_Worker | None] = [None] * self.num_workers
         self._inline: dict[int, Any] = {}
+        self._inline_threads = SlotThreads()
         self._lost: dict[int, str] = {}  # slot -> why its episode state is gone
         self._pending: tuple[str, list[int], dict[int, StepResult]] | None = None
 
@@ -101,8 +105,8 @@ class VectorEnv:
     def _send(self, op: str, payloads: dict[int, Any]) -> None:
         done: dict[int, StepResult] = {}
         if self.num_workers == 0:
-            for slot, payload in payloads.items():
-                done[slot] = self._run_inline(op, slot, payload)
+            calls = {slot: lambda s=slot, p=payload: self._run_inline(op, s, p) for slot, payload in payloads.items()}
+            done = {slot: value for slot, (_, value) in self._inline_threads.run_all(calls).items()}
             self._pending = (op, list(payloads), done)
             return
         per_worker: dict[int, list[tuple[int, Any]]] = {}
@@ -136,18 +140,21 @@ class VectorEnv:
         for slot in slots:
             if slot not in done:
                 waiting.setdefault(slot % self.num_workers, set()).add(slot)
+        deadline = time.monotonic() + self.timeout_s
         for index, expected in waiting.items():
-            self._collect_worker(op, index, expected, done)
+            self._collect_worker(op, index, expected, done, deadline)
         return [done[slot] for slot in slots]
 
-    def _collect_worker(self, op: str, index: int, expected: set[int], done: dict[int, StepResult]) -> None:
+    def _collect_worker(
+        self, op: str, index: int, expected: set[int], done: dict[int, StepResult], deadline: float
+    ) -> None:
         worker = self._workers[index]
         assert worker is not None
+        began = time.monotonic()
         while expected:
-            began = time.monotonic()
             error = ""
             try:
-                if worker.conn.poll(self.timeout_s):
+                if worker.conn.poll(max(0.0, deadline - time.monotonic())):
                     slot, ok, value = worker.conn.recv()
                     done[slot] = value if ok else failed_result(value)
                     expected.discard(slot)
@@ -181,8 +188,8 @@ class VectorEnv:
                 pass
             worker.kill()
             self._workers[index] = None
-        for env in self._inline.values():
-            env.close()
+        self._inline_threads.run_all({slot: env.close for slot, env in self._inline.items()})
+        self._inline_threads.close()
         self._inline.clear()
 
     def __enter__(self) -> VectorEnv:  # noqa: PYI034 - py3.10 has no typing.Self

@@ -12,7 +12,8 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     #: Environment processes per DAG worker; 0 = in the worker process (no timeout enforced).
     num_workers: int = 1
-    #: Longest a single reset/step may take before its episode ends with reward 0.
+    #: Longest one reset/step of all the worker's episodes (they run at once) may take; an episode still
+    #: running then ends with reward 0.
     timeout_s: float = 30.0
 
 
@@ -39,8 +40,9 @@ class MultiTurnConfig:
     max_tool_response_length: int = 256
     #: Which part of an over-long tool response is kept: left (its start) | right (its end) | middle (both ends).
     tool_response_truncate_side: str = "middle"
-    #: Longest one tool call (create / execute / calc_reward / release) may take; a late call ends that
-    #: turn with an error tool turn. ``env.timeout_s`` bounds the whole step, ``env.num_workers`` isolates it.
+    #: Longest one tool call (create / execute / calc_reward / release) may take; the calls of a turn run at
+    #: once, and a late one ends its trajectory (scored 0) and the turn's later calls in it are not made.
+    #: ``env.timeout_s`` bounds the whole step, ``env.num_workers`` isolates it.
     tool_timeout_s: float = 10.0
     #: Interaction YAML (verl format: ``interaction: [{name?, class_name, config}]``); set = a simulated user
     #: answers the policy's turns without tool calls (each row's ``extra_info.interaction_kwargs`` picks one).

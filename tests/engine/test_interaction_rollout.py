@@ -12,6 +12,7 @@ from siirl.engine.reward.env_rewards import ToolCallRewards
 from siirl.engine.rollout.env_session import EnvSession
 from siirl.engine.rollout.multi_turn import MultiTurnRollout
 from siirl.environment.interactions.gsm8k import CORRECT, RETRY
+from siirl.errors import UserCallbackError
 from siirl.params.environment import EnvConfig
 from siirl.params.model import RolloutConfig, ValSamplingConfig
 from tests.engine import test_tool_rollout
@@ -76,9 +77,11 @@ def test_the_user_turn_is_context_only_and_its_score_is_the_turn_reward(tokenize
     assert total[0, turn_end].item() == pytest.approx(1.0 + 12.0)
 
 
-def test_max_user_turns_and_a_failing_user_end_the_episode(tokenizer, interaction_yaml):
-    out = interaction_rollout(tokenizer, interaction_yaml, ["#### 0"], max_user_turns=1).generate(
-        with_users(tokenizer, ["gsm8k", "raising"])
-    )
-    assert out["num_turns"].tolist() == [2.0, 1.0]
-    assert out["interaction_errors"].tolist() == [0.0, 1.0] and out["env_error"].tolist() == [0.0, 0.0]
+def test_max_user_turns_ends_the_episode_and_a_user_failing_on_every_call_ends_the_job(tokenizer, interaction_yaml):
+    rollout = interaction_rollout(tokenizer, interaction_yaml, ["#### 0"], max_user_turns=1)
+    out = rollout.generate(with_users(tokenizer, ["gsm8k", "gsm8k"]))
+    assert out["num_turns"].tolist() == [2.0, 2.0] and out["interaction_errors"].tolist() == [0.0, 0.0]
+    # a user that raised on its every call is broken, not unlucky: the reward managers' rule, one line
+    with pytest.raises(UserCallbackError, match=r"^interaction 'raising' \(faulty_interactions.RaisingInteraction."
+                       r"generate_response\) failed on every call \(1 calls\); the first: RuntimeError: the user left"):
+        rollout.generate(with_users(tokenizer, ["gsm8k", "raising"]))

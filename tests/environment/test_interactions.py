@@ -122,13 +122,17 @@ def test_max_user_turns_bounds_interaction_turns(tmp_path):
     assert end.done and end.reward == 0.0 and end.info["interaction_turns"] == 1
 
 
-@pytest.mark.parametrize("cls", ["faulty_interactions:RaisingInteraction", "faulty_interactions:HangingInteraction"])
-def test_a_failing_user_ends_the_turn_and_is_counted(tmp_path, cls):
+@pytest.mark.parametrize(("cls", "counter"), [
+    ("faulty_interactions:RaisingInteraction", "interaction_errors"),
+    ("faulty_interactions:HangingInteraction", "interaction_timeouts"),
+])
+def test_a_failing_user_ends_the_turn_and_is_counted(tmp_path, cls, counter):
     env = env_with(tmp_path, cls, timeout_s=0.3)
     env.reset(task())
     result = env.step("four")
     assert result.done and result.reward == 0.0
-    assert result.info["interaction_errors"] == 1 and result.info["rollout_reward_scores"]["user_turn_rewards"] == []
+    assert result.info[counter] == 1 and result.info["rollout_reward_scores"]["user_turn_rewards"] == []
+    assert ("error" in result.info) == (counter == "interaction_timeouts")  # a timeout scores the trajectory 0
 
 
 def test_tool_calls_still_go_to_the_tools_and_the_user_gets_the_rest(tmp_path):

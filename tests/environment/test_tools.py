@@ -158,21 +158,30 @@ def test_a_call_runs_its_tool_and_answers_as_a_tool_message(tools_yaml):
     (call("nope"), "unknown tool 'nope'; available: echo, hang", "tool_errors"),
     ("<tool_call>{oops</tool_call>", "not valid JSON", "tool_errors"),
     (call("fail"), "RuntimeError: the sandbox is down", "tool_errors"),
-    (call("hang"), "tool 'hang' timed out after 0.5s", "tool_timeouts"),
-    (call("block"), "tool 'block' timed out after 0.5s", "tool_timeouts"),
 ])
 def test_a_failing_call_ends_its_turn_with_the_error_and_is_counted(tools_yaml, action, needle, counter):
     env = ToolEnv(tools_yaml, tool_timeout_s=0.5)
     env.reset({})
-    start = time.monotonic()
     result = env.step(action)
-    assert time.monotonic() - start < 2.0  # a hung tool costs its timeout, not the job
     assert not result.done and result.reward == 0.0
     [message] = result.observation
     assert message["role"] == "tool" and needle in message["content"], message
     assert result.info[counter] == 1 and result.info["tool_calls"] == 1
     after = env.step(call("echo", text="still here"))  # the environment keeps serving
     assert after.observation[0]["content"] == "echo still here"
+
+
+@pytest.mark.parametrize("name", ["hang", "block"])
+def test_a_timed_out_call_ends_the_episode_scored_0_and_skips_the_steps_other_calls(tools_yaml, name):
+    env = ToolEnv(tools_yaml, max_parallel_calls=2, tool_timeout_s=0.5)
+    env.reset({"tools_kwargs": {"echo": {"create_kwargs": {}}}})
+    start = time.monotonic()
+    result = env.step(call(name) + call(name))  # both at once: one timeout, not two
+    assert time.monotonic() - start < 1.5
+    assert result.done and result.reward == 0.0 and result.info["error"] == f"tool {name!r} timed out after 0.5s"
+    assert result.info["tool_timeouts"] == 2 and result.info["rollout_reward_scores"] == {}  # no calc_reward made
+    [(callable_name, stats)] = [(k, v) for k, v in result.info["callbacks"].items() if name in k]
+    assert callable_name.endswith("Tool.execute)") and stats[:2] == [2, 2] and "timed out" in stats[2]
 
 
 def test_gsm8k_tool_scores_submissions_like_verls(tools_yaml):

@@ -7,9 +7,12 @@ from siirl.environment.arithmetic import ArithmeticChainEnv
 
 
 class HangOnStep(ArithmeticChainEnv):
-    """Hangs when the action is ``"hang"``, dies when it is ``"crash"``, raises on ``"raise"``."""
+    """Hangs when the action is ``"hang"``, dies when it is ``"crash"``, raises on ``"raise"``, sleeps 0.4 s on
+    ``"nap"`` (then answers like a wrong answer)."""
 
     def step(self, action):
+        if action == "nap":
+            time.sleep(0.4)
         if action == "hang":
             time.sleep(600)
         if action == "crash":

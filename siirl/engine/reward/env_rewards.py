@@ -57,6 +57,7 @@ class ToolCallRewards:
     As in verl, the score function is told what the tools reported: its ``extra_info`` carries
     ``rollout_reward_scores`` (``{tool: calc_reward}`` at the end of the trajectory) and ``num_turns``,
     so a score function can use the tools' verdict (verl's built-in scorers ignore it, and so do ours).
+    A trajectory whose tool or interaction call timed out (``env_error``) scores 0.
     With an interaction, ``rollout_reward_scores["user_turn_rewards"]`` (the original siiRL's name) and
     ``turn_scores`` (verl's) hold its score per user turn.
     """
@@ -76,7 +77,8 @@ class ToolCallRewards:
         ])
         rule_scores, extra = self.rule(batch, tokenizer)
         turn_scores, turn_extra = self.turns(batch)
-        return rule_scores + turn_scores, {**extra, "tool_reward": turn_extra["trajectory_reward"]}
+        kept = 1.0 - batch["env_error"].float()[:, None]
+        return (rule_scores + turn_scores) * kept, {**extra, "tool_reward": turn_extra["trajectory_reward"]}
 
     def failure_metrics(self) -> dict[str, float]:
         return self.rule.failure_metrics()

@@ -20,7 +20,8 @@ from siirl.engine.rollout.batch_ops import prompt_position_ids
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
-from siirl.environment import VectorEnv
+from siirl.environment import StepResult, VectorEnv
+from siirl.environment.callback_failures import CallbackFailures, CallbackStats, merge_callbacks, note_call
 from siirl.params.environment import EnvConfig
 from siirl.params.model import RolloutConfig
 
@@ -62,6 +63,8 @@ class EnvSession:
         self.val_n = SamplingParams.from_config(rollout_cfg.val_kwargs).n
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         self._venv: VectorEnv | None = None
+        self.failures = CallbackFailures()
+        self._env_calls: CallbackStats = {}
 
     def venv(self, rows: int) -> VectorEnv:
         if self._venv is None or self._venv.num_envs < rows:
@@ -105,6 +108,20 @@ class EnvSession:
         out = self.inner.generate(batch, validate=validate)
         lengths = out["response_mask"].sum(-1).tolist()
         return [out["responses"][row, : int(n)].tolist() for row, n in enumerate(lengths)]
+
+    def note_results(self, op: str, results: Sequence[StepResult]) -> None:
+        """Count the outcomes of a ``reset`` or ``step`` (``op``) for the failure rule; tool environments
+        report their own calls."""
+        for result in results:
+            if "callbacks" not in result.info:
+                name = f"environment {self.env_cfg.name!r} ({op})"
+                note_call(self._env_calls, name, str(result.info.get("error", "")))
+
+    def end_rollout(self, last_infos: Sequence[dict[str, Any]]) -> None:
+        """Apply the failure rule to this rollout's calls (``last_infos``: each episode's final ``info``)."""
+        stats = merge_callbacks([*(info.get("callbacks") for info in last_infos), self._env_calls])
+        self._env_calls = {}
+        self.failures.end_step(stats)
 
     def decode(self, tokens: list[int]) -> str:
         return self.tokenizer.decode(tokens, skip_special_tokens=True)

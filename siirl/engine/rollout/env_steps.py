@@ -52,6 +52,7 @@ class EnvStepRollout(EnvSessionRollout):
         venv = self.session.venv(count)
         tasks, seeds = self.session.tasks(rows)
         current = venv.reset(tasks, seeds)
+        self.session.note_results("reset", current)
         steps: list[list[tuple[list[int], list[int], float]]] = [[] for _ in range(count)]
         last: list[StepResult] = list(current)
         done = [r.done for r in current]
@@ -62,10 +63,12 @@ class EnvStepRollout(EnvSessionRollout):
             prompts = [self._prompt_tokens(current[i].observation) for i in active]
             actions = self.session.generate_tokens(prompts, validate)
             results = venv.step({i: self.session.decode(a) for i, a in zip(active, actions)})
+            self.session.note_results("step", results)
             for i, prompt, action, result in zip(active, prompts, actions, results):
                 steps[i].append((prompt, action, float(result.reward)))
                 current[i] = last[i] = result
                 done[i] = result.done
+        self.session.end_rollout([result.info for result in last])
         return self._assemble(rows, steps, last)
 
     def _assemble(

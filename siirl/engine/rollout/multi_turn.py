@@ -35,6 +35,7 @@ from siirl.environment import StepResult
 TOOL_COUNTERS = {
     "tool_calls": "tools/calls", "tool_errors": "tools/errors", "tool_timeouts": "tools/timeouts",
     "interaction_turns": "interaction/turns", "interaction_errors": "interaction/errors",
+    "interaction_timeouts": "interaction/timeouts",
 }
 
 logger = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class MultiTurnRollout(EnvSessionRollout):
             trajs[i].add(tokens, from_policy=True)
             trajs[i].turn_ends.append(len(trajs[i].tokens) - 1 if tokens else -1)
         results = venv.step({i: self.session.decode(tokens) for i, tokens in zip(active, outputs)})
+        self.session.note_results("step", results)
         for i, result in zip(active, results):
             traj = trajs[i]
             traj.turn_rewards.append(float(result.reward))
@@ -162,12 +164,13 @@ class MultiTurnRollout(EnvSessionRollout):
         count = rows.batch_size[0]
         venv = self.session.venv(count)
         tasks, seeds = self.session.tasks(rows)
-        venv.reset(tasks, seeds)
+        self.session.note_results("reset", venv.reset(tasks, seeds))
         trajs = [_Trajectory(prompt, images) for prompt, images in zip(real_prompt_tokens(rows), row_images(rows))]
         for turn in range(self.max_turns):
             if all(t.done for t in trajs):
                 break
             self._turn(trajs, venv, validate, last_turn=turn == self.max_turns - 1)
+        self.session.end_rollout([t.last.info if t.last is not None else {} for t in trajs])
         return self._assemble(rows, trajs)
 
     def _assemble(self, rows: TensorDict, trajs: list[_Trajectory]) -> TensorDict:
