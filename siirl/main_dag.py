@@ -11,6 +11,7 @@ import argparse
 import gc
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -109,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def cli() -> None:
     """Console-script entry point (``siirl``)."""
+    # SIGTERM before Ray starts ends the launcher as Ctrl-C does (one line, exit 130), not silently with 143;
+    # once Ray runs, the driver's InterruptGuard (siirl.cluster) takes both signals over.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     startup_gc.pause()  # the driver's imports and checks (siirl.startup_gc); run_job settles once workers start
     try:
         code = main()
