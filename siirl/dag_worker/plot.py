@@ -21,10 +21,9 @@ def plot_run(run_dir: Path, out_name: str = "reward_curve.png") -> Path | None:
     metrics_file = run_dir / "metrics.jsonl"
     if not metrics_file.is_file():
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # The object API, not pyplot: the same picture for about half the import time, at the end of every run.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     rows = [json.loads(line) for line in metrics_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     series = {
@@ -32,7 +31,9 @@ def plot_run(run_dir: Path, out_name: str = "reward_curve.png") -> Path | None:
     }
     if not any(series.values()):
         return None
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     for key, points in series.items():
         if points:
             steps, values = zip(*points)
@@ -44,5 +45,4 @@ def plot_run(run_dir: Path, out_name: str = "reward_curve.png") -> Path | None:
     ax.legend()
     path = run_dir / out_name
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
     return path
