@@ -62,6 +62,31 @@ def check_model_weights(path: Path) -> None:
             raise SiirlUserError(f"model weights {weights} are corrupt or truncated ({reason})") from None
 
 
+def check_lora_adapter(model_cfg: Any, key: str) -> None:
+    """A saved adapter (``lora_adapter_path``) loads in the workers: its config parses and its weights
+    pass the header check the model weights get."""
+    if not model_cfg.lora_adapter_path:
+        return
+    from peft import LoraConfig
+
+    path = Path(str(model_cfg.lora_adapter_path)).expanduser()
+    try:
+        LoraConfig.from_pretrained(str(path))
+    except Exception as exc:  # noqa: BLE001 - json and peft raise their own types
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SiirlUserError(f"{key}={model_cfg.lora_adapter_path}: adapter_config.json does not load ({reason})") from None
+    check_model_weights(path)
+
+
+def check_reward_model(cfg: SiirlConfig) -> None:
+    """The reward model's dir, class (a sequence classifier, from config.json) and weights, before Ray."""
+    from siirl.engine.workers.model_loading import check_sequence_classifier, model_dir
+
+    if cfg.reward_model.enable:
+        check_sequence_classifier(cfg.reward_model.model)
+        check_model_weights(model_dir(cfg.reward_model.model))
+
+
 def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
     """The first existing ancestor of the folder ``key`` names is a directory we can create files in."""
     path = Path(raw).expanduser().absolute()
@@ -135,6 +160,8 @@ def check_inputs(cfg: SiirlConfig) -> None:
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     check_config_overrides(cfg)
     check_lora_targets(cfg.actor_rollout_ref.model)
+    check_lora_adapter(cfg.actor_rollout_ref.model, "actor_rollout_ref.model.lora_adapter_path")
+    check_reward_model(cfg)
     check_attention_heads(cfg)
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))

@@ -46,6 +46,8 @@ def open_image(value: Any, where: str, index: int, decode: bool):
             return image.convert("RGB")
         image.verify()
         return image
+    except Image.DecompressionBombError as exc:  # PIL refuses sizes past Image.MAX_IMAGE_PIXELS x 2
+        raise DataError(f"{where}: {label} is too large to decode ({exc})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{where}: {label} is not a readable image ({reason})") from None

@@ -184,11 +184,9 @@ def load_value_model(model_cfg: ModelConfig, backend: DeviceBackend, dtype: torc
     return model
 
 
-def load_sequence_classifier(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
-    """A one-output sequence classifier (a reward model) with its trained ``score`` head.
-
-    A causal-LM checkpoint would load with a freshly initialised head and score noise, so it is refused.
-    """
+def check_sequence_classifier(model_cfg: Any) -> None:
+    """The dir holds a sequence classifier: a causal-LM checkpoint would load with a freshly initialised head
+    and score noise, so it is refused (read from config.json alone: the launcher checks it before Ray)."""
     config = AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code))
     architectures = config.architectures or []
     if architectures and all(name.endswith("ForCausalLM") for name in architectures):
@@ -196,6 +194,11 @@ def load_sequence_classifier(model_cfg: Any, backend: DeviceBackend, dtype: torc
             f"'{model_cfg.path}' holds a causal LM ({architectures[0]}), not a sequence classifier: "
             "a reward model needs a trained score head (e.g. Qwen2ForSequenceClassification)"
         )
+
+
+def load_sequence_classifier(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
+    """A one-output sequence classifier (a reward model) with its trained ``score`` head."""
+    check_sequence_classifier(model_cfg)
     model = _load(AutoModelForSequenceClassification, model_cfg, dtype, backend, num_labels=1)
     if not isinstance(getattr(model, "score", None), torch.nn.Module):
         raise ModelLoadError(f"{type(model).__name__} at '{model_cfg.path}' has no `score` head to read")
