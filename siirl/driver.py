@@ -61,6 +61,9 @@ def _init_ray(cfg: SiirlConfig) -> tuple[bool, OrphanGuard | None]:
     # Ray starts worker processes at nice 15 (meant for background tasks): the DAG workers ARE the job,
     # and at nice 15 any other busy process on the host would take most of their CPU time.
     os.environ.setdefault("RAY_worker_niceness", "0")
+    # Ray turns token authentication on for a cluster it starts and says so in a WARNING on every run;
+    # asking for it explicitly keeps it on without the console line (a user's RAY_AUTH_MODE still wins).
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
     # A Ray started here inherits this environment down to every worker, so the job needs no runtime_env:
     # with one, Ray could not hand the actors its pre-started workers and would start fresh ones.
     os.environ.update(env)

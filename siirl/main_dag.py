@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from siirl import startup_gc, startup_timing
 from siirl.errors import SiirlUserError
+from siirl.finished_run import finished_message
 
 logger = logging.getLogger("siirl")
 
@@ -87,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg, backend, graph, plan = prepare(overrides, args.config_path, args.config_name)
         if args.print_config:
             print(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # the typed tree, dumped as YAML
+            return 0
+        finished = None if args.plan else finished_message(cfg)
+        if finished:  # resuming would start Ray to train nothing
+            print(finished)
             return 0
         from siirl.execution.scheduler.plan_view import render_plan, show_plan
 

@@ -1,0 +1,43 @@
+"""A finished job run again: its last checkpoint is already at the final step, so starting Ray would train
+nothing and end with an empty summary (verl resumes and exits silently). The launcher says so instead, in
+one line before Ray starts, naming the step and how to go on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from siirl.params import SiirlConfig
+
+
+def final_step(cfg: SiirlConfig, loader_state: dict[str, Any]) -> int | None:
+    """The run's last step as the workers will count it (``trainer.total_training_steps``, else batches per
+    epoch x ``trainer.total_epochs``); None when it cannot be told from the checkpoint alone (a sampler of
+    the user's, or a batch size other than the one saved)."""
+    if cfg.trainer.total_training_steps > 0:
+        return int(cfg.trainer.total_training_steps)
+    from siirl.data_coordinator.custom_sampler import sampler_class
+
+    rows, batch = loader_state.get("num_rows"), loader_state.get("global_batch_size")
+    if sampler_class(cfg.data) is not None or not rows or batch != cfg.data.prompts_per_generation():
+        return None
+    return int(rows) // int(batch) * int(cfg.trainer.total_epochs)  # the training loader drops the last batch
+
+
+def finished_message(cfg: SiirlConfig) -> str | None:
+    """One line when the checkpoint the run resumes from (pinned by the preflight) is at the final step."""
+    mode = str(cfg.trainer.resume_mode)
+    state_file = Path(mode) / "worker_0.json"
+    if mode in ("auto", "disable") or not state_file.is_file():
+        return None
+    state = json.loads(state_file.read_text(encoding="utf-8"))
+    step, total = int(state.get("step", 0)), final_step(cfg, state.get("dataloader") or {})
+    if total is None or step < total:
+        return None
+    return (
+        f"siirl: this job already finished: its last checkpoint ({mode}) is at step {step} of {total}; to train "
+        "on, raise trainer.total_training_steps (or trainer.total_epochs) and run the command again, or start "
+        "afresh with trainer.resume_mode=disable"
+    )
