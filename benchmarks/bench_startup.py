@@ -6,12 +6,12 @@ config, checks, data, models, loggers and validation before training), times it 
 reads the start-up phases rank 0 logs with step 1 (``timing_s/startup/<phase>`` in metrics.jsonl: marks
 taken by the launcher, the driver and rank 0, see ``siirl/startup_timing.py``). The whole command's wall
 is split into the time to the first step, the steps and validations that follow, and the end (reward plot,
-Ray shut-down, exit).
+Ray shut-down, exit); the CPU seconds of all its processes (launcher, Ray, workers) come last: on a busy
+host they move less than the wall.
 
 With ``--repo OTHER_CHECKOUT`` the rounds alternate between this checkout and the other one (e.g. an older
 commit), and the table adds the other's medians and the per-round ratio this / other, measured in the same
-run. A checkout without the start-up marks shows only its wall.
-Prints the table, then one JSON line.
+run. A checkout without the start-up marks shows only its wall and CPU. Prints the table, then one JSON line.
 
     python benchmarks/bench_startup.py [--rounds 3] [--steps 2] [--repo OTHER_CHECKOUT] [overrides ...]
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,35 +36,40 @@ from siirl.startup_timing import MARKS, PREFIX, TOTAL  # this checkout's package
 
 FIRST_STEP = "= time to first step"
 WALL = "= whole command wall"
+CPU = "whole command CPU (all processes)"
 #: Table rows after the start-up phases, in print order.
 AFTER = ("first step", "later steps and validation", "end: plot, Ray shut-down, exit")
 
 
 def launch(repo: Path, run_dir: Path, steps: int, overrides: list[str]) -> dict:
-    """One command, launch to exit: its wall seconds and its metrics rows."""
+    """One command, launch to exit: its wall seconds, the CPU seconds of its processes (the launcher, Ray's
+    and the workers: each is reaped by its parent), and its metrics rows."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(repo), os.environ.get("PYTHONPATH")] if p)}
     env.pop("RAY_ADDRESS", None)
     command = [sys.executable, "-m", "siirl.main_dag", "device=cpu", f"trainer.output_dir={run_dir}",
                f"trainer.total_training_steps={steps}", *overrides]
     log = run_dir.parent / f"{run_dir.name}.log"
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(log, "w", encoding="utf-8") as out:
         code = subprocess.call(command, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT)
-    wall = time.perf_counter() - began
+    wall, after = time.perf_counter() - began, resource.getrusage(resource.RUSAGE_CHILDREN)
     if code != 0:
         sys.exit(f"{command} failed with exit code {code}:\n{log.read_text(encoding='utf-8')[-2000:]}")
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
-    return {"wall_s": wall, "rows": rows}
+    cpu_s = after.ru_utime - cpu.ru_utime + after.ru_stime - cpu.ru_stime
+    return {"wall_s": wall, "cpu_s": cpu_s, "rows": rows}
 
 
-def split(rows: list[dict], wall_s: float) -> dict[str, float]:
+def split(rows: list[dict], wall_s: float, cpu_s: float | None = None) -> dict[str, float]:
     """Seconds per table row: the start-up phases present, the time to the first step, what follows it,
-    and the wall; the phases add up to the time to the first step, and that and what follows to the wall."""
+    and the wall; the phases add up to the time to the first step, and that and what follows to the wall.
+    Then the CPU seconds of the whole command, where measured."""
     steps = [row for row in rows if "timing_s/step" in row]
     first = steps[0]
     out = {name: first[f"{PREFIX}{name}"] for name in MARKS if f"{PREFIX}{name}" in first}
+    cpu = {} if cpu_s is None else {CPU: cpu_s}
     if TOTAL not in first:
-        return {WALL: wall_s}
+        return {WALL: wall_s, **cpu}
     later = sum(row["timing_s/step"] + row.get("timing_s/reduce_metrics", 0.0) for row in steps[1:])
     validation = sum(row.get("timing_s/validate", 0.0) for row in steps)
     first_step = first["timing_s/step"] + first.get("timing_s/reduce_metrics", 0.0)
@@ -72,12 +78,12 @@ def split(rows: list[dict], wall_s: float) -> dict[str, float]:
     out["later steps and validation"] = later + validation
     out["end: plot, Ray shut-down, exit"] = wall_s - first[TOTAL] - first_step - later - validation
     out[WALL] = wall_s
-    return out
+    return {**out, **cpu}
 
 
 def summarize(rounds: list[dict[str, dict[str, float]]], sides: list[str]) -> dict:
     """Median seconds per row and side; with two sides, the median of the per-round ratios first / second."""
-    names = [n for n in (*MARKS, FIRST_STEP, *AFTER, WALL) if any(n in r[side] for r in rounds for side in sides)]
+    names = [n for n in (*MARKS, FIRST_STEP, *AFTER, WALL, CPU) if any(n in r[side] for r in rounds for side in sides)]
     medians = {side: {n: statistics.median(r[side][n] for r in rounds) for n in names if all(n in r[side] for r in rounds)}
                for side in sides}
     ratios = {}
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
         for r in range(args.rounds):
             order = sides[r % len(sides):] + sides[: r % len(sides)]  # a busy neighbour hurts both alike
             runs = {side: launch(repos[side], Path(tmp) / f"{side}_{r}", args.steps, overrides) for side in order}
-            rounds.append({side: split(runs[side]["rows"], runs[side]["wall_s"]) for side in sides})
+            rounds.append({side: split(runs[side]["rows"], runs[side]["wall_s"], runs[side]["cpu_s"]) for side in sides})
             print(f"round {r}: " + ", ".join(
                 f"{side} wall {rounds[-1][side][WALL]:.1f}s, first step after "
                 + (f"{rounds[-1][side][FIRST_STEP]:.1f}s" if FIRST_STEP in rounds[-1][side] else "-")

@@ -32,15 +32,16 @@ def test_phases_add_up_to_the_first_step_and_the_rest_to_the_wall(bench):
     assert parts == pytest.approx(split[bench.WALL]) and split[bench.WALL] == 20.0
 
 
-def test_a_checkout_without_start_up_marks_has_only_its_wall(bench):
+def test_a_checkout_without_start_up_marks_has_only_its_wall_and_cpu(bench):
     bare = [{key: value for key, value in row.items() if not key.startswith(PREFIX)} for row in rows()]
-    assert bench.split(bare, wall_s=30.0) == {bench.WALL: 30.0}
+    assert bench.split(bare, wall_s=30.0, cpu_s=45.0) == {bench.WALL: 30.0, bench.CPU: 45.0}
 
 
 def test_two_checkouts_get_medians_and_paired_ratios(bench, capsys):
-    rounds = [{"this": bench.split(rows(1.0), 20.0), "other": bench.split(rows(2.0), 40.0)} for _ in range(3)]
+    rounds = [{"this": bench.split(rows(1.0), 20.0, 30.0), "other": bench.split(rows(2.0), 40.0, 60.0)}
+              for _ in range(3)]
     summary = bench.summarize(rounds, ["this", "other"])
-    assert summary["ratio"][bench.WALL] == pytest.approx(0.5)
+    assert summary["ratio"][bench.WALL] == pytest.approx(0.5) == summary["ratio"][bench.CPU]
     assert summary["ratio"]["imports"] == pytest.approx(0.5)
     assert summary["median_s"]["other"]["workers"] == pytest.approx(12.0)
     bench.print_table(summary, ["this", "other"], len(rounds))
