@@ -22,7 +22,7 @@ PY
 python3 -m venv "$work/venv"
 # The native tests need only these; the full dependency set is exercised by the main test run.
 "$work/venv/bin/pip" install -q --no-deps "$wheel"
-"$work/venv/bin/pip" install -q -c ci/constraints-cpu.txt torch numpy psutil pytest pytest-timeout hypothesis pybind11 setuptools
+"$work/venv/bin/pip" install -q -c ci/constraints-cpu.txt torch numpy psutil pytest pytest-timeout pytest-xdist hypothesis pybind11 setuptools
 cd "$work"
 "$work/venv/bin/python" -c "import siirl, siirl._C; assert '$repo' not in siirl.__file__; print('installed', siirl._C.__file__)"
 SIIRL_REQUIRE_NATIVE=1 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/tests/native"

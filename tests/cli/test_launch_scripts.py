@@ -21,6 +21,8 @@ from launch_scripts import (
 from siirl.errors import SiirlUserError
 from siirl.main_dag import prepare
 
+pytestmark = pytest.mark.xdist_group("launch_script_replays")
+
 EXPECTED = expectations()
 
 

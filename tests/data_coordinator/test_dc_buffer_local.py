@@ -20,7 +20,7 @@ from siirl.data_coordinator import (
     shutdown_data_buffers,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dc_buffer_local")]
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from siirl.data_coordinator import (
     shutdown_data_buffers,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dc_buffer_multinode")]
 
 STORE = 100 * 1024**2
 

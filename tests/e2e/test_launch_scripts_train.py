@@ -1,8 +1,9 @@
 """Two real training steps of published launch scripts, overrides unchanged: one script per algorithm
 family (GRPO, PPO with a critic, DAPO, GSPO, CPGD, RLOO, LoRA, LoRA from a saved adapter, CISPO, GMPO, and
-verl's geo3k Qwen2.5-VL GRPO on images). Only the paths are swapped, the CPU size added,
-``trainer.total_training_steps=2`` set, and the training file holds
-exactly two steps of prompts.
+verl's geo3k Qwen2.5-VL GRPO on images). Only the paths are swapped, the CPU size added (the script's batch
+sizes divided by one factor to 8 prompts a step, groups of 2: ``cpu_scale``; the scripts plan at their
+published sizes in tests/cli/test_launch_scripts.py), ``trainer.total_training_steps=2`` set, and the
+training file holds exactly two steps of prompts.
 
 A script whose expectation is not yet ``plans`` (it still waits on verl keys, listed in
 tests/fixtures/launch_scripts/expectations.json) is skipped with those keys as the reason; once the
@@ -53,6 +54,30 @@ def _prompts_per_step(overrides: list[str]) -> int:
     return max(sizes.values())
 
 
+#: Keys whose published values set the batch shape; on the CPU they are all divided by one factor, so the
+#: script's ratios hold (mini-batches per batch, DAPO's generation batch over its train batch).
+BATCH_KEYS = ("data.train_batch_size", "data.gen_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size",
+              "critic.ppo_mini_batch_size")
+MICRO_KEY_ENDS = ("micro_batch_size_per_gpu", "micro_batch_size")
+CPU_PROMPTS, CPU_GROUP = 8, 2
+
+
+def cpu_scale(overrides: list[str]) -> list[str]:
+    """The script's batch shape at CPU size: ``CPU_PROMPTS`` prompts per step in groups of ``CPU_GROUP``
+    samples, micro-batches no larger than a worker's share. The keys it trains with stay the script's."""
+    values = {}
+    for override in overrides:
+        key, _, value = override.partition("=")
+        values[key.lstrip("+")] = value
+    factor = max(1, int(values.get("data.train_batch_size", CPU_PROMPTS)) // CPU_PROMPTS)
+    scaled = [f"{key}={max(1, int(values[key]) // factor)}" for key in BATCH_KEYS if key in values]
+    if "actor_rollout_ref.rollout.n" in values:
+        scaled.append(f"actor_rollout_ref.rollout.n={min(int(values['actor_rollout_ref.rollout.n']), CPU_GROUP)}")
+    scaled += [f"{key}={min(int(value), 2)}" for key, value in values.items()
+               if key.endswith(MICRO_KEY_ENDS) and value.isdigit()]
+    return scaled
+
+
 def _cases() -> list:
     """One case per family; skipped at collection (no Ray started) while its script does not plan."""
     cases = []
@@ -69,11 +94,12 @@ def _cases() -> list:
 def test_two_steps_of_a_published_script(name, tmp_path, ray_session, monkeypatch):
     from siirl.main_dag import main
 
-    overrides = replay_helpers.load_fixture(name)["invocations"][0]["overrides"]
-    rows = 2 * _prompts_per_step(overrides)
+    scaled = cpu_scale(replay_helpers.load_fixture(name)["invocations"][0]["overrides"])
+    rows = 2 * _prompts_per_step(scaled)
     data = replay_helpers.write_task_data(tmp_path / "data", train_rows=rows, val_rows=16)
     run_dir = tmp_path / "run"
-    (replay,) = replay_helpers.replays(name, tmp_path, data, ["trainer.total_training_steps=2", f"trainer.output_dir={run_dir}"])
+    (replay,) = replay_helpers.replays(name, tmp_path, data, [*scaled, "trainer.total_training_steps=2",
+                                                               f"trainer.output_dir={run_dir}"])
     args = [*replay.overrides]
     if replay.config_name:
         args = ["--config-path", replay.config_path, "--config-name", replay.config_name, *args]
@@ -83,3 +109,10 @@ def test_two_steps_of_a_published_script(name, tmp_path, ray_session, monkeypatc
     assert [r["step"] for r in steps] == [1, 2]
     if name in FROM_ADAPTER:
         assert steps[0]["actor/kl_loss"] > 0.0
+
+
+def test_cpu_scale_keeps_the_scripts_ratios():
+    scaled = cpu_scale(["data.train_batch_size=512", "+data.gen_batch_size=1536", "actor_rollout_ref.rollout.n=16",
+                        "actor_rollout_ref.actor.ppo_mini_batch_size=128", "critic.ppo_micro_batch_size_per_gpu=8"])
+    assert scaled == ["data.train_batch_size=8", "data.gen_batch_size=24", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+                      "actor_rollout_ref.rollout.n=2", "critic.ppo_micro_batch_size_per_gpu=2"]

@@ -10,7 +10,7 @@ import time
 import pytest
 import ray
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("two_ray_nodes")]
 
 STEPS = "trainer.total_training_steps=5"
 
