@@ -49,7 +49,7 @@ def test_cuda_workers_get_one_gpu_each(fake_cuda, gpu_declaring_ray, tmp_path):
     workers = []
     try:
         workers = _launch_workers(cfg, backend, plan, group)
-        _rendezvous(workers)
+        _rendezvous(workers, {})
         reports = ray.get([w.__ray_call__.remote(fake_cuda_worker.report) for w in workers])
     finally:
         for worker in workers:

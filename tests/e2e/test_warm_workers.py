@@ -18,6 +18,7 @@ def _steps(run_dir):
 
 def test_warm_workers_train_as_new_ones(tmp_path, ray_session):
     pool = ray_session
+    pool.close()  # its actors hold the worker names a job without the pool gives its own
     with pooled_jobs(None):  # new workers, ended with the job
         assert run_main(tmp_path / "new", "trainer.total_training_steps=2") == 0
     # The warm workers first run a different job (PPO with a critic), then the same one as above.
