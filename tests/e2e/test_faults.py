@@ -186,13 +186,14 @@ def _alive(pid: int) -> bool:
 
 
 def test_diverged_weights_end_the_job_naming_the_step(tmp_path, capsys, ray_session):
-    """lr=1e3 wrecks the weights at the first update; the next updates are skipped (non-finite gradient
-    norm) and counted, and the third in a row ends the job in one line instead of training on NaN."""
+    """Updates whose gradient is not finite (a loss that turns NaN after the first update) are skipped and
+    counted, and the third in a row ends the job in one line instead of training on NaN."""
     from .e2e_helpers import run_main
 
     run_dir = tmp_path / "run"
-    code = run_main(run_dir, "actor_rollout_ref.actor.optim.lr=1e3", "trainer.total_training_steps=8",
-                    "trainer.max_nonfinite_steps=2")
+    code = run_main(run_dir, "actor_rollout_ref.actor.policy_loss.loss_mode=tests.e2e.diverging_loss:nan_after_first_update",
+                    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64", "actor_rollout_ref.actor.use_dynamic_bsz=false",
+                    "trainer.total_training_steps=8", "trainer.max_nonfinite_steps=2")
     line = _last_error_line(capsys)
     assert code == 2 and line.startswith("siirl: error: step 3: the actor_rollout_ref.actor update was skipped 2"), line
     records = [json.loads(text) for text in (run_dir / "metrics.jsonl").read_text().splitlines()]
