@@ -35,8 +35,7 @@ class WarmWorkerPool:
         self._key: tuple[str, str, int] | None = None
         self._group: Any = None
         self._workers: list = []
-        #: Worker processes this pool started, and jobs that reused warm ones (the test suite's budget).
-        self.started = 0
+        #: Jobs that ran on warm workers (what a job started is counted by ``siirl.job_ledger``).
         self.reused = 0
 
     def borrow(self, cfg, backend, plan, reserve, launch) -> tuple[list, int]:
@@ -56,7 +55,6 @@ class WarmWorkerPool:
         self._group = reserve(plan, backend)
         self._workers = launch(cfg, backend, plan, self._group)
         self._key = key
-        self.started += len(self._workers)
         return list(self._workers), len(self._workers)
 
     def give_back(self, succeeded: bool) -> None:
