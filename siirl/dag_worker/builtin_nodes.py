@@ -31,7 +31,7 @@ from siirl.dag_worker.batch_reweighting import (
 )
 from siirl.dag_worker.high_diff_tokens import dump_dir, dump_high_diff_tokens
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
-from siirl.engine.reward.extra_metrics import reward_extra_metrics
+from siirl.engine.reward.extra_metrics import reward_extra_metrics, store_reward_extra
 from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
 from siirl.engine.workers.vision import policy_sees_images
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
@@ -199,7 +199,8 @@ def compute_rm_score(batch: TensorDict, config: Any = None, *, ctx, **_: Any) ->
 )
 def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
     """The reward on the last response token -> ``token_level_scores``: the reward model's score when an
-    upstream node wrote ``rm_scores`` (it replaces the rule score, as in verl), else the rule reward."""
+    upstream node wrote ``rm_scores`` (it replaces the rule score, as in verl), else the rule reward, whose
+    extra dict keys stay in the batch for later nodes (``siirl.engine.reward.extra_metrics``)."""
     start = time.perf_counter()
     metrics: dict[str, float] = {}
     if "rm_scores" in batch.keys():  # noqa: SIM118 - keys() works on every tensordict release
@@ -207,6 +208,7 @@ def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> N
     else:
         scores, extra = ctx.reward_manager(batch, ctx.tokenizer)
         metrics = {**_rule_reward_values(batch, extra, ctx.cfg), **reward_extra_metrics(extra)}
+        store_reward_extra(batch, extra, batch["response_mask"].device)
     batch["token_level_scores"] = scores.to(torch.float32)
     seq_scores = scores.sum(-1)
     metrics.update({"reward/mean": seq_scores.mean().item(), "reward/max": seq_scores.max().item()})
