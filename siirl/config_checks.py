@@ -27,10 +27,12 @@ from siirl.environment.tools import check_tool_classes, load_tool_config
 from siirl.errors import ConfigError
 from siirl.execution.roles import ROLES, uses_lora
 from siirl.params import compose_config
+from siirl.params.async_checks import check_async
+from siirl.params.async_training import async_schedule
 from siirl.params.old_log_prob import BYPASS_KEY, OLD_LOG_PROB_KEY
-from siirl.params.root import SiirlConfig
+from siirl.params.root import EXTERNAL_LIB_KEY, SiirlConfig, external_libs
 from siirl.params.sequence_parallel import SP_KEYS, check_sequence_parallel, sequence_parallel_sizes
-from siirl.registry import governed_keys
+from siirl.registry import governed_keys, import_user_modules
 
 #: Modules whose import registers the other families that govern config keys.
 REGISTRY_MODULES = (
@@ -49,7 +51,9 @@ logger = logging.getLogger(__name__)
 
 def check_registry_values(cfg: SiirlConfig) -> None:
     """Every registry-governed key names an entry (or an allowed value such as ``auto``), matched without
-    regard to case as verl and the original siiRL do; the value is stored as registered."""
+    regard to case as verl and the original siiRL do; the value is stored as registered. The user's
+    ``model.external_lib`` modules are imported first, so the names they register count."""
+    import_user_modules(external_libs(cfg), EXTERNAL_LIB_KEY)
     for module in REGISTRY_MODULES:
         importlib.import_module(module)
     load_reward_managers()
@@ -131,11 +135,6 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
             "actor_rollout_ref.rollout.quantization=%s is a vLLM/SGLang setting; the hf engine generates in the "
             "policy's dtype", rollout.quantization,
         )
-    if rollout.mode == "async":
-        logger.warning(
-            "actor_rollout_ref.rollout.mode=async: siiRL rolls out inside each DAG worker, the same generation "
-            "as sync; verl's server-based agent loop is not used"
-        )
     if rollout.calculate_log_probs and sampled_log_prob_quality(cfg) == "unsupported":
         raise ConfigError(
             f"bad config: actor_rollout_ref.rollout.calculate_log_probs=true needs the log-probs the engine samples "
@@ -171,7 +170,8 @@ def sampled_log_prob_quality(cfg: SiirlConfig) -> str:
 
 
 def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
-    """``auto`` -> ``rollout`` where the engine records exact log-probs (see ``siirl.params.old_log_prob``);
+    """``auto`` -> ``rollout`` where the engine records exact log-probs of the weights being trained (never in
+    asynchronous training) (see ``siirl.params.old_log_prob``);
     rollout correction's bypass mode takes them from the rollout whatever their quality, as verl does."""
     requested, asked_by = cfg.actor_rollout_ref.actor.old_log_prob_source, f"{OLD_LOG_PROB_KEY}=rollout"
     if cfg.algorithm.rollout_correction.bypass_mode:
@@ -201,8 +201,9 @@ def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
             f"bad config: {asked_by} needs log-probs recorded while sampling, which {where} "
             "cannot provide; use recompute (or auto)"
         )
-    if requested == "auto":
-        return "rollout" if quality == "exact" and mode is None else "recompute"
+    if requested == "auto":  # asynchronous samples come from older weights: the actor recomputes pi_old
+        exact = quality == "exact" and mode is None and not async_schedule(cfg).is_async
+        return "rollout" if exact else "recompute"
     return requested
 
 
@@ -305,6 +306,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_sequence_parallel(cfg)
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
+    check_async(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     check_bypass_loss(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)

@@ -49,6 +49,19 @@ def import_ref(ref: str, what: str) -> Any:
     return target
 
 
+def import_user_modules(names: Sequence[str], what: str) -> None:
+    """Import each of the user's modules (``what``: the config key naming them) for what it registers; a
+    module that is missing or fails to import is one ``ConfigError`` line."""
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{what} must name Python modules (a string or a list of them), got {name!r}")
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # the user's module may raise anything at import
+            reason = " ".join(str(exc).split())
+            raise ConfigError(f"{what}: module {name!r} cannot be imported ({type(exc).__name__}: {reason})") from exc
+
+
 class Registry(Generic[T]):
     """Entries of one family, keyed by the name users write in configs."""
 

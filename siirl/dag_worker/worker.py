@@ -8,6 +8,7 @@ import socket
 from datetime import timedelta
 from pathlib import Path
 
+from siirl import user_code
 from siirl.startup_gc import collector_paused
 
 with collector_paused():  # a Ray worker's start-up: torch, transformers, siiRL's engines (siirl.startup_gc)
@@ -21,6 +22,8 @@ with collector_paused():  # a Ray worker's start-up: torch, transformers, siiRL'
     from siirl.errors import SiirlUserError
     from siirl.execution.scheduler.plan import ExecutionPlan
     from siirl.params import SiirlConfig
+    from siirl.params.root import EXTERNAL_LIB_KEY, external_libs
+    from siirl.registry import import_user_modules
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +95,7 @@ class DAGWorker(BuiltinNodeMethods):
         self.cfg = cfg
         level = os.environ.get("SIIRL_LOG_LEVEL", str(self.cfg.trainer.log_level))
         divert_worker_output(worker_log_path(cfg.trainer.output_dir, rank), level, rank)
+        import_user_modules(external_libs(cfg), EXTERNAL_LIB_KEY)  # what they register, before any node
         self.plan, self.rank = plan, rank
         self.me = plan.worker(rank)
         self.backend = get_backend(device_name)
@@ -165,9 +169,13 @@ class DAGWorker(BuiltinNodeMethods):
         from siirl.dag_worker.loop import TrainingLoop
 
         self._write_pid_file()
-        ctx = build_context(self.cfg, self.plan, self.rank, self.backend, self.local_device, dict(startup_marks or {}))
+        user_code.start(self.cfg.trainer.output_dir, self.rank)
         try:
-            return TrainingLoop(ctx, self.me.graph).fit()
+            ctx = build_context(self.cfg, self.plan, self.rank, self.backend, self.local_device, dict(startup_marks or {}))
+            try:
+                return TrainingLoop(ctx, self.me.graph).fit()
+            finally:
+                ctx.close()
+                dist.destroy_process_group()
         finally:
-            ctx.close()
-            dist.destroy_process_group()
+            user_code.stop()

@@ -48,6 +48,10 @@ class ModelConfig:
     #: torch_npu on Ascend); false = the portable PyTorch path everywhere.
     use_fused_kernels: bool = True
     fused_kernel_options: FusedKernelOptions = field(default_factory=lambda: FusedKernelOptions())
+    #: verl's: a module (or list of modules) of the user's, imported by the launcher before the config is
+    #: checked and by every DAG worker before it builds anything, so what it registers (an estimator, a loss,
+    #: a score function, a model class) is selectable by its registered name; null = none.
+    external_lib: Any = None
 
 
 @dataclass
@@ -98,8 +102,12 @@ class OptimConfig:
 @dataclass
 class PolicyLossConfig:
     #: auto (follows algorithm.adv_estimator: cpgd -> cpgd, gspo -> gspo, else vanilla) | vanilla | gspo |
-    #: cpgd | module:function (registered in siirl.algorithms)
+    #: cpgd | sapo | ... | module:function (registered in siirl.algorithms)
     loss_mode: str = "auto"
+    #: SAPO's gate temperatures as verl's current scripts write them (``+policy_loss.tau_pos``); null = the
+    #: actor's ``tau_pos`` / ``tau_neg``.
+    tau_pos: Optional[float] = None  # noqa: UP045 - OmegaConf reads Optional
+    tau_neg: Optional[float] = None  # noqa: UP045
 
 
 @dataclass
@@ -147,6 +155,9 @@ class ActorConfig:
     #: CPGD policy-drift regulariser: coefficient and gradient clip.
     policy_drift_coeff: float = 0.0
     policy_drift_clip: float = 2.0
+    #: SAPO's soft-gate temperatures for tokens with positive / non-positive advantage (verl's keys).
+    tau_pos: float = 1.0
+    tau_neg: float = 1.05
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     entropy_coeff: float = 0.0
     use_kl_loss: bool = False
@@ -196,7 +207,8 @@ class RolloutConfig:
     #: hf | vllm | sglang (the device backend says which are available; on device=cpu vllm/sglang fall
     #: back to hf with a warning)
     name: str = "hf"
-    #: sync (generation inside the DAG worker); verl's async server mode is refused.
+    #: sync | async (verl's default): both generate inside the DAG worker; whether rollout and training
+    #: overlap is ``trainer.v1.trainer_mode`` / ``async_training.*`` (siirl.params.async_training).
     mode: str = "sync"
     #: Generation limits; null = data.max_prompt_length / data.max_response_length. response_length may
     #: not exceed data.max_response_length (the width training holds), prompt_length not undercut
@@ -275,6 +287,9 @@ class ActorRolloutRefConfig:
     actor: ActorConfig = field(default_factory=ActorConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     ref: RefConfig = field(default_factory=RefConfig)
+    #: verl: the rollout engine lives beside the actor (true); false is verl's fully-async launch, where the
+    #: rollout has devices of its own (``trainer.v1.trainer_mode=separate_async``, siirl.params.async_training).
+    hybrid_engine: bool = True
 
 
 @dataclass

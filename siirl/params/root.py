@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 
 from siirl.params.algorithm import AlgorithmConfig, CustomRewardFunctionConfig, RewardModelConfig
+from siirl.params.async_training import AsyncTrainingConfig, RolloutPlacementConfig
 from siirl.params.data import DataConfig
 from siirl.params.environment import EnvConfig
 from siirl.params.model import ActorRolloutRefConfig, CriticConfig
@@ -27,11 +28,28 @@ class SiirlConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     global_profiler: GlobalProfilerConfig = field(default_factory=GlobalProfilerConfig)
     ray_kwargs: RayKwargsConfig = field(default_factory=RayKwargsConfig)
+    async_training: AsyncTrainingConfig = field(default_factory=AsyncTrainingConfig)
+    #: verl's fully-async rollout placement (``rollout.nnodes``, ``rollout.n_gpus_per_node``).
+    rollout: RolloutPlacementConfig = field(default_factory=RolloutPlacementConfig)
 
 
 def or_defaults(cfg: SiirlConfig | None) -> SiirlConfig:
     """``cfg``, or the schema's defaults for ``None``: planning helpers take ``None`` as "all defaults"."""
     return cfg if cfg is not None else SiirlConfig()
+
+
+#: How messages name the keys of the user's modules (verl's ``model.external_lib`` of each model section).
+EXTERNAL_LIB_KEY = "model.external_lib"
+
+
+def external_libs(cfg: SiirlConfig) -> list[str]:
+    """The user modules the config's ``*.model.external_lib`` keys name (policy, critic, reward model), each
+    once, in that order."""
+    named: list[str] = []
+    for model in (cfg.actor_rollout_ref.model, cfg.critic.model, cfg.reward_model.model):
+        value = model.external_lib
+        named.extend([value] if isinstance(value, str) else list(value or ()))
+    return list(dict.fromkeys(named))
 
 
 def register_schema() -> None:

@@ -23,7 +23,6 @@ _PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
 _PROFILER_OPTIONS = "options of verl's per-role profiler, read only with profiler.enable=true (refused)"
 _ROUTER = "MoE router replay is not implemented (router_replay.mode=disabled only)"
 _MTP = "multi-token-prediction heads are not implemented (false only)"
-_CUSTOM_CODE = "importing user code into the model / tokenizer / data path is not implemented (null only)"
 _TILED_MLP = "tiled MLP (sharded MLP activations) is not implemented (tiled_mlp.enabled=false only)"
 _SEED = "siiRL seeds every worker from trainer.seed; verl's per-engine seed is accepted only at its default 42"
 _WHOLE_STEP = "a checkpoint holds the whole step (models, optimizers, trainer state); verl's default list only"
@@ -62,8 +61,6 @@ def _per_role() -> tuple[dict[str, Inert], dict[str, str]]:
         inert[optim + "optimizer_impl"] = Inert(("torch.optim",), "siiRL's optimizer is torch AdamW (torch.optim only)")
         inert[optim + "num_cycles"] = Inert((0.5,), "the cosine schedule decays over half a cycle (0.5 only)")
         inert[optim + "override_optimizer_config"] = Inert((None,), "Megatron optimizer options (null only)")
-    for model in (_MODEL, "critic.model.", "reward_model.model."):
-        inert[model + "external_lib"] = Inert((None,), _CUSTOM_CODE)
     for model in ("critic.model.", "reward_model.model."):  # the policy's use_shm is implemented
         not_read[model + "use_shm"] = "loads the checkpoint through shared memory: a speed knob, same weights"
     for model in (_MODEL, "critic.model."):
@@ -169,8 +166,6 @@ TREE_NOT_READ: dict[str, str] = {
         "under those loss_mode values (refused)"
         for option in ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub", "kl_cov_ratio", "ppo_kl_coef")
     },
-    _ACTOR + "tau_pos": "an option of verl's SAPO loss, read only under loss_mode=sapo (refused)",
-    _ACTOR + "tau_neg": "an option of verl's SAPO loss, read only under loss_mode=sapo (refused)",
     _ACTOR + "sum_pi_squared_checkpointing": SPEED,
     "data.use_shm": "loads the data through shared memory: a speed knob, same rows",
     "data.dataloader_num_workers": "loader worker processes: a speed knob, same rows",
