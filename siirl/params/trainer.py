@@ -82,11 +82,33 @@ class TrainerConfig:
 
 
 @dataclass
+class InsertedNodeConfig:
+    """One entry of ``dag.insert_nodes``: a node run right after node ``after`` of the run's graph (see
+    ``siirl.execution.dag.Pipeline.insert_after``); the other keys are ``Pipeline.add_node``'s."""
+
+    after: str = ""
+    node_id: str = ""
+    #: ``module:function`` or ``module:Class.method``
+    func: str = ""
+    node_type: str = "COMPUTE"
+    node_role: str = "DEFAULT"
+    only_forward_compute: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+    #: The node's contract when its function declares none (null: not declared).
+    reads: Optional[list[str]] = None  # noqa: UP045
+    writes: Optional[list[str]] = None  # noqa: UP045
+    roles: Optional[list[str]] = None  # noqa: UP045
+
+
+@dataclass
 class DagConfig:
     #: "module:function" returning a TaskGraph; replaces the built-in pipeline choice (null/empty: none).
     custom_pipeline_fn: Optional[str] = ""  # noqa: UP045 - OmegaConf reads Optional, not "str | None"
     #: A workflow YAML (configs/workflows/*.yaml format) to run instead of a built-in pipeline.
     workflow_path: Optional[str] = ""  # noqa: UP045
+    #: Nodes inserted into the run's graph (built-in, custom or workflow file), each right after a named node,
+    #: in list order, instead of copying the graph to add them.
+    insert_nodes: list[InsertedNodeConfig] = field(default_factory=list)
     #: Multi-agent graphs: auto | own (each agent on its own share of the DAG workers) | shared (every
     #: worker holds every agent); auto = own when the workers split equally among the agents.
     agent_placement: str = "auto"

@@ -7,7 +7,7 @@ from typing import Any
 
 from siirl.execution.dag.contract import NodeContract, as_keys
 from siirl.execution.dag.node import Node, callable_ref
-from siirl.execution.dag.node_types import NodeRole, NodeType
+from siirl.execution.dag.node_types import DAGValidationError, NodeRole, NodeType
 from siirl.execution.dag.task_graph import TaskGraph
 
 
@@ -16,6 +16,14 @@ class Pipeline:
 
     def __init__(self, pipeline_id: str, description: str = "") -> None:
         self._graph = TaskGraph(pipeline_id, description)
+
+    @classmethod
+    def from_graph(cls, graph: TaskGraph, pipeline_id: str | None = None) -> Pipeline:
+        """A pipeline starting from a copy of ``graph`` (e.g. a built-in one), to extend with ``insert_after``
+        or ``add_node`` instead of rebuilding it node by node."""
+        pipeline = cls(pipeline_id or graph.graph_id, graph.description)
+        pipeline._graph = graph.copy(pipeline_id)
+        return pipeline
 
     @property
     def pipeline_id(self) -> str:
@@ -65,6 +73,23 @@ class Pipeline:
                 contract=contract,
             )
         )
+        return self
+
+    def insert_after(self, after: str, node_id: str, func: str | Callable[..., Any], **node: Any) -> Pipeline:
+        """Add a node that runs right after node ``after``: it depends on ``after``, and every node that
+        depended on ``after`` depends on it instead. ``node`` takes ``add_node``'s other arguments."""
+        if after not in self._graph:
+            raise DAGValidationError(
+                f"cannot insert node {node_id!r} after {after!r}: pipeline {self.pipeline_id!r} has no such node "
+                f"(nodes: {', '.join(self._graph.nodes)})"
+            )
+        if "deps" in node:
+            raise DAGValidationError(f"insert_after({after!r}, {node_id!r}) takes no deps: it runs after {after!r}")
+        followers = [n for n in self._graph.nodes.values() if after in n.dependencies]
+        self.add_node(node_id, func, deps=[after], **node)
+        for follower in followers:
+            deps = [node_id if dep == after else dep for dep in follower.dependencies]
+            self._graph.nodes[follower.node_id] = follower.copy(deps)
         return self
 
     def build(self, resolve_executables: bool = True) -> TaskGraph:

@@ -7,12 +7,14 @@ Apart from ``builtin_pipelines`` because a workflow file's MARFT team is built f
 from __future__ import annotations
 
 import inspect
+from dataclasses import asdict
 
 from siirl.errors import ConfigError, SiirlUserError
 from siirl.execution.dag.builtin_pipelines import PIPELINES, builtin_pipeline_name
 from siirl.execution.dag.marft_workflow import load_run_workflow
 from siirl.execution.dag.node import resolve_callable
 from siirl.execution.dag.node_types import DAGValidationError
+from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.dag.workflow_yaml import ENV_REWARDS_NEED_MARFT
 from siirl.params.root import SiirlConfig, or_defaults
@@ -40,8 +42,20 @@ def _run_custom_pipeline_fn(ref: str, cfg: SiirlConfig) -> TaskGraph:
 
 
 def select_pipeline(cfg: SiirlConfig | None) -> TaskGraph:
-    """The run's TaskGraph: ``dag.custom_pipeline_fn``, else ``dag.workflow_path``, else a built-in."""
+    """The run's TaskGraph: ``dag.custom_pipeline_fn``, else ``dag.workflow_path``, else a built-in, with the
+    ``dag.insert_nodes`` added."""
     cfg = or_defaults(cfg)
+    graph = _chosen_pipeline(cfg)
+    if not cfg.dag.insert_nodes:
+        return graph
+    pipeline = Pipeline.from_graph(graph)
+    for entry in cfg.dag.insert_nodes:
+        node = asdict(entry)
+        pipeline.insert_after(node.pop("after"), node.pop("node_id"), node.pop("func"), **node)
+    return pipeline.build()
+
+
+def _chosen_pipeline(cfg: SiirlConfig) -> TaskGraph:
     custom_fn, workflow_path = cfg.dag.custom_pipeline_fn, cfg.dag.workflow_path
     if custom_fn and workflow_path:
         raise ConfigError("set only one of dag.custom_pipeline_fn and dag.workflow_path")
