@@ -8,6 +8,7 @@ registers every built-in variant.
 
 from siirl.algorithms import (  # noqa: F401  (registries)
     cispo,
+    gdpo,
     gmpo,
     gpg,
     group_filter_metrics,
@@ -16,6 +17,7 @@ from siirl.algorithms import (  # noqa: F401  (registries)
     outcome_advantage,
     pf_ppo,
     return_advantage,
+    sapo,
 )
 from siirl.algorithms.advantage import (
     ADV_ESTIMATORS,

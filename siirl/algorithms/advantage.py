@@ -14,12 +14,14 @@ field                       used by
 ``epsilon``                 grpo, gspo, cpgd (added to the group std)
 ``weight_factor_in_cpgd``   cpgd (STD_weight | clip_filter_like_weight | naive/none)
 ``cpgd_max_weight``         cpgd with clip_filter_like_weight (cap of the weight)
+``gdpo_reward_keys``        gdpo (the reward components, each normalised in its group)
+``gdpo_reward_weights``     gdpo (weight of each component in the sum; null: 1 each)
 ==========================  =========================================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -67,6 +69,8 @@ class AdvantageInputs:
     #: token, one per row (gae_marft continues from them; ``None`` for the last agent or a single policy).
     chain_values: torch.Tensor | None = None
     chain_advantages: torch.Tensor | None = None
+    #: One value per response for each reward component the estimator reads (``EstimatorNeeds.reward_components``).
+    reward_components: Mapping[str, torch.Tensor] | None = None
 
     def outcome_scores(self) -> torch.Tensor:
         """One scalar per response: the sum of its rewards over valid tokens."""
@@ -94,6 +98,7 @@ def compute_advantage(
     reward_baselines: torch.Tensor | None = None,
     config: AlgorithmConfig | None = None,
     chain: tuple[torch.Tensor, torch.Tensor] | None = None,
+    reward_components: Mapping[str, torch.Tensor] | None = None,
     **token_inputs: torch.Tensor | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the estimator registered as ``name``; returns ``(advantages, returns)``, no gradient.
@@ -101,7 +106,8 @@ def compute_advantage(
     ``index`` holds one group id (uid) per row; ``values`` are critic values ``(batch, response_len)``;
     ``reward_baselines`` one baseline reward per row (ReMax: the greedy response's reward);
     ``token_inputs`` the optional per-token tensors of ``AdvantageInputs`` (``old_log_probs``, ...);
-    ``chain`` the next agent's ``(chain_values, chain_advantages)``, one per row (team estimators).
+    ``chain`` the next agent's ``(chain_values, chain_advantages)``, one per row (team estimators);
+    ``reward_components`` one value per row for each reward component the estimator reads (gdpo).
     """
     fn = get_adv_estimator(name)
     if token_level_rewards.dim() != 2 or token_level_rewards.shape != response_mask.shape:
@@ -122,6 +128,9 @@ def compute_advantage(
             raise ValueError(f"{key} has shape {tuple(tensor.shape)}, expected {tuple(token_level_rewards.shape)}")
     if chain is not None and any(t.shape != token_level_rewards.shape[:1] for t in chain):
         raise ValueError(f"chain values and advantages must have shape ({token_level_rewards.shape[0]},)")
+    for key, tensor in (reward_components or {}).items():
+        if tensor.shape != token_level_rewards.shape[:1]:
+            raise ValueError(f"reward component {key!r} has shape {tuple(tensor.shape)}, expected ({token_level_rewards.shape[0]},)")
     if not token_level_rewards.is_floating_point():
         token_level_rewards = token_level_rewards.float()
     inputs = AdvantageInputs(
@@ -134,6 +143,7 @@ def compute_advantage(
         config=config if config is not None else AlgorithmConfig(),
         chain_values=chain[0] if chain is not None else None,
         chain_advantages=chain[1] if chain is not None else None,
+        reward_components=reward_components,
         **token_inputs,
     )
     with torch.no_grad():

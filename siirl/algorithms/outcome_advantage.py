@@ -8,7 +8,7 @@ finite and the advantages come out as exactly 0.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -16,6 +16,7 @@ from siirl.algorithms.advantage import ADV_ESTIMATORS, AdvantageInputs
 from siirl.algorithms.grouping import GroupStats, group_stats
 from siirl.algorithms.masked import masked_whiten
 from siirl.algorithms.needs import EstimatorNeeds
+from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.enums import AdvantageEstimator
 from siirl.registry import Registry
 
@@ -41,14 +42,17 @@ def grpo_advantage(inputs: AdvantageInputs) -> tuple[torch.Tensor, torch.Tensor]
     ``norm_adv_by_std_in_grpo=False`` drops the std division (Dr.GRPO, arXiv 2503.20783). GSPO uses the
     same advantages; what makes it GSPO is the sequence-level policy loss (``loss_mode=gspo``).
     """
-    scores = inputs.outcome_scores()
-    stats = group_stats(scores, inputs.require_index())
-    if inputs.config.norm_adv_by_std_in_grpo:
-        adv = _std_scaled(scores, stats, inputs.config.epsilon)
-    else:
-        adv = _centred(scores, stats)
+    adv = group_normalised(inputs.outcome_scores(), inputs.require_index(), inputs.config)
     out = _per_token(adv, inputs.response_mask)
     return out, out
+
+
+def group_normalised(scores: torch.Tensor, index: Sequence[object], config: AlgorithmConfig) -> torch.Tensor:
+    """GRPO's per-response advantage of ``scores`` (one per row) within their uid groups."""
+    stats = group_stats(scores, index)
+    if config.norm_adv_by_std_in_grpo:
+        return _std_scaled(scores, stats, config.epsilon)
+    return _centred(scores, stats)
 
 
 #: CPGD weight factors: (scores, group stats, inputs) -> per-response advantage.

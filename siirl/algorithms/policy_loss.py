@@ -15,6 +15,7 @@ Options come from the actor section, ``inputs.config`` (an ``ActorConfig``; its 
   ``GSPO_CLIP_RANGE``.
 - ``policy_drift_coeff`` and ``policy_drift_clip``: CPGD's drift regulariser.
 - ``loss_agg_horizon`` (0: the mask width): the constant of ``seq-mean-token-sum-norm``.
+- ``tau_pos`` / ``tau_neg`` (or ``policy_loss.tau_pos`` / ``tau_neg`` where set): SAPO's gate temperatures.
 
 ``rollout_is_weights`` (rollout correction, ``siirl.algorithms.rollout_correction``) multiply every loss's
 per-token matrix in ``inputs.aggregate``, so each loss gets the correction without knowing about it; a
@@ -70,11 +71,11 @@ class PolicyLossInputs:
     reduce: Callable[..., torch.Tensor]  # agg_loss with the mask and data-parallel counts bound
     rollout_is_weights: torch.Tensor | None = None  # detached, in log_prob's dtype
 
-    def aggregate(self, loss_mat: torch.Tensor) -> torch.Tensor:
-        """The configured ``loss_agg_mode`` over ``loss_mat`` times the rollout-correction weights."""
+    def aggregate(self, loss_mat: torch.Tensor, loss_agg_mode: str | None = None) -> torch.Tensor:
+        """``loss_agg_mode`` (None: the configured one) over ``loss_mat`` times the rollout-correction weights."""
         if self.rollout_is_weights is not None:
             loss_mat = loss_mat * self.rollout_is_weights
-        return self.reduce(loss_mat)
+        return self.reduce(loss_mat) if loss_agg_mode is None else self.reduce(loss_mat, loss_agg_mode=loss_agg_mode)
 
     def aggregate_sequences(self, seq_losses: torch.Tensor) -> torch.Tensor:
         """Mean over sequences of a ``(batch,)`` sequence-level loss, whatever ``loss_agg_mode`` says.

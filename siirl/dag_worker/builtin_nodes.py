@@ -64,7 +64,7 @@ def _advantage_inputs(cfg: SiirlConfig) -> NodeContract:
     kl = ("old_log_probs", "ref_log_prob") if cfg.algorithm.use_kl_in_reward else ()
     correction = ("old_log_probs",) if compares_rollout_log_probs(cfg) else ()
     needs = algorithms.estimator_needs(cfg.algorithm.adv_estimator)
-    return NodeContract(reads=(*kl, *correction, *needs.batch_keys()))
+    return NodeContract(reads=(*kl, *correction, *needs.batch_keys(cfg.algorithm)))
 
 
 def _reference_output(cfg: SiirlConfig) -> NodeContract:
@@ -84,14 +84,16 @@ def _environment_outputs(cfg: SiirlConfig) -> NodeContract:
 
 def _reward_inputs(cfg: SiirlConfig) -> NodeContract:
     """Environment rewards read the environment's outputs; a reward model's scores come from its node; a rule
-    reward manager also writes ``acc`` and ``score``."""
+    reward manager also writes ``acc`` and ``score``, and the extra keys of its dict that the estimator reads
+    (gdpo's reward components)."""
     mode = env_mode(cfg)
     environment = NodeContract(reads=REWARD_READS[mode]) if mode else NodeContract()
     if cfg.reward_model.enable:
         return environment.merged(NodeContract(reads=("rm_scores",)))
     if mode is not None:
         return environment
-    return NodeContract(writes=RULE_REWARD_VALUES)
+    components = algorithms.estimator_needs(cfg.algorithm.adv_estimator).component_keys(cfg.algorithm)
+    return NodeContract(writes=(*RULE_REWARD_VALUES, *components))
 
 
 def _rule_reward_values(batch: TensorDict, extra: dict[str, list], cfg: SiirlConfig) -> dict[str, float]:
@@ -249,7 +251,8 @@ def compute_advantage(
     if ctx.cfg.trainer.dump_high_diff_tokens and has_rollout_log_probs(batch, ctx.cfg):
         dump_high_diff_tokens(batch, ctx.tokenizer, dump_dir(ctx.cfg.trainer), ctx.step, ctx.rank)
     metrics.update(apply_rollout_correction(batch, ctx.cfg))
-    chained = bool(agent) and algorithms.estimator_needs(algo.adv_estimator).agent_chain
+    needs = algorithms.estimator_needs(algo.adv_estimator)
+    chained = bool(agent) and needs.agent_chain
     incoming = incoming_chain(full, batch, node_config.next_agent) if chained else None
     advantages, returns = algorithms.compute_advantage(
         algo.adv_estimator,
@@ -260,6 +263,7 @@ def compute_advantage(
         reward_baselines=batch.get("reward_baselines", None),
         config=algo,
         chain=incoming,
+        reward_components={key: batch[key] for key in needs.component_keys(algo) if key in batch.keys()},  # noqa: SIM118
         **{key: batch.get(key, None) for key in ("old_log_probs", "sum_pi_squared", IS_WEIGHTS_KEY)},
     )
     batch["advantages"], batch["returns"] = advantages, returns

@@ -82,7 +82,7 @@ class RolloutCorrectionConfig:
 @dataclass
 class AlgorithmConfig:
     #: grpo | gae | cpgd | gspo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | gpg | optimal_token_baseline
-    #: | gae_marft (teams only)
+    #: | gdpo | gae_marft (teams only)
     adv_estimator: str = "grpo"
     #: DEFAULT | DAPO | EMBODIED
     workflow_type: str = "DEFAULT"
@@ -104,6 +104,10 @@ class AlgorithmConfig:
     use_pf_ppo: bool = False
     pf_ppo: PfPpoConfig = field(default_factory=PfPpoConfig)
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
+    #: GDPO: the keys of the score function's returned dict that are normalised each on its own within the
+    #: group (``adv_estimator=gdpo`` needs them), and their weights in the sum (null: 1 each).
+    gdpo_reward_keys: Optional[list[str]] = None  # noqa: UP045
+    gdpo_reward_weights: Optional[list[float]] = None  # noqa: UP045
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Value and cross-field checks of verl's optional algorithm sections (``algorithm.pf_ppo``,
-``algorithm.rollout_correction``) and of ``trainer.dump_high_diff_tokens``, which reads the same recorded
+``algorithm.rollout_correction``, GDPO's reward keys, SAPO's temperatures) and of ``trainer.dump_high_diff_tokens``, which reads the same recorded
 rollout log-probs: each mistake is one ``ConfigError`` line before Ray starts."""
 
 from __future__ import annotations
@@ -35,6 +35,11 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     f"{_CORRECTION}.rollout_rs_threshold_lower": _NULL_OR_POSITIVE,
     f"{_CORRECTION}.rollout_token_veto_threshold": _NULL_OR_POSITIVE,
+    # SAPO's gate divides by its temperatures
+    "actor_rollout_ref.actor.tau_pos": (lambda v: v > 0, "> 0"),
+    "actor_rollout_ref.actor.tau_neg": (lambda v: v > 0, "> 0"),
+    "actor_rollout_ref.actor.policy_loss.tau_pos": _NULL_OR_POSITIVE,
+    "actor_rollout_ref.actor.policy_loss.tau_neg": _NULL_OR_POSITIVE,
 }
 
 
@@ -62,8 +67,23 @@ def _check_rejection_bounds(corr: DictConfig) -> None:
         )
 
 
+def _check_gdpo(algo: DictConfig) -> None:
+    """GDPO normalises the reward components ``gdpo_reward_keys`` names; its weights, if given, pair with them."""
+    keys, weights = algo.gdpo_reward_keys, algo.gdpo_reward_weights
+    if str(algo.adv_estimator) == "gdpo" and not keys:
+        raise ConfigError(
+            "bad config: algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, the keys of the score "
+            "function's returned dict to normalise one by one (e.g. '[\"accuracy_reward\",\"format_reward\"]')"
+        )
+    if keys and weights is not None and len(weights) != len(keys):
+        raise ConfigError(
+            f"bad config: algorithm.gdpo_reward_weights has {len(weights)} weights for {len(keys)} gdpo_reward_keys"
+        )
+
+
 def check_algorithm_sections(cfg: DictConfig) -> None:
     algo = cfg.algorithm
+    _check_gdpo(algo)
     if algo.use_pf_ppo and str(algo.adv_estimator) != "gae":
         raise ConfigError(
             f"bad config: algorithm.use_pf_ppo=True resamples after GAE as in verl, but "

@@ -17,6 +17,7 @@ class AdvantageEstimator(str, Enum):
     GPG = "gpg"
     OPTIMAL_TOKEN_BASELINE = "optimal_token_baseline"
     GAE_MARFT = "gae_marft"
+    GDPO = "gdpo"
 
 
 class WorkflowType(str, Enum):

@@ -28,7 +28,7 @@ def test_unknown_names_raise_value_error_listing_choices() -> None:
     x = torch.zeros(1, 2)
     cases = [
         (lambda: compute_advantage("ppo2", token_level_rewards=x, response_mask=x), "grpo, gspo"),
-        (lambda: get_policy_loss("ppo"), "cispo, cpgd, geo_mean, gpg, gspo, vanilla"),
+        (lambda: get_policy_loss("ppo"), "cispo, cpgd, geo_mean, gpg, gspo, sapo, vanilla"),
         (
             lambda: compute_policy_loss(
                 "ppo", old_log_prob=x, log_prob=x, advantages=x, response_mask=x, loss_agg_mode="token-mean"

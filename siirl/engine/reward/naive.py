@@ -1,5 +1,7 @@
 """The ``naive`` manager: one score-function call per sample, in order, in this process, each bounded by
-``timeout_s`` (a late call scores 0 and is counted in ``reward/timeouts``)."""
+``timeout_s`` (a late call scores 0 and is counted in ``reward/timeouts``). verl's ``gdpo`` manager is this
+loop (every key of a returned dict kept as reward extra info, which GDPO's components are), so it is the
+same entry."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from siirl.engine.reward.base import FAILED, RewardInputs, RewardManager
 from siirl.engine.reward.registry import REWARD_MANAGERS
 
 
-@REWARD_MANAGERS.register("naive")
+@REWARD_MANAGERS.register("naive", "gdpo")
 class NaiveRewardManager(RewardManager):
     """Simplest and easiest to debug: one call at a time, in this process."""
 
