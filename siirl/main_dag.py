@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         logger.info("device=%s, pipeline=%s, %d DAG workers", backend.name, graph.graph_id, plan.world_size)
         print(render_plan(plan))
         if args.plan:
+            from siirl.execution.scheduler.plan_algorithm import render_algorithm
+
+            print(render_algorithm(graph, cfg))
             paths = show_plan(graph, plan, Path(cfg.trainer.output_dir))
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
