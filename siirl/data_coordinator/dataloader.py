@@ -13,6 +13,7 @@ scans everything.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,10 @@ from siirl.params.data import DataConfig
 logger = logging.getLogger(__name__)
 
 STATE_KEYS = ("epoch", "position", "num_rows", "global_batch_size")
+#: Prompt token counts of recent scans of text rows: planning the same data again in one process (a sweep,
+#: a notebook, the driver's check and then a local run) reads and tokenizes it once.
+_COUNTED: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_COUNTED_KEPT = 8
 #: ``extra_info`` fields carried as their own columns with ``data.return_raw_chat`` (verl's names).
 CHAT_EXTRA_FIELDS = ("tools_kwargs", "interaction_kwargs")
 
@@ -166,15 +171,27 @@ class DistributedDataLoader:
     def _too_long(self, start: int, end: int) -> np.ndarray:
         """Row ids in ``[start, end)`` whose rendered prompt (images expanded) exceeds ``max_prompt_length``
         tokens; every image file is checked on the way."""
-        found = []
+        if self._images is None:  # text rows: the same files and tokenizer counted before count the same
+            key = (self._rows.identity(), self._config.prompt_key, start, end, self._encoder.text_identity())
+            lengths = _COUNTED.get(key)
+            if lengths is None:
+                lengths = _COUNTED[key] = self._lengths(start, end)
+                while len(_COUNTED) > _COUNTED_KEPT:
+                    _COUNTED.popitem(last=False)
+        else:
+            lengths = self._lengths(start, end)
+        return (start + np.flatnonzero(lengths > self._encoder.max_prompt_length)).astype(np.int64)
+
+    def _lengths(self, start: int, end: int) -> np.ndarray:
+        """Token count of each row's rendered prompt in ``[start, end)``, in row order."""
+        counted = [np.zeros(0, dtype=np.int64)]
         prompt_key = self._config.prompt_key
         for first, columns in self._rows.iter_columns([prompt_key, *self._media], start, end):
             describe = lambda i, o=first: self._rows.describe(o + i)
             rows = [dict(zip(columns, values)) for values in zip(*columns.values())]
             sizes = self._image_sizes(rows, describe)
-            lengths = self._encoder.lengths(columns[prompt_key], describe, sizes)
-            found.append(first + np.flatnonzero(lengths > self._encoder.max_prompt_length))
-        return np.concatenate(found).astype(np.int64) if found else np.zeros(0, dtype=np.int64)
+            counted.append(self._encoder.lengths(columns[prompt_key], describe, sizes))
+        return np.concatenate(counted)
 
     def _scan(self, dp_rank: int, scan: ScanShare | None) -> tuple[np.ndarray, int]:
         """Kept row ids and the number filtered; over-long prompts are found before training starts,

@@ -62,6 +62,10 @@ class ParquetRows:
     def num_rows(self) -> int:
         return int(self._file_start[-1])
 
+    def identity(self) -> tuple:
+        """The files as they are now (path, size, modification time): equal identities read equal rows."""
+        return tuple((path, stat.st_size, stat.st_mtime_ns) for path, stat in ((p, os.stat(p)) for p in self._paths))
+
     def describe(self, row_id: int) -> str:
         """``<file> row <n>`` for messages that must point the user at one record."""
         file_idx = int(np.searchsorted(self._file_start, row_id, side="right") - 1)

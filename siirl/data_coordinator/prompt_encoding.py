@@ -59,6 +59,12 @@ class PromptEncoder:
         self.pad_id = int(pad_id)
         self.images = images
 
+    def text_identity(self) -> tuple:
+        """What a text prompt's token count depends on: equal identities count equal lengths."""
+        tok = self.tokenizer
+        return (getattr(tok, "name_or_path", None), len(tok), getattr(tok, "chat_template", None),
+                self.apply_chat_template, repr(sorted(self.chat_template_kwargs.items())))
+
     def render(self, prompt: Any, describe: Describe, position: int) -> str:
         """The text fed to the tokenizer for the prompt at ``position`` of the current list."""
         if isinstance(prompt, str):

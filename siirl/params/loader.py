@@ -10,6 +10,8 @@ We use ``compose`` rather than ``@hydra.main`` so that Hydra writes nothing into
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -174,6 +176,16 @@ def _refuse_blank(overrides: list[str]) -> None:
             )
 
 
+@functools.cache
+def _schema_tree() -> DictConfig:
+    return OmegaConf.structured(SiirlConfig)
+
+
+def _typed_schema() -> DictConfig:
+    """A fresh typed tree of the schema's defaults: a copy of one built once (building it walks every dataclass)."""
+    return copy.deepcopy(_schema_tree())
+
+
 def compose_config(
     overrides: list[str] | None = None, config_path: str | None = None, config_name: str | None = None
 ) -> SiirlConfig:
@@ -194,7 +206,7 @@ def compose_config(
         cfg = _compose(overrides, config_path, config_name)
         OmegaConf.resolve(cfg)
         # '+key=value' may add keys Hydra's struct mode lets through; the schema may not.
-        cfg = OmegaConf.merge(OmegaConf.structured(SiirlConfig), OmegaConf.to_container(cfg))
+        cfg = OmegaConf.merge(_typed_schema(), OmegaConf.to_container(cfg))
     except (HydraException, OmegaConfBaseException) as exc:
         if isinstance(exc.__context__, SiirlUserError):  # a preset's ${siirl_asset:...} names a missing file
             raise exc.__context__ from None

@@ -53,4 +53,7 @@ def external_libs(cfg: SiirlConfig) -> list[str]:
 
 
 def register_schema() -> None:
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=SiirlConfig)
+    """Once per process: storing converts the whole dataclass tree, a good part of composing a config."""
+    store = ConfigStore.instance()
+    if f"{SCHEMA_NAME}.yaml" not in store.repo:
+        store.store(name=SCHEMA_NAME, node=SiirlConfig)

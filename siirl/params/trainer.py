@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from siirl.params.async_training import TrainerV1Config
+
 
 def world_size(cfg: Any) -> int:
     """DAG workers of the run (``trainer.nnodes`` x devices per node, ``n_gpus_per_node`` first): the
@@ -79,6 +81,8 @@ class TrainerConfig:
     #: Training steps in a row whose actor (or critic) update was skipped entirely for a non-finite loss or
     #: gradient norm before the job ends in one line naming the step; 0 = never.
     max_nonfinite_steps: int = 3
+    #: verl's V1 trainer: ``trainer_mode`` sync | colocate_async | separate_async (siirl.params.async_training).
+    v1: TrainerV1Config = field(default_factory=TrainerV1Config)
 
 
 @dataclass

@@ -56,7 +56,6 @@ _EMBODIED = (
 INERT: dict[str, Inert] = {
     _ACTOR + "optim.override_optimizer_config.*": Inert((), _MEGATRON),
     "profiler.enable": Inert((False,), _SIIRL_PROFILER),
-    "actor_rollout_ref.hybrid_engine": Inert((True,), "the rollout engine is always colocated with the actor"),
     _MODEL + "model_type": Inert((), _EMBODIED),
     "actor_rollout_ref.embodied.*": Inert((), _EMBODIED),
     "data.dataset_type": Inert((), _EMBODIED),

@@ -109,6 +109,61 @@ def expected_refusal(overrides: list[str]) -> str | None:
 
 CASES = cases()
 
+#: Keys whose alternatives pick among equivalent implementations (device, engine, strategy, layout, log-prob
+#: source, logging, balancing), name the embedded defaults, or choose a plain outcome estimator / loss mode:
+#: they do not read each other, so one training can carry one alternative of each. The estimators and losses
+#: that pair with each other (gspo, cpgd), need a critic or a companion, or change the graph train alone.
+FOLDABLE_KEYS = {
+    "device", "task", "data.train_files", "algorithm.workflow_type", "dag.agent_placement",
+    "actor_rollout_ref.model.path", "actor_rollout_ref.rollout.name", "actor_rollout_ref.actor.strategy",
+    "actor_rollout_ref.model.remove_padding_layout", "actor_rollout_ref.actor.old_log_prob_source",
+    "trainer.log_level", "trainer.balance_batch", "algorithm.adv_estimator",
+    "actor_rollout_ref.actor.policy_loss.loss_mode",
+}
+ALONE_VALUES = {"algorithm.adv_estimator": {"gae", "gspo", "cpgd", "optimal_token_baseline"},
+                "actor_rollout_ref.actor.policy_loss.loss_mode": {"gspo", "cpgd"},
+                "algorithm.workflow_type": {"DAPO", "EMBODIED"}}
+#: Keys that set the same thing as another key (a task is its data files).
+SLOT_OF = {"task": "data", "data.train_files": "data", "data.val_files": "data"}
+
+
+def _pairs(overrides: list[str]) -> list[tuple[str, str]]:
+    return [tuple(o.split("=", 1)) for o in overrides]
+
+
+def _foldable(overrides: list[str]) -> bool:
+    return expected_refusal(overrides) is None and all(
+        key in FOLDABLE_KEYS | {"data.val_files"} and value not in ALONE_VALUES.get(key, ()) for key, value in _pairs(overrides))
+
+
+def bundles(cases: list[tuple[str, list[str]]]) -> tuple[list[list[str]], dict[str, int]]:
+    """Foldable cases packed greedily into as few trainings as keep one alternative per key: the bundles'
+    overrides, and each folded case's bundle."""
+    packs: list[list[str]] = []
+    home: dict[str, int] = {}
+    for name, overrides in cases:
+        if not _foldable(overrides):
+            continue
+        slots = {SLOT_OF.get(key, key) for key, _ in _pairs(overrides)}
+        for index, pack in enumerate(packs):
+            taken = {SLOT_OF.get(key, key) for key, _ in _pairs(pack)}
+            if not slots & taken and expected_refusal([*pack, *overrides]) is None:
+                pack += overrides
+                home[name] = index
+                break
+        else:
+            packs.append(list(overrides))
+            home[name] = len(packs) - 1
+    return packs, home
+
+
+BUNDLES, BUNDLE_OF = bundles(CASES)
+
+
+def _case_param(name: str, overrides: list[str]):
+    marks = [pytest.mark.xdist_group(f"option_bundle_{BUNDLE_OF[name]}")] if name in BUNDLE_OF else []
+    return pytest.param(name, overrides, id=name, marks=marks)
+
 
 def test_every_documented_row_is_covered():
     assert len(option_rows()) >= 14 and all(expand(row) for row in option_rows())
@@ -128,8 +183,63 @@ def _launch(run_dir, overrides: list[str]) -> int:
                  "data.val_batch_size=8", *overrides])
 
 
-@pytest.mark.parametrize(("name", "overrides"), CASES, ids=[name for name, _ in CASES])
-def test_option_trains_two_steps_or_is_refused(name, overrides, tmp_path, ray_session, capsys):
+def _config_leaves(overrides: list[str]) -> dict[str, object]:
+    """The run's resolved config (the e2e base with ``overrides``) as flat ``dotted.key -> value``."""
+    from omegaconf import OmegaConf
+
+    from siirl.config_checks import load_config
+
+    names_device = any(o.startswith("device=") for o in overrides)
+    base = [f for f in FAST if not (names_device and f.startswith("device="))]
+    tree = OmegaConf.to_container(OmegaConf.structured(load_config([*base, *overrides])))
+    flat: dict[str, object] = {}
+
+    def walk(node, prefix):
+        for key, value in node.items():
+            if isinstance(value, dict):
+                walk(value, f"{prefix}{key}.")
+            else:
+                flat[f"{prefix}{key}"] = value
+
+    walk(tree, "")
+    return flat
+
+
+@pytest.fixture(scope="module")
+def bundle_run(tmp_path_factory, ray_session):
+    """Each bundle trains once, for every case folded into it (the exit code and the run folder)."""
+    done: dict[int, tuple[int, object]] = {}
+
+    def run(index: int):
+        if index not in done:
+            run_dir = tmp_path_factory.mktemp(f"option_bundle_{index}") / "run"
+            done[index] = (_launch(run_dir, BUNDLES[index]), run_dir)
+        return done[index]
+
+    return run
+
+
+def test_bundles_fold_every_foldable_case_once_and_keep_each_key_once():
+    folded = [name for name, _ in CASES if name in BUNDLE_OF]
+    assert len(folded) >= 30 and len(BUNDLES) <= len(folded) // 4
+    for pack in BUNDLES:
+        keys = [SLOT_OF.get(key, key) for key, _ in _pairs(pack) if key != "data.val_files"]
+        assert len(keys) == len(set(keys)), pack
+
+
+@pytest.mark.parametrize(("name", "overrides"), [_case_param(name, o) for name, o in CASES])
+def test_option_trains_two_steps_or_is_refused(name, overrides, tmp_path, ray_session, bundle_run, capsys):
+    if name in BUNDLE_OF:
+        # The option trains inside its bundle: the bundle's resolved config carries everything the option
+        # changes on its own, and the bundle trains two steps.
+        pack = BUNDLES[BUNDLE_OF[name]]
+        default, alone, together = _config_leaves([]), _config_leaves(overrides), _config_leaves(pack)
+        changed = {key: value for key, value in alone.items() if default.get(key) != value}
+        assert {key: together.get(key) for key in changed} == changed, pack
+        code, run_dir = bundle_run(BUNDLE_OF[name])
+        assert code == 0, pack
+        assert [r["step"] for r in read_metrics(run_dir) if "actor/pg_loss" in r] == [1, 2]
+        return
     refusal = expected_refusal(overrides)
     code = _launch(tmp_path / "run", overrides)
     if refusal is not None:

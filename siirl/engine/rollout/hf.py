@@ -198,10 +198,10 @@ class HFRolloutEngine(RolloutEngine):
         return cache
 
     @torch.no_grad()
-    def _generate_chunk(
+    def _sample(
         self, prompts: TensorDict, config: GenerationConfig, recorder: SampledLogProbs | None, repeats: int
-    ) -> dict[str, torch.Tensor]:
-        """Generate for ``prompts``, whose rows come in runs of ``repeats`` identical prompts."""
+    ) -> tuple[torch.Tensor, FinishTracker]:
+        """The new tokens for ``prompts`` (rows in runs of ``repeats`` identical prompts) and who finished."""
         ids, mask = _without_common_left_padding(prompts["input_ids"], prompts["attention_mask"])
         ids, mask = ids.to(self.device), mask.to(self.device)
         stop = StopStringCriteria(self.tokenizer, self.stop_strings) if self.stop_strings else None
@@ -219,7 +219,13 @@ class HFRolloutEngine(RolloutEngine):
             logits_processor=LogitsProcessorList([p for p in (recorder, self.never_sampled) if p is not None]),
             **shared,
         )
-        generated = out[:, ids.shape[1] :].cpu()
+        return out[:, ids.shape[1] :].cpu(), tracker
+
+    def _generate_chunk(
+        self, prompts: TensorDict, config: GenerationConfig, recorder: SampledLogProbs | None, repeats: int
+    ) -> dict[str, torch.Tensor]:
+        """Generate for ``prompts``, whose rows come in runs of ``repeats`` identical prompts."""
+        generated, tracker = self._sample(prompts, config, recorder, repeats)
         responses = pad_right(generated, self.max_response_length, self.pad_id)
         lengths = tracker.lengths(generated.shape[1]).clamp(max=self.max_response_length)
         fields = assemble_sequences(prompts.cpu(), responses, lengths, self.pad_id)
@@ -229,6 +235,21 @@ class HFRolloutEngine(RolloutEngine):
             fields["rollout_log_probs"] = pad_right(log_probs, self.max_response_length, 0) * in_response
             fields["rollout_entropys"] = pad_right(entropies, self.max_response_length, 0) * in_response
         return fields
+
+    def continue_sequences(
+        self, prompts: TensorDict, max_new_tokens: int, repeats: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """At most ``max_new_tokens`` more sampled tokens after each left-padded row of ``prompts`` (the
+        prompt plus what was generated so far): ``(tokens, lengths, finished, log_probs, entropies)``, the
+        last two None unless the engine records log-probs. A partial rollout generates in such pieces."""
+        params = self.train_params
+        config = self._generation_config(params)
+        config.max_new_tokens = max_new_tokens
+        recorder = SampledLogProbs(params.temperature) if self.records_log_probs and not params.greedy else None
+        generated, tracker = self._sample(prompts, config, recorder, repeats)
+        lengths = tracker.lengths(generated.shape[1])
+        log_probs, entropies = recorder.finish(generated) if recorder is not None else (None, None)
+        return generated, lengths, tracker.finished_at >= 0, log_probs, entropies
 
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
         missing = [k for k in ("input_ids", "attention_mask") if k not in set(batch.keys())]

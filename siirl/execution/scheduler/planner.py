@@ -19,6 +19,7 @@ from siirl.execution.dag.contract import model_agent
 from siirl.execution.dag.contract_check import check_contracts
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.task_graph import TaskGraph
+from siirl.execution.scheduler.async_graph import check_async_graph
 from siirl.execution.scheduler.placement import (
     check_handoffs,
     node_placements,
@@ -234,6 +235,7 @@ def plan_from_config(graph: TaskGraph, cfg: SiirlConfig | None) -> ExecutionPlan
     """
     cfg = or_defaults(cfg)
     check_contracts(graph, cfg)
+    check_async_graph(graph, cfg)
     per_node = cfg.trainer.n_gpus_per_node or cfg.trainer.n_devices_per_node
     model_roles = {n.node_role for n in graph if n.node_type in _MODEL_TYPES}
     parallelism: dict[str, dict[str, int]] = {}

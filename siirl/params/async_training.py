@@ -1,0 +1,87 @@
+"""Asynchronous training: verl's ``async_training.*``, ``trainer.v1.trainer_mode``, ``rollout.{nnodes,
+n_gpus_per_node}`` and ``actor_rollout_ref.hybrid_engine``, resolved into one schedule.
+
+verl's semantics (its fully-async recipe and V1 trainer): ``staleness_threshold`` is the extra fraction of a
+parameter-sync window the rollout may produce ahead (0 = synchronous, 1 ~ one-step off-policy), counted here
+in policy versions: a token may be trained at most ``ceil(staleness_threshold)`` versions after the version
+that sampled it, times the sync window: with ``trigger_parameter_sync_step = N`` the rollout's weights move
+every N updates, so the bound is ``(ceil(staleness_threshold) + 1) * N - 1`` updates (``N - 1`` when
+staleness is 0: a window's samples all come from its first version). ``partial_rollout`` lets in-flight generations cross a weight sync (tokens and log-probs
+kept, generation continues under the new weights). ``hybrid_engine=False`` or ``rollout.nnodes > 0`` is
+verl's fully-async launch (rollout on its own devices), i.e. ``separate_async``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+TRAINER_MODES = ("sync", "colocate_async", "separate_async")
+
+
+@dataclass
+class AsyncTrainingConfig:
+    #: Extra share of a sync window the rollout may run ahead; 0 = synchronous. Bound in versions: ceil(this).
+    staleness_threshold: float = 0.0
+    #: Training steps between two weight syncs to the rollout (verl: trainer steps per parameter sync).
+    trigger_parameter_sync_step: int = 1
+    #: verl's PPO mini-batches per trainer fetch; here a step trains on one train batch (1 only).
+    require_batches: int = 1
+    #: In-flight generations continue across a weight sync, keeping their tokens and log-probs.
+    partial_rollout: bool = False
+    #: siiRL: tokens generated between two checks for new weights (the hf engine generates in chunks).
+    chunk_tokens: int = 8
+
+
+@dataclass
+class TrainerV1Config:
+    """verl's ``trainer.v1.*``: the trainer mode (sync | colocate_async | separate_async)."""
+
+    trainer_mode: str = "sync"
+
+
+@dataclass
+class RolloutPlacementConfig:
+    """verl's fully-async top-level ``rollout.*``: the rollout's own devices (0 = colocated with training)."""
+
+    nnodes: int = 0
+    n_gpus_per_node: int = 0
+    #: verl's total rollout samples of a fully-async run; the run length here is trainer.total_training_steps.
+    total_rollout_steps: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+
+
+@dataclass(frozen=True)
+class AsyncSchedule:
+    """What the loop runs: the mode, the version lag a trained token may have, and whether generations
+    continue across a sync."""
+
+    mode: str
+    max_lag: int
+    partial_rollout: bool
+    sync_every: int
+    chunk_tokens: int
+
+    @property
+    def is_async(self) -> bool:
+        return self.mode != "sync"
+
+
+def trainer_mode(cfg: Any) -> str:
+    """The mode the keys ask for: ``trainer.v1.trainer_mode`` unless verl's fully-async launch keys (a
+    rollout with its own devices) say ``separate_async``; a positive staleness under ``sync`` is
+    ``colocate_async`` (verl's one-step-off-policy runs on shared devices)."""
+    mode = str(cfg.trainer.v1.trainer_mode)
+    if not cfg.actor_rollout_ref.hybrid_engine or int(cfg.rollout.nnodes) > 0:
+        return "separate_async"
+    if mode == "sync" and float(cfg.async_training.staleness_threshold) > 0:
+        return "colocate_async"
+    return mode
+
+
+def async_schedule(cfg: Any) -> AsyncSchedule:
+    section = cfg.async_training
+    mode = trainer_mode(cfg)
+    every = int(section.trigger_parameter_sync_step)
+    lag = (math.ceil(float(section.staleness_threshold)) + 1) * every - 1 if mode != "sync" else 0
+    return AsyncSchedule(mode, lag, bool(section.partial_rollout) and mode != "sync", every, int(section.chunk_tokens))

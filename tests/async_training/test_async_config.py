@@ -1,0 +1,72 @@
+"""verl's async keys are accepted and mapped to a schedule; what async training cannot run is refused in one
+line before Ray (``prepare`` is everything the launcher does before starting Ray)."""
+
+import pytest
+
+from siirl.config_checks import load_config
+from siirl.errors import ConfigError
+from siirl.main_dag import prepare
+from siirl.params.async_training import async_schedule
+
+COLOCATE = ["trainer.v1.trainer_mode=colocate_async"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "mode", "lag", "partial"),
+    [
+        ([], "sync", 0, False),
+        (["actor_rollout_ref.rollout.mode=async"], "sync", 0, False),  # verl's default rollout mode
+        (["async_training.partial_rollout=true"], "sync", 0, False),  # partial only matters when async
+        (["async_training.staleness_threshold=1"], "colocate_async", 1, False),  # one-step off-policy
+        ([*COLOCATE, "async_training.staleness_threshold=0.1", "async_training.partial_rollout=true"],
+         "colocate_async", 1, True),
+        ([*COLOCATE, "async_training.staleness_threshold=2"], "colocate_async", 2, False),  # k-step
+        ([*COLOCATE], "colocate_async", 0, False),
+        ([*COLOCATE, "async_training.trigger_parameter_sync_step=4"], "colocate_async", 3, False),
+        ([*COLOCATE, "async_training.trigger_parameter_sync_step=2", "async_training.staleness_threshold=1"],
+         "colocate_async", 3, False),
+    ],
+)
+def test_schedule_from_verl_keys(overrides, mode, lag, partial):
+    schedule = async_schedule(load_config(overrides))
+    assert (schedule.mode, schedule.max_lag, schedule.partial_rollout) == (mode, lag, partial)
+
+
+def test_async_recomputes_old_log_probs():
+    """Samples from older weights: the actor's forward gives pi_old; the rollout's are behaviour log-probs."""
+    assert load_config(["actor_rollout_ref.model.dtype=float32"]).actor_rollout_ref.actor.old_log_prob_source == "rollout"
+    cfg = load_config([*COLOCATE, "actor_rollout_ref.model.dtype=float32"])
+    assert cfg.actor_rollout_ref.actor.old_log_prob_source == "recompute"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["trainer.v1.trainer_mode=overlap"], "trainer.v1.trainer_mode=overlap is not one of sync, colocate_async"),
+        (["async_training.require_batches=2"], "async_training.require_batches=2"),
+        (["async_training.staleness_threshold=-1"], "staleness_threshold must be finite and >= 0"),
+        (["async_training.chunk_tokens=0"], "async_training.chunk_tokens must be >= 1"),
+        (["actor_rollout_ref.hybrid_engine=false"], "a rollout on devices of its own"),
+        (["rollout.nnodes=1", "rollout.n_gpus_per_node=2"], "a rollout on devices of its own"),
+        (["trainer.v1.trainer_mode=separate_async"], "a rollout on devices of its own"),
+        ([*COLOCATE, "algorithm.workflow_type=EMBODIED"], "EMBODIED environment rollouts are not implemented"),
+        ([*COLOCATE, "actor_rollout_ref.rollout.multi_turn.enable=true"], "multi-turn rollouts are not implemented"),
+        ([*COLOCATE, "algorithm.filter_groups.enable=true"], "dynamic sampling"),
+    ],
+)
+def test_refused_in_one_line(overrides, message):
+    with pytest.raises(ConfigError, match=None) as raised:
+        load_config(overrides)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_multi_agent_team_refused_at_plan_time():
+    with pytest.raises(ConfigError, match="multi-agent teams .* not implemented in asynchronous training"):
+        prepare([*COLOCATE, "dag.custom_pipeline_fn=siirl.user_interface.agent_teams:two_agent_adders"])
+
+
+def test_async_plan_is_the_sync_plan():
+    """Colocated async runs the same graph on the same ranks: only the rollout's feed changes."""
+    _, _, graph, plan = prepare([*COLOCATE, "async_training.staleness_threshold=1"])
+    _, _, sync_graph, sync_plan = prepare([])
+    assert plan.order == sync_plan.order and plan.ranges == sync_plan.ranges
