@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sys
 import time
 
@@ -61,9 +62,7 @@ def _init_ray(cfg: SiirlConfig) -> tuple[bool, OrphanGuard | None]:
     # Ray starts worker processes at nice 15 (meant for background tasks): the DAG workers ARE the job,
     # and at nice 15 any other busy process on the host would take most of their CPU time.
     os.environ.setdefault("RAY_worker_niceness", "0")
-    # Ray turns token authentication on for a cluster it starts and says so in a WARNING on every run;
-    # asking for it explicitly keeps it on without the console line (a user's RAY_AUTH_MODE still wins).
-    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    _token_auth()
     # A Ray started here inherits this environment down to every worker, so the job needs no runtime_env:
     # with one, Ray could not hand the actors its pre-started workers and would start fresh ones.
     os.environ.update(env)
@@ -74,6 +73,24 @@ def _init_ray(cfg: SiirlConfig) -> tuple[bool, OrphanGuard | None]:
         guard.release()
         raise
     return True, guard
+
+
+def _token_auth() -> None:
+    """Ray turns token authentication on for a cluster it starts and says so in a WARNING on every run; asking
+    for it explicitly keeps it on without the console line (a user's RAY_AUTH_MODE still wins). The token is
+    this job's own, passed in the environment Ray's processes inherit: Ray would otherwise keep one in
+    ``~/.ray/auth_token``, outside the run, which a job starting at the same time on a shared HOME could
+    rewrite under this one. A user's token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``) wins."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if os.environ["RAY_AUTH_MODE"] == "token" and not (
+        os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
+    ):
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    # Ray read its config when imported: this process must see the mode and token too (Ray's own switch does this).
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _reserve(plan: ExecutionPlan, backend: DeviceBackend):

@@ -76,8 +76,9 @@ class TrainerConfig:
     #: Intra-op threads of each DAG worker; 0 = the node's cores divided by its workers (no oversubscription).
     cpu_threads_per_worker: int = 0
     #: Seconds without progress from any DAG worker before the driver warns, naming the ranks silent the
-    #: longest; at twice this the job ends (exit 1). 0 = never.
-    stall_timeout_s: float = 1800.0
+    #: longest; at twice this the job ends (exit 1). null = follow the job's step times (10 x the median step,
+    #: at least 2 x the longest and 120 s; 1800 s until the first step ends); 0 = never.
+    stall_timeout_s: Optional[float] = None  # noqa: UP045
     #: Training steps in a row whose actor (or critic) update was skipped entirely for a non-finite loss or
     #: gradient norm before the job ends in one line naming the step; 0 = never.
     max_nonfinite_steps: int = 3

@@ -93,7 +93,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.nnodes": _POSITIVE,
     "trainer.log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     "trainer.cpu_threads_per_worker": _NON_NEGATIVE,
-    "trainer.stall_timeout_s": _NON_NEGATIVE,
+    "trainer.stall_timeout_s": (lambda v: v is None or 0 <= v < math.inf, "null (follow the step times) or >= 0"),
     "trainer.max_nonfinite_steps": _NON_NEGATIVE,
     "trainer.n_devices_per_node": _POSITIVE,
     "trainer.total_epochs": _POSITIVE,

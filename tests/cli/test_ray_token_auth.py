@@ -11,15 +11,32 @@ from ray._private.authentication.authentication_token_setup import enable_token_
 from siirl import driver
 from siirl.config_checks import load_config
 
+_AUTH_KEYS = ("RAY_AUTH_MODE", "RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
-def test_a_local_ray_is_started_with_token_auth_asked_for(monkeypatch):
-    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")})
+
+def _start_local_ray(monkeypatch, **env: str) -> dict:
+    """What the environment says about auth when the driver calls ``ray.init`` for a local Ray."""
+    monkeypatch.setattr(os, "environ", {**{k: v for k, v in os.environ.items() if k not in _AUTH_KEYS}, **env})
     seen = {}
     monkeypatch.setattr(driver.ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(driver.ray, "init", lambda **kwargs: seen.update(mode=os.environ.get("RAY_AUTH_MODE")))
+    monkeypatch.setattr(driver.ray, "init", lambda **kwargs: seen.update(
+        mode=os.environ.get("RAY_AUTH_MODE"), token=os.environ.get("RAY_AUTH_TOKEN")))
     monkeypatch.setattr(driver, "OrphanGuard", object)
     driver._init_ray(load_config(["device=cpu"]))
-    assert seen == {"mode": "token"}
+    return seen
+
+
+def test_a_local_ray_is_started_with_token_auth_asked_for(monkeypatch):
+    assert _start_local_ray(monkeypatch)["mode"] == "token"
+
+
+def test_a_local_ray_gets_a_token_of_its_own_in_the_environment_not_in_home(monkeypatch):
+    """No ~/.ray/auth_token: the token rides in the environment Ray's processes inherit, new per job."""
+    first = _start_local_ray(monkeypatch)["token"]
+    assert first and len(first) == 64 and first != _start_local_ray(monkeypatch)["token"]
+    assert _start_local_ray(monkeypatch, RAY_AUTH_TOKEN="mine")["token"] == "mine"
+    assert _start_local_ray(monkeypatch, RAY_AUTH_TOKEN_PATH="/secrets/ray")["token"] is None
+    assert _start_local_ray(monkeypatch, RAY_AUTH_MODE="disabled")["token"] is None
 
 
 def test_ray_warns_about_token_auth_only_when_its_mode_is_unset(monkeypatch, caplog):

@@ -51,6 +51,7 @@ def test_overrides_and_device_group():
         ("reward_model.timeout_s=0", "reward_model.timeout_s=0.0 is invalid; expected finite and > 0"),
         ("reward_model.timeout_s=inf", "reward_model.timeout_s=inf is invalid"),
         ("reward_model.num_workers=0", "reward_model.num_workers=0 is invalid; expected > 0"),
+        ("trainer.stall_timeout_s=-5", "expected null (follow the step times) or >= 0"),
         (
             "dag.agent_placement=apart",
             "dag.agent_placement='apart' is invalid; expected one of auto, own, shared",

@@ -3,7 +3,8 @@
 import logging
 from types import SimpleNamespace
 
-from siirl.dag_worker.progress import ProgressBar, ProgressBoard, ProgressReporter, StallWatch
+from siirl.dag_worker import progress
+from siirl.dag_worker.progress import ProgressBar, ProgressBoard, ProgressReporter, StallWatch, stall_limit
 from siirl.dag_worker.worker import available_cores, worker_threads
 from siirl.params import SiirlConfig
 
@@ -64,3 +65,39 @@ def test_stall_watch_warns_once_then_ends_the_job_naming_the_silent_rank(caplog)
 
 def test_stall_watch_is_off_at_zero():
     assert StallWatch(board=None, timeout_s=0).poll() is None
+
+
+def test_board_times_steps_from_report_to_report(monkeypatch):
+    """The time between rank 0's reports of consecutive steps; a report of the same step (validation before
+    training) restarts the clock, and a resumed run times nothing before its first step."""
+    clock = iter([100.0, 160.0, 161.5, 163.0, 170.0])
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    board = ProgressBoard()
+    board.report(4, 10, {})  # resumed at step 4
+    board.report(4, 10, {"val/score": 0.1})  # validation took 60 s: not a step
+    board.report(5, 10, {})
+    board.report(6, 10, {})
+    assert board.silences() == ({}, [1.5, 1.5])
+
+
+def test_stall_limit_follows_the_steps_and_an_explicit_value_wins():
+    assert stall_limit(None, []) == progress.FIRST_STEP_LIMIT_S  # a slow healthy first step never flags
+    assert stall_limit(None, [0.3, 0.4, 0.3]) == progress.MIN_LIMIT_S  # the default job: named in minutes
+    assert stall_limit(None, [60.0, 62.0, 61.0]) == 10 * 61.0
+    assert stall_limit(None, [60.0, 62.0, 61.0, 61.0, 900.0]) == 2 * 900.0  # a long save step
+    assert stall_limit(10, [60.0]) == 10 and stall_limit(5000, []) == 5000
+
+
+def test_stall_watch_on_the_step_times_spares_a_slow_first_step_and_names_a_frozen_rank(caplog):
+    watch = StallWatch(board=None, timeout_s=None)
+    first_step = {0: (1000.0, 1, "node rollout"), 1: (1000.0, 1, "node rollout")}
+    with caplog.at_level(logging.WARNING):
+        assert watch._judge(first_step, []) is None
+    assert not caplog.records
+    steps = [0.4] * 20
+    with caplog.at_level(logging.WARNING):
+        assert watch._judge({0: (125.0, 21, "node train_actor"), 1: (130.0, 21, "node old_log_prob")}, steps) is None
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "rank 1 last at step 21, node old_log_prob" in warning and "stall limit 120s" in warning
+    ended = watch._judge({0: (245.0, 21, "node train_actor"), 1: (250.0, 21, "node old_log_prob")}, steps)
+    assert ended is not None and "rank 1" in ended and "trainer.stall_timeout_s=null" in ended
