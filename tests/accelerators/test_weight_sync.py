@@ -1,12 +1,19 @@
-"""Bucketed weight streaming and the weights-first / KV-cache-later wake order."""
+"""Bucketed weight streaming, the weights-first / KV-cache-later wake order, and every transport's last hop
+into the fake vLLM / SGLang engines through their weight-update APIs."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from transformers import Qwen2ForCausalLM
 
-from siirl.engine.rollout.weight_sync import StagedMemory, bucket_bytes, iter_buckets, stream_weights
+from siirl.device.weight_sync import make_weight_sync
+from siirl.device.weight_sync.buckets import bucket_bytes, iter_buckets, stream_weights
+from siirl.device.weight_sync.engine_loaders import sglang_loader, vllm_loader
+from siirl.engine.rollout.weight_sync import StagedMemory
 from siirl.errors import ConfigError
+
+from .accel_testutils import tiny_qwen2_config
 
 
 def named(*numels: int, dtype=torch.float32):
@@ -49,3 +56,43 @@ def test_staged_memory_brings_parts_back_in_order():
     memory.ensure(StagedMemory.WEIGHTS)
     memory.ensure(StagedMemory.KV_CACHE)
     assert whole == [None]
+
+
+def _object_store_ticket(trainer):
+    store = []
+
+    def put(array):
+        store.append(array)
+        return len(store) - 1
+
+    ticket = make_weight_sync("ray", bucket_mb=0.002, put=put).send(trainer.named_parameters(), version=1)
+    return ticket, make_weight_sync("ray", bucket_mb=1, get=store.__getitem__)
+
+
+def _assert_engine_holds(lm, trainer):
+    for name, tensor in trainer.named_parameters():
+        assert torch.equal(lm.params[name].detach(), tensor.detach()), name
+
+
+def test_object_store_sync_lands_in_vllm_through_load_weights(fake_vllm, tiny_model_dir):
+    """vLLM, and vLLM-Ascend (the same ``LLM`` class on NPU): each bucket is one ``apply_model`` call of the
+    model's ``load_weights``."""
+    torch.manual_seed(3)
+    trainer, llm = Qwen2ForCausalLM(tiny_qwen2_config()), fake_vllm.LLM(model=str(tiny_model_dir), dtype="float32")
+    ticket, receiver = _object_store_ticket(trainer)
+    stats = receiver.receive(vllm_loader(llm), ticket)
+    _assert_engine_holds(llm.lm, trainer)
+    loads = [c for c in fake_vllm.CALLS if c[0] == "load_weights"]
+    assert len(loads) == stats.buckets == ticket.stats.buckets > 1
+    assert sum(len(c[1]) for c in loads) == stats.tensors
+
+
+def test_object_store_sync_lands_in_sglang_through_update_weights_from_tensor(fake_sglang, tiny_model_dir):
+    torch.manual_seed(4)
+    trainer = Qwen2ForCausalLM(tiny_qwen2_config())
+    engine = fake_sglang.Engine(model_path=str(tiny_model_dir), dtype="float32", skip_tokenizer_init=True)
+    ticket, receiver = _object_store_ticket(trainer)
+    stats = receiver.receive(sglang_loader(engine), ticket)
+    _assert_engine_holds(engine.lm, trainer)
+    updates = [c[1] for c in fake_sglang.CALLS if c[0] == "update_weights_from_tensor"]
+    assert len(updates) == stats.buckets > 1 and not any(u["flush_cache"] for u in updates)

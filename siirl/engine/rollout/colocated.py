@@ -9,8 +9,9 @@ from collections.abc import Iterable
 
 import torch
 
+from siirl.device.weight_sync.buckets import NamedTensors, stream_weights
 from siirl.engine.rollout.base import RolloutEngine
-from siirl.engine.rollout.weight_sync import NamedTensors, StagedMemory, stream_weights
+from siirl.engine.rollout.weight_sync import StagedMemory
 
 logger = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from transformers import (
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from siirl.device import DeviceBackend, get_backend
+from siirl.device.weight_sync.engine_loaders import hf_loader
 from siirl.engine.rollout.base import ROLLOUT_ENGINES, RolloutEngine
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right, prompt_position_ids
 from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
@@ -122,6 +123,7 @@ class HFRolloutEngine(RolloutEngine):
         self.model.requires_grad_(False).eval()
         self.model.to(self.device)
         self.params = dict(self.model.named_parameters(remove_duplicate=False))
+        self._loader = hf_loader(self.params)
         self.eos_ids = _eos_ids(self.model, self.tokenizer)
         vision = vision_token_ids(self.model.config)
         # After the log-prob recorder: it records the policy's own distribution, as training computes it.
@@ -133,19 +135,8 @@ class HFRolloutEngine(RolloutEngine):
 
     # ----- weights and memory -----
 
-    @torch.no_grad()
     def sync_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        seen = 0
-        for name, tensor in named_tensors:
-            target = self.params.get(name)
-            if target is None:
-                raise ValueError(f"sync_weights: the rollout model has no parameter '{name}'")
-            if target.shape != tensor.shape:
-                raise ValueError(
-                    f"sync_weights: '{name}' has shape {tuple(tensor.shape)}, expected {tuple(target.shape)}"
-                )
-            target.copy_(tensor)
-            seen += 1
+        seen = self._loader(named_tensors)  # streamed: one full parameter at a time
         logger.debug("synced %d tensors into the rollout model", seen)
 
     def sleep(self) -> None:

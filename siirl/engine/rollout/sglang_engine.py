@@ -25,6 +25,8 @@ from tensordict import TensorDict
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from siirl.device import DeviceBackend, get_backend
+from siirl.device.weight_sync.buckets import NamedTensors
+from siirl.device.weight_sync.engine_loaders import sglang_loader
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.engine_knobs import rollout_dtype, sglang_knobs
@@ -39,7 +41,7 @@ from siirl.engine.rollout.vllm_batch import (
     responses_to_batch,
     scoped_env,
 )
-from siirl.engine.rollout.weight_sync import NamedTensors, StagedMemory
+from siirl.engine.rollout.weight_sync import StagedMemory
 from siirl.engine.workers.model_loading import load_tokenizer, resolve_dtype
 from siirl.errors import ConfigError
 from siirl.params.model import ModelConfig, RolloutConfig
@@ -107,6 +109,7 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
             "tags" in inspect.signature(self.engine.resume_memory_occupation).parameters
         )
         self.memory = StagedMemory(self._resume, staged=staged)
+        self._loader = sglang_loader(self.engine)
         self.train_params = SamplingParams.from_config(rollout_cfg)
         self.val_params = SamplingParams.from_config(rollout_cfg.val_kwargs)
         logger.info("SGLang rollout engine ready (dtype=%s, memory saver=%s)", self.dtype, self.memory_saver)
@@ -159,7 +162,7 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
     # ----- weights -----
 
     def _load(self, bucket: NamedTensors) -> None:
-        self.engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=False)
+        self._loader(bucket)
 
     def _reset_cache(self) -> None:
         self.engine.flush_cache()

@@ -35,6 +35,8 @@ from tensordict import TensorDict
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from siirl.device import DeviceBackend, get_backend
+from siirl.device.weight_sync.buckets import NamedTensors
+from siirl.device.weight_sync.engine_loaders import vllm_loader
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.engine_knobs import rollout_dtype, vllm_knobs
@@ -50,11 +52,11 @@ from siirl.engine.rollout.vllm_batch import (
     responses_to_batch,
     scoped_env,
 )
-from siirl.engine.rollout.weight_sync import NamedTensors, StagedMemory
+from siirl.engine.rollout.weight_sync import StagedMemory
 from siirl.engine.workers.lora import configured_rank
 from siirl.engine.workers.model_loading import load_tokenizer, resolve_dtype
 from siirl.errors import ConfigError
-from siirl.params.lora import lora_enabled
+from siirl.params.lora import serves_adapters
 from siirl.params.model import ModelConfig, RolloutConfig
 
 logger = logging.getLogger(__name__)
@@ -71,14 +73,6 @@ def max_lora_rank(rank: int) -> int:
         if rank <= allowed:
             return allowed
     raise ConfigError(f"actor_rollout_ref.model.lora_rank={rank} exceeds vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}")
-
-
-def weight_loader(llm: Any) -> Callable[[NamedTensors], object]:
-    """``load(bucket)`` calling the vLLM model's ``load_weights`` (HF names, full tensors; vLLM shards)."""
-    if hasattr(llm, "apply_model"):
-        return lambda bucket: llm.apply_model(lambda model: model.load_weights(bucket))
-    worker = llm.llm_engine.model_executor.driver_worker
-    return getattr(worker, "worker", worker).model_runner.model.load_weights
 
 
 def _accepts(fn: Callable, name: str) -> bool:
@@ -120,7 +114,8 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=bool(model_cfg.trust_remote_code))
         self.never_sampled = vision_token_ids(self.hf_config)
         self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
-        self.lora_rank = configured_rank(model_cfg) if lora_enabled(model_cfg) else 0
+        self.lora_rank = configured_rank(model_cfg) if serves_adapters(model_cfg) else 0
+        self.takes_lora_adapters = bool(self.lora_rank)  # under lora.merge the engine takes merged weights
         self.adapters = AdapterFolders() if self.lora_rank else None
         self._lora_request: Any = None
         env = {**ENGINE_ENV, **self.backend.rollout_env("vllm", local_rank)}
@@ -128,7 +123,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             self.llm = self.vllm.LLM(**self._engine_args(model_cfg, model_path, tokenizer_path))
         staged = bool(rollout_cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
         self.memory = StagedMemory(self._wake, staged=staged)
-        self._loader = weight_loader(self.llm)
+        self._loader = vllm_loader(self.llm)
         self.train_params = self._sampling_params(SamplingParams.from_config(rollout_cfg))
         self.val_params = self._sampling_params(SamplingParams.from_config(rollout_cfg.val_kwargs))
         logger.info(
