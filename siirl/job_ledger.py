@@ -11,6 +11,8 @@ import json
 import os
 
 LEDGER_ENV = "SIIRL_JOB_LEDGER"
+#: Who ran the job (a test's id, a sweep's trial), written beside its counts so a total can be traced back.
+LABEL_ENV = "SIIRL_JOB_LABEL"
 
 
 def record_job(*, world_size: int, workers_started: int, started_ray: bool) -> None:
@@ -18,7 +20,7 @@ def record_job(*, world_size: int, workers_started: int, started_ray: bool) -> N
     if not path:
         return
     line = json.dumps({"pid": os.getpid(), "world_size": world_size, "workers_started": workers_started,
-                       "started_ray": started_ray})
+                       "started_ray": started_ray, "label": os.environ.get(LABEL_ENV, "")})
     with open(path, "a", encoding="utf-8") as ledger:  # one short append: whole lines even from several processes
         ledger.write(line + "\n")
 

@@ -30,7 +30,7 @@ def pytest_configure(config):
 def pytest_sessionfinish(session, exitstatus):
     """The start-up budget (tests/job_budget.py): a run that started more than it may fails, whatever passed."""
     from siirl.job_ledger import read_ledger
-    from tests.job_budget import over_budget, spent
+    from tests.job_budget import over_budget, spent, top_starters
 
     path = getattr(session.config, "siirl_job_ledger", None)
     if path is None:
@@ -42,10 +42,19 @@ def pytest_sessionfinish(session, exitstatus):
     if reporter is not None:
         reporter.ensure_newline()
         reporter.write_line(f"siirl jobs of this run: {spent(jobs)}")
+        reporter.write_line(f"most DAG workers started by: {top_starters(jobs)}")
         for line in over:
             reporter.write_line(f"start-up budget exceeded: {line}", red=True)
     if over and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(autouse=True)
+def _label_jobs(request, monkeypatch):
+    """Jobs of this test (in any process it starts) carry its id in the ledger."""
+    from siirl.job_ledger import LABEL_ENV
+
+    monkeypatch.setenv(LABEL_ENV, request.node.nodeid)
 
 
 @pytest.hookimpl(trylast=True)

@@ -25,3 +25,13 @@ def over_budget(jobs: list[dict]) -> list[str]:
     """One line per ledger field over its budget."""
     total = spent(jobs)
     return [f"{key}: {total[key]} > {limit} (tests/job_budget.py)" for key, limit in BUDGET.items() if total[key] > limit]
+
+
+def top_starters(jobs: list[dict], count: int = 8) -> str:
+    """The tests whose jobs started the most DAG workers: where the next saving is."""
+    started: dict[str, int] = {}
+    for job in jobs:
+        label = job.get("label") or "?"
+        started[label] = started.get(label, 0) + int(job["workers_started"])
+    top = sorted(((n, label) for label, n in started.items() if n), reverse=True)[:count]
+    return ", ".join(f"{label} ({n})" for n, label in top) or "none"

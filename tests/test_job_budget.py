@@ -3,7 +3,7 @@
 import json
 
 from siirl.job_ledger import LEDGER_ENV, read_ledger, record_job
-from tests.job_budget import BUDGET, over_budget, spent
+from tests.job_budget import BUDGET, over_budget, spent, top_starters
 
 
 def test_every_job_appends_one_line(tmp_path, monkeypatch):
@@ -26,3 +26,15 @@ def test_no_ledger_no_writes(tmp_path, monkeypatch):
     monkeypatch.delenv(LEDGER_ENV, raising=False)
     record_job(world_size=1, workers_started=1, started_ray=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_jobs_carry_the_test_that_ran_them_and_the_top_starters_are_named(tmp_path, monkeypatch, request):
+    ledger = tmp_path / "ledger.jsonl"
+    monkeypatch.setenv(LEDGER_ENV, str(ledger))
+    record_job(world_size=2, workers_started=2, started_ray=False)
+    monkeypatch.setenv("SIIRL_JOB_LABEL", "tests/other.py::test_b")
+    record_job(world_size=1, workers_started=1, started_ray=False)
+    record_job(world_size=1, workers_started=0, started_ray=False)
+    jobs = read_ledger(ledger)
+    assert jobs[0]["label"] == request.node.nodeid  # set for every test by the root conftest
+    assert top_starters(jobs) == f"{request.node.nodeid} (2), tests/other.py::test_b (1)"
