@@ -67,6 +67,6 @@ def test_multi_agent_team_refused_at_plan_time():
 
 def test_async_plan_is_the_sync_plan():
     """Colocated async runs the same graph on the same ranks: only the rollout's feed changes."""
-    _, _, graph, plan = prepare([*COLOCATE, "async_training.staleness_threshold=1"])
-    _, _, sync_graph, sync_plan = prepare([])
-    assert plan.order == sync_plan.order and plan.ranges == sync_plan.ranges
+    *_, plan = prepare([*COLOCATE, "async_training.staleness_threshold=1"])
+    *_, sync_plan = prepare([])
+    assert plan.execution_order == sync_plan.execution_order and plan.placements == sync_plan.placements
