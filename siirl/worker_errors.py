@@ -3,7 +3,9 @@
 Ray wraps an exception raised in an actor method as ``RayTaskError``; its ``cause`` is the original
 exception object. A ``SiirlUserError`` (bad data, bad key, corrupt checkpoint found only inside a worker)
 is re-raised as itself so the launcher prints its one line and exits 2. Anything else is an internal
-error: one line with the worker's exception type and message, and where the full traceback was written.
+error: one line with the worker's exception type and message, and where the full traceback was written. A
+worker whose process died while it ran user code is named with that callable and the step
+(``siirl.user_code``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from ray.exceptions import RayTaskError
 
 from siirl.errors import SiirlUserError
+from siirl.user_code import last_running
 
 logger = logging.getLogger(__name__)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -71,6 +74,10 @@ def explain(exc: BaseException, rank: int | None, output_dir: str | Path) -> Exc
     name = where_failed if rank is None else f"{where_failed} (siirl_dag_worker_{rank})"
     if cause is exc and not isinstance(exc, RayTaskError):
         message = _first_line(str(exc), type(exc).__name__)
+        # The process is gone (os._exit, a signal, out of memory): say what user code it was running.
+        doing = last_running(output_dir, rank) if rank is not None else ""
+        if doing:
+            name = f"{name} died while running {doing}"
     else:
         message = f"{type(cause).__name__}: {_first_line(str(cause), '(no message)')}"
     where = [f"traceback: {p}" for p in [write_traceback(output_dir, rank, exc)] if p is not None]

@@ -21,9 +21,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from siirl import startup_timing
+from siirl import startup_timing, user_code
 from siirl.dag_worker import builtin_nodes, val_generations
 from siirl.dag_worker.agent_nodes import validate_team
+from siirl.dag_worker.async_rollout import build_async_rollout
 from siirl.dag_worker.checkpoint import CheckpointManager, checkpoint_root, rng_state, set_rng_state
 from siirl.dag_worker.layouts import node_layout_key, role_layouts
 from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
@@ -97,7 +98,7 @@ class TrainingLoop:
         index, batch, layout = 0, None, self.data_layout
         while index < len(self.nodes):
             clock = time.perf_counter()
-            if index == 0 and self.loads_data:
+            if index == 0 and self.loads_data and self.ctx.async_rollout is None:
                 batch, layout = self._next_batch(), self.data_layout
                 metrics["data/gen_batches"] += 1
                 metrics["timing_s/data"] += time.perf_counter() - clock
@@ -134,9 +135,16 @@ class TrainingLoop:
         return metrics
 
     def validate(self) -> dict[str, float]:
-        """Greedy generation on this worker's validation shard; the score is averaged over all samples."""
+        """Greedy generation on this worker's validation shard; the score is averaged over all samples.
+        An asynchronous run's producer waits meanwhile (the engine then holds the trained weights)."""
         if self.ctx.val_loader is None:
             return {}
+        if self.ctx.async_rollout is not None:
+            with self.ctx.async_rollout.engine_held(self.step):
+                return self._validate()
+        return self._validate()
+
+    def _validate(self) -> dict[str, float]:
         if self.ctx.agents():  # multi-agent graphs: greedy team episodes
             return validate_team(self.ctx, self.step)
         # The weight sync is collective; do it here so it never waits on a rank with an empty val shard.
@@ -172,7 +180,9 @@ class TrainingLoop:
     # ----- checkpoints -----
 
     def _worker_state(self, step: int) -> dict:
-        return {"step": step, "dataloader": self.ctx.train_loader.state_dict(), "rng": rng_state(),
+        producer = self.ctx.async_rollout  # it drew the prompts of the steps it runs ahead on
+        loader = producer.loader_state(step + 1) if producer is not None else self.ctx.train_loader.state_dict()
+        return {"step": step, "dataloader": loader, "rng": rng_state(),
                 "kl_ctrl": self.ctx.kl_ctrl_state()}
 
     def _resume(self) -> int:
@@ -211,13 +221,35 @@ class TrainingLoop:
                 summary["val/score_before"] = before["val/score"]
                 self.metrics_logger.log(0, before)
                 self.progress.report(start, total, before)
-        marks = self.ctx.startup_marks
+        self.ctx.async_rollout = build_async_rollout(self.ctx, self._next_batch, start)
+        try:
+            self._train(start, total, summary)
+        finally:
+            if self.ctx.async_rollout is not None:
+                self.ctx.async_rollout.close()
+        self.metrics_logger.close()
+        if self.rank == 0:
+            plot = plot_run(self.run_dir)
+            if plot is not None:
+                logger.info("reward plot: %s", plot)
+        return summary
+
+    def _publish(self, step: int) -> None:
+        """Asynchronous runs: the producer gets this update's weights (on its sync steps)."""
+        if self.ctx.async_rollout is not None:
+            actor = self.ctx.policy().actor
+            self.ctx.async_rollout.publish(step, actor.named_parameters_for_sync)
+
+    def _train(self, start: int, total: int, summary: dict[str, float]) -> None:
+        trainer, marks = self.cfg.trainer, self.ctx.startup_marks
         for step in range(start + 1, total + 1):
             self.step = self.ctx.step = step
+            user_code.set_step(step)
             if step == start + 1:
                 startup_timing.mark("validation", marks)
             began = time.perf_counter()
             metrics = self.run_graph()
+            self._publish(step)
             metrics["timing_s/step"] = time.perf_counter() - began
             self.ctx.step_finished(metrics)
             began = time.perf_counter()
@@ -235,9 +267,3 @@ class TrainingLoop:
             if trainer.save_freq > 0 and step % trainer.save_freq == 0:
                 self.ckpt.save(step, self.ctx.checkpoint_components(), self._worker_state(step))
             summary.update({k: metrics[k] for k in ("reward/mean", "val/score", startup_timing.TOTAL) if k in metrics})
-        self.metrics_logger.close()
-        if self.rank == 0:
-            plot = plot_run(self.run_dir)
-            if plot is not None:
-                logger.info("reward plot: %s", plot)
-        return summary

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from siirl import user_code
+
 
 class ToolTimeout(Exception):
     """A tool method ran past ``multi_turn.tool_timeout_s``."""
@@ -19,9 +21,10 @@ class ToolTimeout(Exception):
 
 def _run(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], box: dict[str, Any]) -> None:
     try:
-        value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
-            value = asyncio.run(_await(value))
+        with user_code.running(f"callback {user_code.callable_name(fn)}"):
+            value = fn(*args, **kwargs)
+            if inspect.isawaitable(value):
+                value = asyncio.run(_await(value))
         box["value"] = value
     except BaseException as exc:  # noqa: BLE001 - handed to the caller
         box["error"] = exc

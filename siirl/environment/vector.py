@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from siirl import user_code
 from siirl.environment.base import StepResult, failed_result
 from siirl.environment.env_worker import serve
 from siirl.environment.registry import make_env, resolve_env_factory
@@ -127,7 +128,8 @@ class VectorEnv:
             if slot not in self._inline:
                 self._inline[slot] = make_env(self.spec, **self.kwargs)
             env = self._inline[slot]
-            return env.reset(*payload) if op == "reset" else env.step(payload)
+            with user_code.running(f"environment {self.spec} {op}"):
+                return env.reset(*payload) if op == "reset" else env.step(payload)
         except Exception as exc:  # noqa: BLE001 - a user environment may raise anything
             return failed_result(f"{type(exc).__name__}: {exc}")
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from siirl import user_code
 from siirl.engine.reward.batch_fields import get_ground_truths, get_list, get_str_list
 from siirl.engine.reward.bounded import MAX_ABS_SCORE, BoundedCaller, FailureLog, RewardTimeout
 from siirl.errors import RewardFunctionError, SiirlUserError
@@ -141,7 +142,8 @@ class RewardManager(ABC):
         inputs = self.collect_inputs(batch, tokenizer)
         self.caller.start_step()
         self.failures.start_step()
-        scores, extra = self.score_batch(inputs)
+        with user_code.running(f"reward function {user_code.callable_name(self.compute_score)}"):
+            scores, extra = self.score_batch(inputs)
         self.failures.end_step(len(inputs), function_name(self.compute_score))
         return self.place_scores(batch["response_mask"], scores), extra
 
