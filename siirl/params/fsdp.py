@@ -8,6 +8,7 @@ accepted at their no-op value and refused otherwise in one line (``check_fsdp_se
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
 from siirl.params.trainer import world_size
+
+logger = logging.getLogger(__name__)
 
 #: Where verl puts the section, per model role.
 FSDP_SECTIONS = {
@@ -150,7 +153,8 @@ def check_fsdp_sections(cfg: DictConfig) -> None:
                 f"host memory, but {STRATEGY_KEYS[role]}=replicate keeps a whole copy per device; use strategy=auto or fsdp"
             )
         if role in FROZEN_ROLES and OmegaConf.select(cfg, f"{section}.optimizer_offload"):
-            raise ConfigError(
-                f"bad config: {section}.optimizer_offload=true: the {role.replace('_', ' ')} has no optimizer; "
-                "use param_offload=true"
+            # verl's forward-only engines drop it too (its current Qwen3-Next scripts set it on the reference)
+            logger.warning(
+                "%s.optimizer_offload=true is not read: the %s has no optimizer (param_offload=true offloads "
+                "its weights)", section, role.replace("_", " "),
             )
