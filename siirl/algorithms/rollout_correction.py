@@ -4,8 +4,11 @@ policy gradient is then biased. With ``rho = pi_train / pi_rollout`` per token (
 ``old_log_probs`` and the ``rollout_log_probs`` recorded while sampling):
 
 - importance sampling (``rollout_is=token|sequence``): weights ``rho`` per token, or ``prod_t rho_t`` per
-  response, truncated above at ``rollout_is_threshold`` (TIS) and optionally rescaled to mean 1; the policy
-  loss multiplies its token matrix by them;
+  response, truncated above at ``rollout_is_threshold`` (TIS) or, given ``'lower_upper'``, set to 0 outside
+  that range (IcePop), and optionally rescaled to mean 1; the policy loss multiplies its token matrix by them.
+  Without bypass mode the old log-probs are the actor's recomputation, the proximal policy of AReaL's decoupled
+  PPO: the loss clips ``pi / pi_old`` and these weights carry ``pi_old / pi_rollout`` (behaviour), so token
+  IcePop is AReaL's objective with its behaviour-weight cap and floor;
 - rejection sampling (``rollout_rs=token|sequence|geometric``): tokens (token) or whole responses (the
   product, or the geometric mean ``exp(mean_t log rho_t)``) whose ratio leaves ``[lower, upper]`` are
   masked out of ``response_mask``;
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -27,6 +31,7 @@ from siirl.algorithms.divergence_rejection import SAFETY_BOUND, divergence_rejec
 from siirl.algorithms.masked import masked_mean, masked_sum
 from siirl.params.algorithm import RolloutCorrectionConfig
 from siirl.params.divergence_bounds import is_divergence_spec, parse_bounds
+from siirl.params.is_threshold import parse_is_threshold
 
 #: The batch key the IS weights travel under to the actor's policy loss (verl's name).
 IS_WEIGHTS_KEY = "rollout_is_weights"
@@ -89,12 +94,19 @@ def _ratio_stats(
 
 
 def importance_weights(
-    log_ratio: torch.Tensor, mask: torch.Tensor, level: str, threshold: float, batch_normalize: bool
+    log_ratio: torch.Tensor, mask: torch.Tensor, level: str, threshold: Any, batch_normalize: bool
 ) -> tuple[torch.Tensor, Metrics]:
-    """Truncated IS weights (B, R), 0 on padding, and their statistics (before truncation)."""
+    """IS weights (B, R), 0 on padding, bounded as ``threshold`` says (a number: truncated at it;
+    ``'lower_upper'``: 0 outside the range), and their statistics (before bounding)."""
     _, ratio = _level_ratio(log_ratio, mask, level)
-    metrics = _ratio_stats("rollout_is", ratio, mask, threshold, 1.0 / threshold)
-    weights = ratio.clamp(max=threshold) * mask
+    upper, lower = parse_is_threshold(threshold)
+    metrics = _ratio_stats("rollout_is", ratio, mask, upper, 1.0 / upper if lower is None else lower)
+    if lower is None:
+        weights = ratio.clamp(max=upper) * mask
+    else:
+        kept = ((ratio >= lower) & (ratio <= upper)).to(mask.dtype)
+        weights = ratio * kept * mask
+        metrics["rollout_is_oob_ratio"] = masked_mean(1.0 - kept, mask).item()
     if batch_normalize:
         per_level = weights if level == "token" else masked_mean(weights, mask, dim=-1)
         level_mask = mask if level == "token" else (mask.sum(dim=-1) > 0).to(mask.dtype)
@@ -178,7 +190,11 @@ def correct_rollout(
         kept, rs_metrics = divergence_rejection_mask(log_ratio, kept, parse_bounds(config.rollout_rs, config.rollout_rs_threshold))
         metrics.update(rs_metrics)
     elif config.rollout_rs is not None:
-        upper = config.rollout_rs_threshold if config.rollout_rs_threshold is not None else config.rollout_is_threshold
+        upper = (
+            config.rollout_rs_threshold
+            if config.rollout_rs_threshold is not None
+            else parse_is_threshold(config.rollout_is_threshold)[0]
+        )
         lower = config.rollout_rs_threshold_lower if config.rollout_rs_threshold_lower is not None else 1.0 / upper
         kept, rs_metrics = rejection_mask(log_ratio, kept, config.rollout_rs, upper, lower)
         metrics.update(rs_metrics)

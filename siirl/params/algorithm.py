@@ -50,9 +50,11 @@ class RolloutCorrectionConfig:
     metrics are always reported and the options below act."""
 
     #: null | token | sequence: importance weights ``pi_train / pi_rollout`` per token or per sequence,
-    #: truncated at ``rollout_is_threshold``, multiplied into the policy loss.
+    #: bounded by ``rollout_is_threshold``, multiplied into the policy loss.
     rollout_is: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
-    rollout_is_threshold: float = 2.0
+    #: A number: weights truncated at it (TIS); ``'lower_upper'``: weights outside the range set to 0 (IcePop;
+    #: AReaL's decoupled PPO cap). ``siirl.params.is_threshold``.
+    rollout_is_threshold: Any = 2.0
     #: Rescale the truncated weights to mean 1 over the batch.
     rollout_is_batch_normalize: bool = False
     #: null | token | sequence | geometric: mask out tokens / whole responses whose ratio leaves

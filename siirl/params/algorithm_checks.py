@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from siirl.errors import ConfigError
 from siirl.params.algorithm import ROLLOUT_IS_LEVELS, ROLLOUT_RS_LEVELS
 from siirl.params.divergence_bounds import OPTIONS, is_divergence_spec, parse_bounds
+from siirl.params.is_threshold import parse_is_threshold
 
 _CORRECTION = "algorithm.rollout_correction"
 
@@ -29,7 +30,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: v is None or v in ROLLOUT_RS_LEVELS or is_divergence_spec(v),
         f"null, one of {', '.join(ROLLOUT_RS_LEVELS)}, or verl's options {', '.join(OPTIONS)} (comma separated)",
     ),
-    f"{_CORRECTION}.rollout_is_threshold": (lambda v: v > 0, "> 0"),
+    f"{_CORRECTION}.rollout_is_threshold": (
+        lambda v: parse_is_threshold(v) is not None, "a number > 0 or 'lower_upper' with 0 < lower <= upper"
+    ),
     f"{_CORRECTION}.rollout_rs_threshold": (
         lambda v: v is None or isinstance(v, str) or v > 0, "null, > 0, or bounds per divergence option"
     ),
@@ -59,7 +62,7 @@ def _check_rejection_bounds(corr: DictConfig) -> None:
             f"bad config: {_CORRECTION}.rollout_rs_threshold={corr.rollout_rs_threshold!r} lists bounds of verl's "
             f"divergence options, but rollout_rs={corr.rollout_rs} takes one number"
         )
-    upper = corr.rollout_rs_threshold if corr.rollout_rs_threshold is not None else corr.rollout_is_threshold
+    upper = corr.rollout_rs_threshold if corr.rollout_rs_threshold is not None else parse_is_threshold(corr.rollout_is_threshold)[0]
     if corr.rollout_rs is not None and corr.rollout_rs_threshold_lower is not None and corr.rollout_rs_threshold_lower > upper:
         raise ConfigError(
             f"bad config: {_CORRECTION}.rollout_rs_threshold_lower={corr.rollout_rs_threshold_lower} is above the "

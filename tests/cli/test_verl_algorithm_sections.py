@@ -41,6 +41,7 @@ def test_correction_runs_the_actor_forward_before_the_advantage(tmp_path):
         ([*CORRECTION, "algorithm.rollout_correction.rollout_is=seq"], "rollout_is='seq' is invalid"),
         ([*CORRECTION, "algorithm.rollout_correction.rollout_rs=median"], "rollout_rs='median' is invalid"),
         ([*CORRECTION, "algorithm.rollout_correction.rollout_is_threshold=-2"], "rollout_is_threshold=-2"),
+        ([*CORRECTION, "algorithm.rollout_correction.rollout_is_threshold='2.0_0.5'"], "needs 0 < lower <= upper"),
         ([*CORRECTION, "algorithm.rollout_correction.rollout_rs_threshold=-1"], "rollout_rs_threshold=-1"),
         ([*CORRECTION, "algorithm.rollout_correction.rollout_token_veto_threshold=0"], "veto_threshold=0"),
         ([*CORRECTION, "algorithm.rollout_correction.rollout_rs_threshold_lower=1.5"], "above the upper bound 1.01"),
@@ -56,6 +57,13 @@ def test_bad_values_are_one_line(overrides, named):
     with pytest.raises(ConfigError) as info:
         load_config(overrides)
     assert named in str(info.value) and "\n" not in str(info.value)
+
+
+def test_icepop_threshold_loads_as_verl_writes_it():
+    """verl's ``'lower_upper'`` form (IcePop, AReaL's behaviour-weight floor and cap) reaches the config."""
+    cfg = load_config([CORRECTION[0], "algorithm.rollout_correction.rollout_is=token",
+                       "algorithm.rollout_correction.rollout_is_threshold='0.5_5.0'"])
+    assert cfg.algorithm.rollout_correction.rollout_is_threshold == "0.5_5.0"
 
 
 def test_blank_argument_names_the_shell_mistake():
