@@ -1,0 +1,238 @@
+"""Colocated asynchronous rollout: a producer thread samples the next steps' batches while the worker trains.
+
+The task graph is unchanged; its first node, the rollout, takes the batch of step ``j`` from this producer
+instead of generating it (``take``). The producer draws step ``j``'s prompts from this worker's shard and
+samples them with the weights it last received, tagging every response token with the policy version that
+sampled it (``siirl.engine.rollout.partial``). After every ``trigger_parameter_sync_step`` updates the loop
+publishes the actor's weights (``publish``: a snapshot through the device layer's weight sync, taken on the
+training thread, where the all-gather of sharded weights is collective); the producer loads the newest
+snapshot before each batch, or, with partial rollouts, before each piece of ``chunk_tokens`` tokens, so
+in-flight responses continue under the new weights.
+
+Staleness: a trained token's age is the version being trained (``step - 1`` updates applied) minus the
+version that sampled it. The producer starts step ``j``'s batch only once it holds weights of version at
+least ``j - 1 - max_lag``, and versions only grow, so every token of every trained sample is at most
+``max_lag`` old; ``take`` checks it again on every token. A partial rollout's later tokens are newer still.
+
+Metrics (per step): ``async/staleness_mean|max`` over trained tokens, ``async/partial_fraction`` (samples
+whose tokens span several versions), ``async/rollout_idle_s`` (the producer waiting for fresh enough
+weights), ``async/trainer_idle_s`` (the rollout node waiting for its batch), ``async/weight_sync_s``
+(snapshot plus load).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from siirl.device.weight_sync import SyncTicket, WeightSync
+from siirl.engine.rollout.partial import VERSION_KEY, generate_partial, generate_tagged
+from siirl.params.async_training import AsyncSchedule
+
+logger = logging.getLogger(__name__)
+
+#: How long ``close`` waits for the producer to reach a point where it can stop.
+CLOSE_TIMEOUT_S = 60.0
+
+
+class _Stopped(Exception):
+    """Raised inside the producer when the job ends while it generates."""
+
+
+def token_staleness(versions: torch.Tensor, trained_version: int) -> dict[str, float]:
+    """Age of every response token (``versions`` >= 0) at ``trained_version``, and the share of samples
+    whose tokens come from several versions."""
+    mask = versions >= 0
+    ages = (trained_version - versions[mask]).to(torch.float64)
+    newest = torch.where(mask, versions, -1).max(-1).values
+    oldest = torch.where(mask, versions, torch.iinfo(versions.dtype).max).min(-1).values
+    has_tokens = mask.any(-1)
+    spans = (newest > oldest) & has_tokens
+    return {
+        "async/staleness_mean": ages.mean().item() if ages.numel() else 0.0,
+        "async/staleness_max": ages.max().item() if ages.numel() else 0.0,
+        "async/partial_fraction": spans.float().mean().item(),
+    }
+
+
+class AsyncRollout:
+    """One worker's producer. ``next_shard()`` draws the next prompts; ``loader_state()`` is the data
+    loader's state (what a checkpoint saves); ``start_version`` the updates applied when the run (re)starts,
+    already loaded into ``engine``."""
+
+    def __init__(
+        self,
+        engine: Any,
+        schedule: AsyncSchedule,
+        sync: WeightSync,
+        next_shard: Callable[[], TensorDict],
+        loader_state: Callable[[], Any],
+        start_version: int = 0,
+    ) -> None:
+        self.engine, self.schedule, self.sync = engine, schedule, sync
+        self._next_shard, self._loader_state = next_shard, loader_state
+        self._engine_lock = threading.Lock()  # one user of the engine at a time: a piece, or validation
+        self._draw_lock = threading.Lock()  # the loader: drawn by the producer, read by checkpoints
+        self._changed = threading.Condition()
+        self._ready: deque[tuple[int, TensorDict]] = deque()
+        self._states: dict[int, Any] = {}
+        self._pending: SyncTicket | None = None
+        self.engine_version = self.published = self.trained = start_version
+        self._next = start_version + 1  # the step whose batch is drawn next
+        self._error: BaseException | None = None
+        self._stopping = False
+        self._rollout_idle = self._weight_sync = 0.0
+        self._thread = threading.Thread(target=self._run, name="siirl-async-rollout", daemon=True)
+
+    # ----- the producer thread -----
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _wait_for_weights(self, step: int) -> None:
+        oldest = step - 1 - self.schedule.max_lag
+        began = time.perf_counter()
+        with self._changed:
+            self._changed.wait_for(lambda: self._stopping or self.published >= oldest)
+        self._rollout_idle += time.perf_counter() - began
+        if self._stopping:
+            raise _Stopped
+
+    @contextmanager
+    def _piece(self) -> Iterator[int]:
+        """Around each piece of generation: load the newest published weights, then hold the engine."""
+        with self._engine_lock:
+            if self._stopping:
+                raise _Stopped
+            self._load_pending()
+            yield self.engine_version
+
+    def _load_pending(self) -> None:
+        with self._changed:
+            ticket, self._pending = self._pending, None
+        if ticket is not None and ticket.version > self.engine_version:
+            stats = self.sync.receive(self.engine.sync_weights, ticket)
+            self.engine_version = ticket.version
+            self._weight_sync += stats.seconds
+
+    def _generate(self, batch: TensorDict) -> TensorDict:
+        if self.schedule.partial_rollout:
+            return generate_partial(self.engine, batch, self.schedule.chunk_tokens, self._piece)
+        return generate_tagged(self.engine, batch, self._piece)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                step = self._next
+                self._wait_for_weights(step)
+                with self._draw_lock:
+                    self._states[step] = self._loader_state()
+                    batch = self._next_shard()
+                out = self._generate(batch)
+                with self._changed:
+                    self._ready.append((step, out))
+                    self._next = step + 1
+                    self._changed.notify_all()
+        except _Stopped:
+            return
+        except BaseException as exc:  # handed to the training thread, which raises it
+            logger.exception("asynchronous rollout failed")
+            with self._changed:
+                self._error = exc
+                self._changed.notify_all()
+
+    # ----- the training thread -----
+
+    def take(self, step: int) -> tuple[TensorDict, dict[str, float]]:
+        """Step ``step``'s batch (waiting for it) and the step's async metrics."""
+        began = time.perf_counter()
+        with self._changed:
+            self._changed.wait_for(lambda: self._ready or self._error is not None)
+            if self._error is not None:
+                raise RuntimeError(f"asynchronous rollout failed: {self._error}") from self._error
+            produced_for, out = self._ready.popleft()
+        with self._draw_lock:  # a checkpoint after this step needs only the next steps' loader states
+            for old in [s for s in self._states if s <= step]:
+                del self._states[old]
+        if produced_for != step:
+            raise RuntimeError(f"asynchronous rollout: step {step} got the batch drawn for step {produced_for}")
+        metrics = token_staleness(out[VERSION_KEY], step - 1)
+        if metrics["async/staleness_max"] > self.schedule.max_lag:
+            raise RuntimeError(
+                f"asynchronous rollout: step {step} would train tokens {metrics['async/staleness_max']:.0f} versions "
+                f"old, over the bound {self.schedule.max_lag}"
+            )
+        metrics.update({
+            "async/trainer_idle_s": time.perf_counter() - began,
+            "async/rollout_idle_s": self._rollout_idle,
+            "async/weight_sync_s": self._weight_sync,
+            "async/engine_version": float(self.engine_version),
+        })
+        self._rollout_idle = self._weight_sync = 0.0
+        return out, metrics
+
+    def publish(self, version: int, named_tensors: Callable[[], Iterable[tuple[str, Any]]]) -> None:
+        """After the update that made ``version``: on sync steps, snapshot the weights for the producer."""
+        self.trained = version
+        if version % self.schedule.sync_every:
+            return
+        ticket = self.sync.send(named_tensors(), version)
+        self._weight_sync += ticket.stats.seconds
+        with self._changed:
+            self._pending, self.published = ticket, version
+            self._changed.notify_all()
+
+    @contextmanager
+    def engine_held(self, version: int) -> Iterator[None]:
+        """The engine for the training thread (validation): it will hold the weights of ``version``."""
+        with self._engine_lock:
+            yield
+            with self._changed:
+                if self._pending is not None and self._pending.version <= version:
+                    self._pending = None
+            self.engine_version = max(self.engine_version, version)
+
+    def loader_state(self, step: int) -> Any:
+        """The loader's state before step ``step``'s prompts were drawn (a resume draws them again)."""
+        with self._draw_lock:
+            return self._states[step] if step in self._states else self._loader_state()
+
+    def close(self) -> None:
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(CLOSE_TIMEOUT_S)
+
+
+def build_async_rollout(ctx: Any, next_shard: Callable[[], TensorDict], start_version: int) -> AsyncRollout | None:
+    """The producer of an asynchronous run (None when synchronous), its engine loaded with the actor's
+    weights of ``start_version`` (collective: every rank calls this at the same point)."""
+    from siirl.device.weight_sync import make_weight_sync
+    from siirl.params.async_training import async_schedule
+
+    schedule = async_schedule(ctx.cfg)
+    if not schedule.is_async:
+        return None
+    policy = ctx.policy()
+    policy.refresh()
+    policy.free_cache = False  # the producer keeps the engine awake between the steps it overlaps
+    policy.rollout.records_log_probs = True  # behaviour log-probs, for the off-policy correction
+    sync = make_weight_sync("object_store", bucket_mb=ctx.cfg.actor_rollout_ref.rollout.weight_sync_bucket_mb)
+    producer = AsyncRollout(
+        policy.rollout, schedule, sync, next_shard, ctx.train_loader.state_dict, start_version=start_version
+    )
+    producer.start()
+    logger.info(
+        "asynchronous rollout (%s): tokens at most %d versions old, partial rollouts %s",
+        schedule.mode, schedule.max_lag, "on" if schedule.partial_rollout else "off",
+    )
+    return producer
