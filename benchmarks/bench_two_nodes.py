@@ -16,7 +16,8 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import ray
@@ -32,11 +33,9 @@ from tests.e2e.e2e_helpers import FAST as SMALL_JOB  # the e2e tests' job: 2 DAG
 TIMING_PARTS = ("timing_s/", "perf/")
 
 
-def run_on_nodes(
-    nodes: int, run_dir: Path, *overrides: str, while_running: Callable[[Cluster], None] | None = None
-) -> tuple[int, list[dict]]:
-    """Run a job on a fresh Ray cluster of ``nodes`` nodes sharing 2 CPUs (``while_running(cluster)`` in a
-    thread beside it, e.g. to take a node away); the launcher's exit code and the job's metrics records."""
+@contextmanager
+def ray_nodes(nodes: int) -> Iterator[Cluster]:
+    """A fresh Ray cluster of ``nodes`` nodes sharing 2 CPUs on this host, joined by this driver."""
     cpus = 2 // nodes
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus})
     for _ in range(nodes - 1):
@@ -45,18 +44,33 @@ def run_on_nodes(
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     ray.init(address=cluster.address, runtime_env={"env_vars": {"PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}},
              logging_level="ERROR")
-    side = threading.Thread(target=while_running, args=(cluster,), daemon=True) if while_running else None
     try:
-        if side is not None:
-            side.start()
-        code = siirl_main([*SMALL_JOB, f"trainer.nnodes={nodes}", f"trainer.n_devices_per_node={2 // nodes}",
-                           f"trainer.output_dir={run_dir}", *overrides])
+        yield cluster
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def run_job(
+    nodes: int, run_dir: Path, *overrides: str, cluster: Cluster | None = None,
+    while_running: Callable[[Cluster], None] | None = None,
+) -> tuple[int, list[dict]]:
+    """The small job placed on ``nodes`` nodes of the Ray this driver joined (``while_running(cluster)`` in a
+    thread beside it, e.g. to take a node away); the launcher's exit code and the job's metrics records."""
+    side = threading.Thread(target=while_running, args=(cluster,), daemon=True) if while_running else None
+    if side is not None:
+        side.start()
+    code = siirl_main([*SMALL_JOB, f"trainer.nnodes={nodes}", f"trainer.n_devices_per_node={2 // nodes}",
+                       f"trainer.output_dir={run_dir}", *overrides])
     metrics = run_dir / "metrics.jsonl"
     text = metrics.read_text() if metrics.is_file() else ""
     return code, [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def run_on_nodes(nodes: int, run_dir: Path, *overrides: str) -> tuple[int, list[dict]]:
+    """The small job on a fresh cluster of ``nodes`` nodes (see ``ray_nodes``)."""
+    with ray_nodes(nodes) as cluster:
+        return run_job(nodes, run_dir, *overrides, cluster=cluster)
 
 
 def trained(records: list[dict]) -> list[dict]:

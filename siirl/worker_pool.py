@@ -32,7 +32,7 @@ class WarmWorkerPool:
     """One placement group and its DAG worker actors, kept alive between the jobs that fit them."""
 
     def __init__(self) -> None:
-        self._key: tuple[str, str, int] | None = None
+        self._key: tuple | None = None
         self._group: Any = None
         self._workers: list = []
         #: Jobs that ran on warm workers (what a job started is counted by ``siirl.job_ledger``).
@@ -43,7 +43,9 @@ class WarmWorkerPool:
         ``reserve(plan, backend)`` and ``launch(cfg, backend, plan, group)`` when the last job's do not fit
         (or did not survive)."""
         # The driver's Ray node names the cluster: workers of a Ray that was shut down since are gone with it.
-        key = (ray.get_runtime_context().get_node_id(), backend.name, plan.world_size)
+        # Workers fit a job placed the same way: as many, spread over the nodes alike.
+        nodes = tuple(plan.worker(rank).node_index for rank in range(plan.world_size))
+        key = (ray.get_runtime_context().get_node_id(), backend.name, plan.world_size, nodes)
         if key == self._key and self._workers:
             try:
                 ray.get([w.reset.remote(cfg, plan, rank, backend.name) for rank, w in enumerate(self._workers)])
