@@ -106,6 +106,19 @@ def test_internal_error_in_a_worker_names_type_message_and_log(tmp_path, capsys,
     assert Path(log).parent == run_dir / "logs" and 'rewards.py", line 3' in text and "\x1b[" not in text
 
 
+def test_a_worker_killed_by_its_score_function_is_named_with_it_and_the_step(tmp_path, capsys, ray_session):
+    """A score function that calls os._exit takes its DAG worker's process with it: the one line names the
+    function and the step, read from the worker's marker (siirl.user_code), not just "the actor died"."""
+    from .e2e_helpers import run_main
+
+    rewards = _reward_file(tmp_path, "import os; os._exit(3)")
+    code = run_main(tmp_path / "run", f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1")
+    line = _last_error_line(capsys)
+    assert code == 1, line
+    assert "died while running reward function FileRewardFunction(" in line and str(rewards) in line, line
+    assert "at step 1" in line, line
+
+
 def test_placement_beyond_cluster_totals_is_refused_at_once(tmp_path, capsys, ray_session):
     from .e2e_helpers import run_main
 
