@@ -38,6 +38,8 @@ TOTAL = f"{PREFIX}total"
 
 #: The launcher's marks, until ``run_job`` takes them.
 _LAUNCHER: dict[str, float] = {}
+#: Whether no job of this process has come through main() yet.
+_FIRST_LAUNCH = True
 
 
 def process_start() -> float | None:
@@ -58,9 +60,12 @@ def mark(name: str, marks: dict[str, float] | None = None) -> None:
 
 
 def launcher_started() -> None:
-    """main() runs: the marks start at the process's creation."""
+    """main() runs: the first job of a process starts its marks at the process's creation; a later one (a
+    notebook, a test session) at this call, since the interpreter's start was not its cost."""
+    global _FIRST_LAUNCH
     _LAUNCHER.clear()
-    started = process_start()
+    started = process_start() if _FIRST_LAUNCH else None
+    _FIRST_LAUNCH = False
     if started is not None:
         _LAUNCHER["launch"] = started
     mark("interpreter")

@@ -24,7 +24,8 @@ def test_too_few_marks_give_no_phases():
     assert phase_seconds({}) == {} and phase_seconds({"ray": 1.0}) == {}
 
 
-def test_launcher_marks_start_at_process_creation_and_are_taken_once():
+def test_launcher_marks_start_at_process_creation_and_are_taken_once(monkeypatch):
+    monkeypatch.setattr(startup_timing, "_FIRST_LAUNCH", True)
     startup_timing.launcher_started()
     startup_timing.mark("imports")
     marks = startup_timing.take_launcher_marks()
@@ -32,3 +33,11 @@ def test_launcher_marks_start_at_process_creation_and_are_taken_once():
     assert marks["launch"] <= marks["interpreter"] <= marks["imports"] <= time.time()
     assert time.time() - marks["launch"] < 24 * 3600  # this process, not the machine's boot
     assert startup_timing.take_launcher_marks() == {}
+
+
+def test_a_later_job_of_the_same_process_starts_at_its_own_launch(monkeypatch):
+    monkeypatch.setattr(startup_timing, "_FIRST_LAUNCH", True)
+    startup_timing.launcher_started()
+    startup_timing.take_launcher_marks()
+    startup_timing.launcher_started()
+    assert list(startup_timing.take_launcher_marks()) == ["interpreter"]
