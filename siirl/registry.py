@@ -81,6 +81,13 @@ class Registry(Generic[T]):
         self._metadata: dict[str, dict[str, Any]] = {}
         _ALL[kind] = self
 
+    def forget(self, modules: set[str]) -> None:
+        """Drop the entries defined in ``modules`` and those named ``module:function`` after one of them."""
+        for key, entry in list(self._entries.items()):
+            if getattr(entry, "__module__", None) in modules or key.partition(":")[0] in modules:
+                del self._entries[key]
+                self._metadata.pop(key, None)
+
     def register(self, *names: str | Enum, replace: bool = False, **metadata: Any) -> Callable[[T], T]:
         """Decorator registering an entry under one or more names (aliases), with optional metadata."""
         if not names:
@@ -183,10 +190,7 @@ def forget_entries_of(modules: set[str]) -> None:
     """Remove, from every registry, the entries defined in ``modules`` (a warm worker forgetting the last
     job's user code) and those imported by ``module:function`` from them."""
     for registry in _ALL.values():
-        for key, entry in list(registry._entries.items()):
-            if getattr(entry, "__module__", None) in modules or key.partition(":")[0] in modules:
-                del registry._entries[key]
-                registry._metadata.pop(key, None)
+        registry.forget(modules)
 
 
 def governed_keys() -> dict[str, Registry[Any]]:
