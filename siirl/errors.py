@@ -35,3 +35,8 @@ class TrainingDivergedError(SiirlUserError):
 
 class UserCallbackError(SiirlUserError):
     """A user's tool, interaction or environment failed (raised or timed out) on every call it ever made."""
+
+
+class OutputWriteError(SiirlUserError):
+    """The file system refused a write under the run directory (disk full, quota, read-only); the message
+    names the path and the step."""

@@ -38,7 +38,7 @@ class _Marker:
         self.path = path
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.ftruncate(fd, SIZE)
+            os.posix_fallocate(fd, 0, SIZE)  # blocks allocated now: a full disk later cannot fault the mapping
             self.map = mmap.mmap(fd, SIZE)
         finally:
             os.close(fd)

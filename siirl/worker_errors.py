@@ -56,7 +56,8 @@ def write_traceback(output_dir: str | Path, rank: int | None, exc: BaseException
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    except OSError:
+    except OSError:  # a full disk: no pointer to an empty or cut file
+        path.unlink(missing_ok=True)
         return None
     return path
 

@@ -16,6 +16,7 @@ a pointer naming a step that is gone is an error, never a silent restart from st
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from safetensors import SafetensorError
 
 from siirl.engine.manifest import read_manifest, read_verified, verify_folder, write_manifest
 from siirl.errors import CheckpointError
@@ -167,14 +169,18 @@ class CheckpointManager:
             reason = "another worker could not write its part"
         return reason
 
-    @staticmethod
-    def _fresh(tmp: Path) -> None:
-        shutil.rmtree(tmp, ignore_errors=True)
+    def _fresh(self, tmp: Path) -> None:
+        """An empty ``tmp``; half-written folders a killed run left behind go too."""
+        for stale in self.root.glob(".tmp_global_step_*"):
+            shutil.rmtree(stale, ignore_errors=True)
         tmp.mkdir(parents=True)
 
     def _write(self, tmp: Path, components: dict[str, Any], worker_state: dict[str, Any]) -> None:
         for name, component in components.items():
-            component.save_checkpoint(tmp / name)
+            try:
+                component.save_checkpoint(tmp / name)
+            except SafetensorError as exc:  # safetensors' own error for a failed write (full disk), without the file
+                raise OSError(errno.EIO, str(exc), str(tmp / name)) from exc
         (tmp / f"worker_{self.rank}.json").write_text(json.dumps(worker_state), encoding="utf-8")
 
     def _publish(self, tmp: Path, final: Path, step: int) -> None:

@@ -5,6 +5,7 @@ Sinks are a registry (console, jsonl, file, tensorboard, wandb), so adding one i
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import json
 import logging
@@ -144,17 +145,30 @@ def _keep_steps_up_to(path: Path, step: int) -> None:
     os.replace(tmp, path)
 
 
+def append_record(file: Any, text: str) -> None:
+    """Append one line to an unbuffered binary ``file`` whole or not at all: a write the disk refuses is cut
+    back off (resume and the reward plot read every line), so the records of the earlier steps stay readable."""
+    line = (text + "\n").encode("utf-8")
+    size = os.fstat(file.fileno()).st_size
+    try:
+        if file.write(line) != len(line):  # a short write: the disk filled up mid-record
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    except OSError:
+        file.truncate(size)
+        raise
+
+
 @SINKS.register("jsonl")
 class JsonlSink:
     def __init__(self, run_dir: Path, run: RunInfo) -> None:
         path = run_dir / "metrics.jsonl"
         if run.resumed_at and path.is_file():
             _keep_steps_up_to(path, run.resumed_at)
-        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        self.path = path
+        self.file = open(path, "ab", buffering=0)  # noqa: SIM115 - one write call per record, nothing buffered
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
-        self.file.write(json.dumps({"step": step, **metrics}, sort_keys=True) + "\n")
-        self.file.flush()
+        append_record(self.file, json.dumps({"step": step, **metrics}, sort_keys=True))
 
     def close(self) -> None:
         self.file.close()
@@ -182,11 +196,11 @@ class FileSink:
         path.parent.mkdir(parents=True, exist_ok=True)
         if run.resumed_at and path.is_file():
             _keep_steps_up_to(path, run.resumed_at)
-        self.file = open(path, "a" if run.resumed_at else "w", encoding="utf-8")  # noqa: SIM115
+        self.path = path
+        self.file = open(path, "ab" if run.resumed_at else "wb", buffering=0)  # noqa: SIM115
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
-        self.file.write(json.dumps({"step": step, "data": metrics}) + "\n")
-        self.file.flush()
+        append_record(self.file, json.dumps({"step": step, "data": metrics}))
 
     def close(self) -> None:
         self.file.close()
@@ -263,7 +277,12 @@ class MetricsLogger:
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         for sink in self.sinks:
-            sink.write(step, metrics)
+            try:
+                sink.write(step, metrics)
+            except OSError as exc:  # name the file: a write error on an open file carries no path
+                if exc.filename or not hasattr(sink, "path"):
+                    raise
+                raise OSError(exc.errno, exc.strerror, str(sink.path)) from exc
 
     def close(self) -> None:
         for sink in self.sinks:

@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from siirl import user_code
+from siirl.dag_worker.disk_errors import is_disk_error, write_error
 from siirl.startup_gc import collector_paused
 
 with collector_paused():  # a Ray worker's start-up: torch, transformers, siiRL's engines (siirl.startup_gc)
@@ -169,13 +170,19 @@ class DAGWorker(BuiltinNodeMethods):
         from siirl.dag_worker.loop import TrainingLoop
 
         self._write_pid_file()
-        user_code.start(self.cfg.trainer.output_dir, self.rank)
+        loop = None
         try:
+            user_code.start(self.cfg.trainer.output_dir, self.rank)
             ctx = build_context(self.cfg, self.plan, self.rank, self.backend, self.local_device, dict(startup_marks or {}))
             try:
-                return TrainingLoop(ctx, self.me.graph).fit()
+                loop = TrainingLoop(ctx, self.me.graph)
+                return loop.fit()
             finally:
                 ctx.close()
                 dist.destroy_process_group()
+        except OSError as exc:
+            if is_disk_error(exc):
+                raise write_error(exc, loop.step if loop else 0, self.cfg.trainer.output_dir) from None
+            raise
         finally:
             user_code.stop()
