@@ -1,6 +1,6 @@
 """Rule-based reward (score) functions, picked per sample by the dataset's ``data_source``.
 
-Importing this package registers the built-in scorers: the embedded addition and digit-image tasks, GSM8K,
+Importing this package registers the built-in scorers: the embedded addition, digit-image and running-sums tasks, GSM8K,
 boxed-answer MATH datasets, Geometry3K, and verl's code datasets (run in a SandboxFusion server).
 ``default_compute_score`` dispatches through that registry.
 
@@ -9,7 +9,7 @@ interactions of multi-turn rollouts and the user-facing nodes all score with it.
 counterpart, ``verl.utils.reward_score``.
 """
 
-from siirl.reward_score import arithmetic, code_execution, geo3k, gsm8k, math_boxed
+from siirl.reward_score import arithmetic, code_execution, geo3k, gsm8k, math_boxed, running_sums
 from siirl.reward_score.registry import (
     SCORES,
     ScoreFn,
@@ -29,4 +29,5 @@ __all__ = [
     "get_score_fn",
     "gsm8k",
     "math_boxed",
+    "running_sums",
 ]

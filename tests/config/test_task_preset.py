@@ -8,7 +8,13 @@ import pytest
 import siirl.tasks
 from siirl.config_checks import load_config
 from siirl.errors import ConfigError, SiirlUserError
-from siirl.tasks import default_data_files, default_model_path, default_vlm_data_files, default_vlm_model_path
+from siirl.tasks import (
+    asset_path,
+    default_data_files,
+    default_model_path,
+    default_vlm_data_files,
+    default_vlm_model_path,
+)
 
 
 def test_digits_preset_names_the_embedded_vlm_and_its_data():
@@ -18,6 +24,14 @@ def test_digits_preset_names_the_embedded_vlm_and_its_data():
     assert cfg.data.image_key == "images"
     assert cfg.actor_rollout_ref.actor.optim.lr == pytest.approx(2e-4)
     assert cfg.trainer.output_dir == "outputs/siirl/grpo_tiny_vlm"
+
+
+def test_running_sums_preset_names_the_long_tail_data_and_fits_its_longest_trace():
+    cfg = load_config(["device=cpu", "task=running_sums"])
+    assert cfg.data.train_files == [asset_path("data/running_sums/train.parquet")]
+    assert cfg.data.val_files == [asset_path("data/running_sums/val.parquet")]
+    assert cfg.actor_rollout_ref.model.path == default_model_path()
+    assert cfg.data.max_response_length >= 23 + 1  # 8 partial sums and EOS
 
 
 def test_command_line_wins_over_the_preset():
@@ -33,7 +47,7 @@ def test_default_task_is_the_text_one():
 
 
 def test_unknown_task_is_one_line():
-    with pytest.raises(ConfigError, match=r"^bad config: unknown task 'digit'; valid tasks: arith, digits$"):
+    with pytest.raises(ConfigError, match=r"^bad config: unknown task 'digit'; valid tasks: arith, digits, running_sums$"):
         load_config(["task=digit"])
 
 
