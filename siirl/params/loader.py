@@ -29,6 +29,7 @@ from siirl.params.override_screen import screen_overrides
 from siirl.params.rollout_keys import resolve_rollout_lengths
 from siirl.params.root import SiirlConfig, register_schema
 from siirl.params.schema_keys import schema_keys
+from siirl.params.siirl_embodied_layout import translate_embodied_layout
 from siirl.params.tree_screen import screen_tree
 from siirl.params.validate import refuse_unsupported, validate_config
 from siirl.params.verl_keys import apply_verl_keys
@@ -109,22 +110,23 @@ def _user_config(config_path: str, config_name: str) -> dict[str, Any]:
     with initialize_config_dir(config_dir=str(folder), version_base=None):
         tree = OmegaConf.to_container(compose(config_name=config_name.removesuffix(".yaml")))
     tree.pop("hydra", None)
-    _drop_targets(tree)
     _listify_paths(tree)
     return tree
 
 
-def _drop_targets(node: Any) -> None:
+def _drop_targets(node: Any) -> bool:
     """verl's YAML names the dataclass each section instantiates (``_target_: verl....Config``); siiRL's
     schema is the typed tree already, so those entries carry nothing here. Everything else in the file
-    follows the same rules as a command-line override."""
+    follows the same rules as a command-line override. True when one named a verl class: the tree is verl's."""
+    verl = False
     if isinstance(node, dict):
-        node.pop("_target_", None)
+        verl = str(node.pop("_target_", "")).startswith("verl.")
         for value in node.values():
-            _drop_targets(value)
+            verl = _drop_targets(value) or verl
     elif isinstance(node, list):
         for value in node:
-            _drop_targets(value)
+            verl = _drop_targets(value) or verl
+    return verl
 
 
 def _primary_with(user: dict[str, Any], folder: Path, device_chosen: bool) -> None:
@@ -150,8 +152,9 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
         with initialize_config_dir(config_dir=str(config_dir()), version_base=None):
             return compose(config_name=PRIMARY_CONFIG, overrides=overrides)
     user = _user_config(config_path or ".", config_name)
+    verl_tree = _drop_targets(user)
     refuse_unsupported(overrides, user)
-    user = screen_tree(user, schema_keys(SiirlConfig))
+    user = screen_tree(user, schema_keys(SiirlConfig), verl_tree)
     with tempfile.TemporaryDirectory(prefix="siirl_config_") as folder:
         _primary_with(user, Path(folder), any(o.partition("=")[0] == "device" for o in overrides))
         with initialize_config_dir(config_dir=folder, version_base=None):
@@ -201,7 +204,7 @@ def compose_config(
     overrides = [_listify_override(o) for o in overrides or []]
     _refuse_blank(overrides)
     refuse_unsupported(overrides, None)  # a Megatron script is told so, not about the megatron.* keys it sets
-    overrides = screen_overrides(overrides, schema_keys(SiirlConfig), groups)
+    overrides = screen_overrides(translate_embodied_layout(overrides), schema_keys(SiirlConfig), groups)
     try:
         cfg = _compose(overrides, config_path, config_name)
         OmegaConf.resolve(cfg)

@@ -57,8 +57,14 @@ def _parse(raw: str) -> Any:
         return raw
 
 
-def _unknown(key: str, schema: SchemaKeys) -> str:
+#: How an unknown key of verl's own YAML tree is named: verl added it after the status table was written.
+NEWER_VERL_KEY = "a verl key newer than this table"
+
+
+def _unknown(key: str, schema: SchemaKeys, verl_tree: bool = False) -> str:
     guess = closest_key(key, schema.leaves)
+    if verl_tree:
+        return f"{key}: {NEWER_VERL_KEY} (nearest known key: {guess or 'none'}); set it to verl's default or drop it"
     return f"unknown key {key}" + (f" (did you mean {guess}?)" if guess else "")
 
 
@@ -74,7 +80,7 @@ def _renames(bare: str, schema: SchemaKeys) -> bool:
     return bare in RENAMED or (rename_of(bare) is not None and not schema.knows(bare))
 
 
-def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str]) -> _Screened:
+def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str], verl_tree: bool = False) -> _Screened:
     key, sep, raw = override.partition("=")
     bare = key.lstrip("+~")
     sign = key[: len(key) - len(bare)]
@@ -89,7 +95,7 @@ def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str]) -> _S
             return _Screened(None)
         new_key, value = target
         text = raw if value == _parse(raw) else str(value)
-        landed = _screen_one(f"{sign}{new_key}={text}", schema, groups)  # where it lands may have a status too
+        landed = _screen_one(f"{sign}{new_key}={text}", schema, groups, verl_tree)  # it may land on a status
         problem = landed.problem and landed.problem.replace(new_key, bare, 1)  # named as the user wrote it
         return landed._replace(problem=problem, newer=landed.newer + RENAMED[rename_of(bare)].newer)
     if bare not in schema.leaves and is_inert(bare):  # a key we implement beats its verl family
@@ -97,7 +103,7 @@ def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str]) -> _S
     if is_not_read(bare):
         return _Screened(None)
     if not schema.knows(bare):
-        return _Screened(None, _unknown(bare, schema))
+        return _Screened(None, _unknown(bare, schema, verl_tree))
     # '+key=' on a key the schema already has would be Hydra's "already at" error: it means "set it"; a
     # sub-key of a dict-valued field (engine_kwargs.vllm.x, override_config.x) is the user's own, added as is.
     under_dict = bare not in schema.leaves and bare not in schema.sections
@@ -130,11 +136,13 @@ def _newest_wins(overrides: list[str], results: list[_Screened]) -> list[_Screen
 
 
 def screen_each(
-    overrides: list[str], schema: SchemaKeys, groups: Iterable[str] = ()
+    overrides: list[str], schema: SchemaKeys, groups: Iterable[str] = (), verl_tree: bool = False
 ) -> list[tuple[str | None, str | None]]:
-    """Per override: ``(override to compose or None, problem or None)``."""
+    """Per override: ``(override to compose or None, problem or None)``. ``verl_tree``: the overrides are the
+    leaves of verl's own YAML tree, so a key without a status is one verl added later, not a misspelling."""
     group_names = frozenset(groups)
-    results = _newest_wins(overrides, [_screen_one(override, schema, group_names) for override in overrides])
+    screened = [_screen_one(override, schema, group_names, verl_tree) for override in overrides]
+    results = _newest_wins(overrides, screened)
     return [(result.keep, result.problem) for result in results]
 
 

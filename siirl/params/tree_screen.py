@@ -36,14 +36,19 @@ def _resolved(cfg: Any, key: str) -> Any:
     return OmegaConf.to_container(value, resolve=False) if OmegaConf.is_config(value) else value
 
 
-def screen_tree(tree: dict[str, Any], schema: SchemaKeys) -> dict[str, Any]:
-    """The tree with renamed keys moved and dropped keys removed; every problem at once as one error."""
+def screen_tree(tree: dict[str, Any], schema: SchemaKeys, verl_tree: bool = False) -> dict[str, Any]:
+    """The tree with renamed keys moved and dropped keys removed; every problem at once as one error.
+    ``verl_tree``: the tree is verl's (its sections name verl's config classes), so a key without a status
+    is reported as a verl key newer than the status table, with the nearest known key."""
     cfg = OmegaConf.create(tree)
     keys = _leaves(tree)
     overrides = [f"{key}={json.dumps(_resolved(cfg, key), default=str)}" for key in keys]
-    results = screen_each(overrides, schema)
+    results = screen_each(overrides, schema, verl_tree=verl_tree)
     raise_problems([problem for _, problem in results if problem is not None], "keys of the config file")
-    dropped = {key for key, (keep, _) in zip(keys, results) if keep is None or _unset(cfg, key, schema)}
+    dropped = {
+        key for key, (keep, _) in zip(keys, results)
+        if keep is None or _unset(cfg, key, keep.partition("=")[0].lstrip("+~"), schema)
+    }
     kept = OmegaConf.create({})
     for key, (keep, _) in zip(keys, results):
         if key in dropped:
@@ -59,10 +64,11 @@ def screen_tree(tree: dict[str, Any], schema: SchemaKeys) -> dict[str, Any]:
     return OmegaConf.to_container(kept, resolve=False)
 
 
-def _unset(cfg: Any, key: str, schema: SchemaKeys) -> bool:
+def _unset(cfg: Any, key: str, target: str, schema: SchemaKeys) -> bool:
     """verl's ``null`` on a key siiRL types without null means "not set" (tokenizer_path: the model's,
-    total_training_steps: from the epochs, critic.enable: follow the estimator): siiRL's default stands."""
-    return key in schema.not_nullable and _resolved(cfg, key) is None
+    total_training_steps: from the epochs, critic.enable: follow the estimator; a renamed key, e.g. the
+    moved ``reward.custom_reward_function.path``, judged where it lands): siiRL's default stands."""
+    return target in schema.not_nullable and _resolved(cfg, key) is None
 
 
 def _raw(cfg: Any, key: str) -> Any:

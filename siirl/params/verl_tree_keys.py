@@ -11,6 +11,7 @@ docs/migrating-from-verl.md lists every entry; tests/cli/test_verl_tree_keys.py 
 from __future__ import annotations
 
 from siirl.params.verl_key_kinds import DROP, SPEED, Inert, Renamed
+from siirl.params.verl_tree_keys_2026 import INERT_2026, NOT_READ_2026, RENAMED_2026
 
 _ARR = "actor_rollout_ref."
 _ACTOR, _REF, _ROLLOUT, _MODEL = _ARR + "actor.", _ARR + "ref.", _ARR + "rollout.", _ARR + "model."
@@ -83,10 +84,12 @@ TREE_RENAMED: dict[str, Renamed] = {
     **{role + "rollout_n": Renamed(_ROLLOUT + "n") for role in (_ACTOR, _REF, "critic.")},
     _ACTOR + "use_fused_kernels": Renamed(_MODEL + "use_fused_kernels"),
     _ACTOR + "use_remove_padding": Renamed(_MODEL + "use_remove_padding"),
+    **RENAMED_2026,
 }
 
 TREE_INERT: dict[str, Inert] = {
     **_ROLE_INERT,
+    **INERT_2026,
     _ACTOR + "loss_scale_factor": _not_wired("verl's constant loss scale", None),
     _ACTOR + "calculate_entropy": _not_wired("entropy metrics without an entropy loss", False),
     _ACTOR + "data_loader_seed": Inert((42,), _SEED),
@@ -134,7 +137,8 @@ TREE_INERT: dict[str, Inert] = {
     "critic.checkpoint.save_contents": Inert((["model", "optimizer", "extra"],), _WHOLE_STEP),
     "critic.checkpoint.load_contents": Inert((["model", "optimizer", "extra"],), _WHOLE_STEP),
     "critic.checkpoint.async_save": _not_wired("asynchronous checkpoint saving", False),
-    "reward_model.enable_resource_pool": _not_wired("a separate resource pool for the reward model", False),
+    # verl's trees after its reward move write null on the old reward_model keys: "not set"
+    "reward_model.enable_resource_pool": _not_wired("a separate resource pool for the reward model", False, None),
     "reward_model.micro_batch_size": _not_wired("verl's global reward-model micro-batch size", None),
     "reward_model.ulysses_sequence_parallel_size": Inert(
         (1,), "a reward model runs without Ulysses sequence parallelism (ulysses_sequence_parallel_size=1 only)"
@@ -152,6 +156,7 @@ TREE_INERT: dict[str, Inert] = {
 
 TREE_NOT_READ: dict[str, str] = {
     **_ROLE_NOT_READ,
+    **NOT_READ_2026,
     _MODEL + "mtp.*": "multi-token-prediction options, read only with mtp enabled (refused)",
     _ROLLOUT + "mtp": _ROLE_COPY + " (actor_rollout_ref.model.mtp, screened there)",
     _ROLLOUT + "mtp.*": "multi-token-prediction options, read only with mtp enabled (refused)",

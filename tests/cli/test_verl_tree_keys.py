@@ -1,5 +1,7 @@
-"""Every key of verl's own YAML tree has a status: a siiRL key, renamed, inert (verl's default accepted, any
-other value refused in one line) or not read; none shadows a siiRL key, and the migration guide names each."""
+"""Every key of verl's own YAML trees has a status: a siiRL key, renamed, inert (verl's default accepted, any
+other value refused in one line) or not read; none shadows a siiRL key, and the migration guide names each.
+The trees are verl's at three commits: the one the first migration read (b178a3c, 2025), the one after its
+February 2026 reward move, and its current one (August 2026)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,25 @@ from siirl.errors import ConfigError
 from siirl.params.override_screen import screen_overrides
 from siirl.params.root import SiirlConfig
 from siirl.params.schema_keys import schema_keys
-from siirl.params.verl_inert_keys import INERT, NOT_READ, RENAMED, inert_refusal, is_inert, is_not_read
+from siirl.params.verl_inert_keys import (
+    INERT,
+    NOT_READ,
+    RENAMED,
+    inert_refusal,
+    is_inert,
+    is_not_read,
+    rename_of,
+)
 from siirl.params.verl_tree_keys import TREE_INERT
 
 REPO = Path(__file__).resolve().parents[2]
-VERL_TREE = REPO / "tests" / "fixtures" / "verl_config" / "_generated_ppo_trainer.yaml"
+FIXTURES = REPO / "tests" / "fixtures"
+#: verl's generated (fully expanded) trainer tree at each commit: label -> file.
+VERL_TREES = {
+    "b178a3c": FIXTURES / "verl_config" / "_generated_ppo_trainer.yaml",
+    "018f8dc (2026-02)": FIXTURES / "verl_config_2026_02" / "_generated_ppo_trainer.yaml",
+    "1dda039 (2026-08)": FIXTURES / "verl_config_2026_08" / "_generated_ppo_trainer.yaml",
+}
 GUIDE = REPO / "docs" / "migrating-from-verl.md"
 SCHEMA = schema_keys(SiirlConfig)
 
@@ -28,8 +44,8 @@ def _leaves(node, prefix=""):
     return [prefix[:-1]]
 
 
-def _verl_keys() -> list[str]:
-    return _leaves(OmegaConf.to_container(OmegaConf.load(VERL_TREE), resolve=False))
+def _verl_keys(tree: Path) -> list[str]:
+    return _leaves(OmegaConf.to_container(OmegaConf.load(tree), resolve=False))
 
 
 def _documented(key: str, text: str) -> bool:
@@ -40,14 +56,16 @@ def _documented(key: str, text: str) -> bool:
     return key in spans or any(".".join(parts[:cut]) + ".*" in spans for cut in range(1, len(parts)))
 
 
-def test_every_key_of_verls_tree_has_a_status_and_a_row():
+@pytest.mark.parametrize("tree", VERL_TREES.values(), ids=VERL_TREES.keys())
+def test_every_key_of_verls_tree_has_a_status_and_a_row(tree):
     text = GUIDE.read_text(encoding="utf-8")
+    keys = _verl_keys(tree)
     missing = [
-        key for key in _verl_keys()
-        if not SCHEMA.knows(key) and not (key in RENAMED or is_inert(key) or is_not_read(key))
+        key for key in keys
+        if not SCHEMA.knows(key) and not (rename_of(key) or is_inert(key) or is_not_read(key))
     ]
     assert not missing, missing
-    undocumented = [key for key in _verl_keys() if not SCHEMA.knows(key) and not _documented(key, text)]
+    undocumented = [key for key in keys if not SCHEMA.knows(key) and not _documented(key, text)]
     assert not undocumented, undocumented
 
 
@@ -107,3 +125,26 @@ def test_warmup_style_renames_to_the_scheduler():
     assert screen_overrides(["actor_rollout_ref.actor.optim.warmup_style=null"], SCHEMA, ()) == []
     with pytest.raises(ConfigError, match="warmup_style='linear': expected one of"):
         screen_overrides(["actor_rollout_ref.actor.optim.warmup_style=linear"], SCHEMA, ())
+
+
+def test_a_key_verl_adds_later_is_named_as_newer_not_as_a_typo(tmp_path):
+    """verl's current tree with one key no table knows (as verl will add more): the refusal says it is a
+    verl key newer than the table and names the nearest known key; the same key in a user's own file (no
+    verl config classes) stays an unknown key."""
+    from siirl.config_checks import load_config
+
+    tree = FIXTURES / "verl_config_2026_08"
+    for entry in tree.iterdir():
+        (tmp_path / entry.name).symlink_to(entry)
+    (tmp_path / "newer.yaml").write_text(
+        "defaults:\n  - ppo_trainer\n  - _self_\n"
+        "actor_rollout_ref:\n  actor:\n    optim:\n      lr_warmup_curve: linear\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(["device=cpu"], config_path=str(tmp_path), config_name="newer")
+    lines = [line for line in str(info.value).splitlines() if "lr_warmup_curve" in line]
+    assert len(lines) == 1 and "a verl key newer than this table" in lines[0], str(info.value)
+    assert "nearest known key: actor_rollout_ref.actor.optim.lr_warmup_steps" in lines[0], lines[0]
+    (tmp_path / "own.yaml").write_text("actor_rollout_ref:\n  actor:\n    optim:\n      lr_warmup_curve: linear\n")
+    with pytest.raises(ConfigError, match="unknown key actor_rollout_ref.actor.optim.lr_warmup_curve"):
+        load_config(["device=cpu"], config_path=str(tmp_path), config_name="own")

@@ -101,3 +101,17 @@ def test_verls_megatron_tree_is_refused_as_megatron(capsys):
     code = main(["--print-config", "--config-path", str(VERL_CONFIG), "--config-name", "ppo_megatron_trainer"])
     err = capsys.readouterr().err.strip()
     assert code == EXIT_USER_ERROR and "megatron" in err and "\n" not in err, err
+
+
+@pytest.mark.parametrize("tree", ["verl_config_2026_02", "verl_config_2026_08"])
+def test_verls_later_trees_load_as_shipped(tree):
+    """verl's tree after its February 2026 reward move and its current one (reward.*, critic.fsdp.*,
+    model_engine, lora.*, distillation.*): ``--config-path`` into either loads, as b178a3c's does."""
+    train, val = default_data_files()
+    cfg = load_config(
+        ["device=cpu", f"actor_rollout_ref.model.path={default_model_path()}",
+         f"data.train_files={train}", f"data.val_files={val}"],
+        config_path=str(VERL_CONFIG.parent / tree), config_name="ppo_trainer",
+    )
+    assert cfg.actor_rollout_ref.actor.optim.lr == 1e-6 and cfg.trainer.device == "cpu"
+    assert cfg.reward_model.reward_manager == "naive"  # reward.reward_manager.name, moved back
