@@ -306,7 +306,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_sequence_parallel(cfg)
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
-    check_async(cfg)
+    check_async(cfg, env_mode(cfg))
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     check_bypass_loss(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)

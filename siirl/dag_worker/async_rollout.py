@@ -156,7 +156,7 @@ class AsyncRollout:
         began = time.perf_counter()
         with self._changed:
             self._changed.wait_for(lambda: self._ready or self._error is not None)
-            if self._error is not None:
+            if not self._ready:  # batches finished before a failure still train
                 raise RuntimeError(f"asynchronous rollout failed: {self._error}") from self._error
             produced_for, out = self._ready.popleft()
         with self._draw_lock:  # a checkpoint after this step needs only the next steps' loader states

@@ -39,17 +39,14 @@ def _check_values(cfg: Any) -> None:
         raise ConfigError("bad config: rollout.nnodes and rollout.n_gpus_per_node must be >= 0")
 
 
-def _refusal(cfg: Any) -> str | None:
-    """Why this async run cannot run as configured, or None."""
-    from siirl.environment.outputs import env_mode
-
+def _refusal(cfg: Any, mode: str | None) -> str | None:
+    """Why this async run cannot run as configured, or None (``mode``: the run's environment mode)."""
     if trainer_mode(cfg) == "separate_async":
         return (
             "a rollout on devices of its own (trainer.v1.trainer_mode=separate_async, actor_rollout_ref.hybrid_engine"
             "=false or rollout.nnodes>0) is not implemented yet; trainer.v1.trainer_mode=colocate_async overlaps "
             "rollout and training on the shared devices"
         )
-    mode = env_mode(cfg)
     if mode is not None:
         what = "EMBODIED environment rollouts" if mode == "steps" else "multi-turn rollouts"
         return f"{what} are not implemented in asynchronous training"
@@ -61,11 +58,12 @@ def _refusal(cfg: Any) -> str | None:
     return None
 
 
-def check_async(cfg: Any) -> None:
-    """Values first, then what the chosen mode runs; sync runs are untouched."""
+def check_async(cfg: Any, env_mode: str | None) -> None:
+    """Values first, then what the chosen mode runs; sync runs are untouched. ``env_mode``: the run's
+    environment mode (siirl.environment.outputs.env_mode), None without one."""
     _check_values(cfg)
     if not async_schedule(cfg).is_async:
         return
-    why = _refusal(cfg)
+    why = _refusal(cfg, env_mode)
     if why is not None:
         raise ConfigError(f"bad config: {why}")
