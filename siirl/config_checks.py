@@ -29,6 +29,7 @@ from siirl.execution.roles import ROLES, uses_lora
 from siirl.params import compose_config
 from siirl.params.async_checks import check_async
 from siirl.params.async_training import async_schedule
+from siirl.params.lora import serves_adapters
 from siirl.params.old_log_prob import BYPASS_KEY, OLD_LOG_PROB_KEY
 from siirl.params.root import EXTERNAL_LIB_KEY, SiirlConfig, external_libs
 from siirl.params.sequence_parallel import SP_KEYS, check_sequence_parallel, sequence_parallel_sizes
@@ -230,7 +231,8 @@ def check_tools(cfg: SiirlConfig) -> None:
 def check_lora_rollout(cfg: SiirlConfig) -> None:
     """An engine that serves LoRA adapters keeps the base weights it loaded, so they must be real ones."""
     rollout = cfg.actor_rollout_ref.rollout
-    if uses_lora(cfg) and ROLLOUT_ENGINES.get(str(rollout.name)).takes_lora_adapters and rollout.load_format == "dummy":
+    served = serves_adapters(cfg.actor_rollout_ref.model)  # lora.merge: the engine gets every weight instead
+    if served and ROLLOUT_ENGINES.get(str(rollout.name)).takes_lora_adapters and rollout.load_format == "dummy":
         raise ConfigError(
             f"bad config: actor_rollout_ref.rollout.load_format=dummy with LoRA on the '{rollout.name}' engine "
             "would leave its base weights random (only the adapter is synced); use safetensors or auto"

@@ -22,6 +22,13 @@ def lora_enabled(model_cfg: Any) -> bool:
     return int(getattr(model_cfg, "lora_rank", 0) or 0) > 0 or bool(getattr(model_cfg, "lora_adapter_path", ""))
 
 
+def serves_adapters(model_cfg: Any) -> bool:
+    """A rollout engine that can serve LoRA adapters gets the adapter (else merged weights): LoRA is on and
+    ``lora.merge`` (verl's) is off."""
+    merge = bool(getattr(getattr(model_cfg, "lora", None), "merge", False))
+    return lora_enabled(model_cfg) and not merge
+
+
 def module_names(value: Any, key: str) -> str | list[str] | None:
     """``target_modules`` / ``exclude_modules`` as peft takes them: one string, a list of names, or None."""
     if value is None or isinstance(value, str):

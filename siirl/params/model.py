@@ -62,6 +62,17 @@ class FSDPModelConfig(ModelConfig):
 
 
 @dataclass
+class LoraSection:
+    """verl's ``model.lora`` section. siiRL reads ``merge``; the other keys are verl's Megatron LoRA options
+    (FSDP LoRA is ``lora_rank`` / ``lora_alpha`` / ``target_modules``, in verl and here)."""
+
+    #: Sync the policy to the rollout engine as merged weights (``W + scaling * B @ A``, peft's merge) instead
+    #: of serving the adapter beside the base weights (vLLM's ``LoRARequest``), as verl's ``lora.merge``: the
+    #: engine runs without LoRA, each sync sends every weight. The adapter is still what trains and is saved.
+    merge: bool = False
+
+
+@dataclass
 class PolicyModelConfig(ModelConfig):
     """``actor_rollout_ref.model``: the policy's model plus verl's LoRA and loading keys."""
 
@@ -75,6 +86,7 @@ class PolicyModelConfig(ModelConfig):
     #: A saved peft adapter (adapter_config.json + weights) to start from; its rank and targets win. null or
     #: empty = none (verl's default is null).
     lora_adapter_path: Optional[str] = None  # noqa: UP045
+    lora: LoraSection = field(default_factory=LoraSection)
     #: Read the model files from a copy in /dev/shm, made once per host and shared by its workers.
     use_shm: bool = False
     #: A Jinja chat template that replaces the tokenizer's own wherever the run renders chats (prompts,

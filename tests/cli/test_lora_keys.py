@@ -9,6 +9,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from siirl.config_checks import load_config
+from siirl.errors import ConfigError
 from siirl.engine.workers.lora import ADAPTER_WEIGHTS, apply_lora, configured_rank
 from siirl.main_dag import EXIT_USER_ERROR, main
 
@@ -73,3 +74,60 @@ def test_verl_script_from_a_saved_adapter_starts_from_its_weights(tmp_path):
     assert set(loaded) == set(saved) and any(".lora_B." in key for key in saved)
     for key, tensor in saved.items():
         torch.testing.assert_close(loaded[key], tensor, atol=0, rtol=0)
+
+
+class _Rollout:
+    """An engine that serves adapters unless its LoRA is off, as vLLM's (``takes_lora_adapters``)."""
+
+    def __init__(self, takes_lora_adapters: bool):
+        self.takes_lora_adapters, self.synced = takes_lora_adapters, []
+
+    def wake_up(self):
+        pass
+
+    def sync_lora_adapter(self, config, tensors):
+        self.synced.append("adapter")
+
+    def sync_weights(self, named):
+        self.synced.append("merged")
+
+
+class _LoraActor:
+    lora = True
+
+    def lora_adapter(self):
+        return None, {}
+
+    def named_parameters_for_sync(self):
+        return iter(())
+
+
+@pytest.mark.parametrize(("merge", "synced"), [("False", "adapter"), ("True", "merged")])
+def test_lora_merge_sends_merged_weights_to_an_engine_that_serves_adapters(merge, synced):
+    """verl's ``model.lora.merge``: the engine is built without LoRA (vLLM's ``enable_lora`` off, as its
+    ``takes_lora_adapters`` follows ``serves_adapters``) and each sync sends the merged weights."""
+    from siirl.dag_worker.policy import Policy
+    from siirl.params.lora import serves_adapters
+
+    cfg = load_config(["device=cpu", "actor_rollout_ref.model.lora_rank=8", f"+actor_rollout_ref.model.lora.merge={merge}"])
+    model = cfg.actor_rollout_ref.model
+    assert model.lora.merge is (merge == "True")
+    rollout = _Rollout(takes_lora_adapters=serves_adapters(model))
+    Policy(actor=_LoraActor(), rollout=rollout, kl_ctrl=None).refresh()
+    assert rollout.synced == [synced]
+
+
+def test_lora_merge_lets_the_engine_start_from_dummy_weights():
+    """Served adapters need real base weights in the engine (load_format=dummy refused); merged syncs send
+    every weight, so verl's dummy start is fine again."""
+    from siirl.config_checks import check_lora_rollout
+
+    def on_vllm(*overrides):  # the CPU rolls out with hf; the check is the GPU host's
+        cfg = load_config(["device=cpu", "actor_rollout_ref.model.lora_rank=8",
+                           "actor_rollout_ref.rollout.load_format=dummy", *overrides])
+        cfg.actor_rollout_ref.rollout.name = "vllm"
+        return cfg
+
+    with pytest.raises(ConfigError, match="load_format=dummy with LoRA"):
+        check_lora_rollout(on_vllm())
+    check_lora_rollout(on_vllm("actor_rollout_ref.model.lora.merge=true"))
