@@ -9,8 +9,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from siirl.config_checks import load_config
-from siirl.errors import ConfigError
 from siirl.engine.workers.lora import ADAPTER_WEIGHTS, apply_lora, configured_rank
+from siirl.errors import ConfigError
 from siirl.main_dag import EXIT_USER_ERROR, main
 
 LORA = "actor_rollout_ref.model.lora_rank=8"
