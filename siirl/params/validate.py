@@ -27,6 +27,7 @@ from siirl.params.lora import check_lora_keys
 from siirl.params.model import REMOVE_PADDING_LAYOUTS, ROLLOUT_LOAD_FORMATS
 from siirl.params.old_log_prob import OLD_LOG_PROB_KEY
 from siirl.params.old_log_prob import SOURCES as OLD_LOG_PROB_SOURCES
+from siirl.params.verl_engines import engine_refusal
 
 
 def _one_of(*values: str) -> tuple[Callable[[Any], bool], str]:
@@ -199,6 +200,9 @@ def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -
         for section, why in UNSUPPORTED_SECTIONS.items():
             if section in key.split("."):
                 raise ConfigError(f"bad config: {key}: {why}")
+        engine = engine_refusal(key, value)
+        if engine:
+            raise ConfigError(f"bad config: {engine}")
         if sep and key in UNSUPPORTED:
             OmegaConf.update(raw, key, _yaml_value(value), force_add=True)
     for key, (is_set, why) in UNSUPPORTED.items():
