@@ -29,7 +29,9 @@ from siirl.registry import Registry
 
 KLFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 KL_ESTIMATORS: Registry[KLFn] = Registry(
-    "KL penalty type", open=True, config_keys=("algorithm.kl_penalty", "actor_rollout_ref.actor.kl_loss_type")
+    "KL penalty type", open=True, config_keys=(
+        "algorithm.kl_penalty", "actor_rollout_ref.actor.kl_loss_type", "distillation.distillation_loss.loss_mode"
+    ),
 )
 
 

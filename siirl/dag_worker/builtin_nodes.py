@@ -21,6 +21,7 @@ import torch
 from tensordict import TensorDict
 
 from siirl import algorithms
+from siirl.algorithms.distillation import TEACHER_LOG_PROB
 from siirl.algorithms.rollout_correction import IS_WEIGHTS_KEY
 from siirl.dag_worker.agent_chain import incoming_chain, record_chain_head
 from siirl.dag_worker.batch_reweighting import (
@@ -39,7 +40,7 @@ from siirl.environment.outputs import REWARD_READS, ROLLOUT_KEYS, env_mode
 from siirl.errors import TrainingDivergedError
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import AGENTS_FIELD, ROLLOUT_WRITES, NodeContract, node_contract
-from siirl.execution.roles import uses_reference
+from siirl.execution.roles import uses_reference, uses_teacher
 from siirl.params.root import SiirlConfig
 
 #: What a model forward over prompt + response reads.
@@ -112,8 +113,10 @@ def _rule_reward_values(batch: TensorDict, extra: dict[str, list], cfg: SiirlCon
 
 
 def _kl_loss_input(cfg: SiirlConfig) -> NodeContract:
-    use_kl_loss = cfg.actor_rollout_ref.actor.use_kl_loss
-    return NodeContract(reads=("ref_log_prob",)) if use_kl_loss else NodeContract()
+    """The reference's log-probs for the KL loss; the teacher's for on-policy distillation."""
+    reads = ("ref_log_prob",) if cfg.actor_rollout_ref.actor.use_kl_loss else ()
+    reads += (TEACHER_LOG_PROB,) if uses_teacher(cfg) else ()
+    return NodeContract(reads=reads)
 
 
 def _timed(metrics: dict[str, float], key: str, start: float) -> None:
@@ -348,6 +351,20 @@ def compute_ref_log_prob(
     return NodeOutput(batch, metrics=_scoped(metrics, agent))
 
 
+@per_policy(reads=SEQUENCE_KEYS, writes=(TEACHER_LOG_PROB,), roles=("teacher",), when=with_images())
+def compute_teacher_log_prob(
+    batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
+) -> NodeOutput:
+    """On-policy distillation: the frozen teacher's log-prob of every sampled response token."""
+    start = time.perf_counter()
+    agent = _agent(node_config)
+    rows = _rows(batch, agent)
+    rows[TEACHER_LOG_PROB] = ctx.model("teacher", agent).compute_ref_log_prob(rows)
+    metrics: dict[str, float] = {}
+    _timed(metrics, "teacher", start)
+    return NodeOutput(batch, metrics=_scoped(metrics, agent))
+
+
 @per_policy(reads=SEQUENCE_KEYS, writes=("values",), roles=("critic",))
 def compute_value(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
     """Critic values for GAE."""
@@ -420,6 +437,7 @@ class BuiltinNodeMethods:
     compute_advantage = staticmethod(compute_advantage)
     compute_old_log_prob = staticmethod(compute_old_log_prob)
     compute_ref_log_prob = staticmethod(compute_ref_log_prob)
+    compute_teacher_log_prob = staticmethod(compute_teacher_log_prob)
     compute_value = staticmethod(compute_value)
     train_actor = staticmethod(train_actor)
     train_critic = staticmethod(train_critic)

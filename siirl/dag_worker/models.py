@@ -115,6 +115,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
         sp_group=_sp_group(ctx, ROLES.get("actor"), agent),
         rollout_n=arr.rollout.n, temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout,
         init_seed=cfg.trainer.seed, local_rank=ctx.local_device, rollout_correction=cfg.algorithm.rollout_correction,
+        distillation=cfg.distillation.distillation_loss if cfg.distillation.enabled else None,
     )
     policy = Policy(actor, None, make_kl_controller(cfg.algorithm.kl_ctrl), bool(arr.rollout.free_cache_engine))
     if "rollout" in roles:
@@ -148,6 +149,23 @@ def build_reference(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
         agent_model_config(ctx.cfg, ctx.graph, agent), arr.ref, ctx.backend,
         process_group=_group(ctx, ROLES.get("reference"), agent), temperature=arr.rollout.temperature,
         sp_group=_sp_group(ctx, ROLES.get("reference"), agent),
+        strategy=str(arr.actor.strategy), local_rank=ctx.local_device,
+    )
+
+
+@MODEL_BUILDERS.register("teacher")
+def build_teacher(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+    """On-policy distillation's frozen teacher: a forward-only model like the reference (sharded as the actor,
+    ``actor_rollout_ref.ref``'s micro-batching) over the teacher's weights. It scores at temperature 1, as
+    verl's teacher engine returns its log-probs, whatever the rollout samples with."""
+    from siirl.engine.workers import ReferenceWorker
+    from siirl.params.distillation import teacher_model_config
+
+    arr = ctx.cfg.actor_rollout_ref
+    return ReferenceWorker(
+        teacher_model_config(arr.model, ctx.cfg.distillation), arr.ref, ctx.backend,
+        process_group=_group(ctx, ROLES.get("teacher"), agent), temperature=1.0,
+        sp_group=_sp_group(ctx, ROLES.get("teacher"), agent),
         strategy=str(arr.actor.strategy), local_rank=ctx.local_device,
     )
 

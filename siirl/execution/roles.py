@@ -72,6 +72,11 @@ def uses_critic(cfg: SiirlConfig) -> bool:
     return bool(cfg.critic.enable) or estimator_needs(cfg.algorithm.adv_estimator).values
 
 
+def uses_teacher(cfg: SiirlConfig) -> bool:
+    """On-policy distillation scores the student's samples with a frozen teacher (``distillation.enabled``)."""
+    return bool(cfg.distillation.enabled)
+
+
 def _always(cfg: SiirlConfig) -> str | None:
     return None
 
@@ -80,6 +85,10 @@ def _reference(cfg: SiirlConfig) -> str | None:
     if uses_reference(cfg):
         return None
     return "no KL term is configured (actor_rollout_ref.actor.use_kl_loss / algorithm.use_kl_in_reward)"
+
+
+def _teacher(cfg: SiirlConfig) -> str | None:
+    return None if uses_teacher(cfg) else "distillation.enabled=false (there is no teacher to distil from)"
 
 
 def _critic(cfg: SiirlConfig) -> str | None:
@@ -116,6 +125,9 @@ ROLES.register("reference")(RoleSpec(
     "reference", "actor_rollout_ref.ref", _reference, NodeRole.REFERENCE, builder="reference",
     served_by=_reference_host,
 ))
+ROLES.register("teacher")(RoleSpec(
+    "teacher", "distillation", _teacher, NodeRole.TEACHER, builder="teacher",
+))
 ROLES.register("critic")(RoleSpec(
     "critic", "critic", _critic, NodeRole.CRITIC, builder="critic", checkpointed=True,
 ))
@@ -127,5 +139,5 @@ ROLES.register("environment")(RoleSpec("environment", "env", _environment, NodeR
 #: The role a model node without a declared contract acts for, by its ``node_role``.
 NODE_ROLE_SPECS = {
     NodeRole.ROLLOUT: "rollout", NodeRole.ACTOR: "actor", NodeRole.REFERENCE: "reference",
-    NodeRole.CRITIC: "critic",
+    NodeRole.CRITIC: "critic", NodeRole.TEACHER: "teacher",
 }

@@ -1,6 +1,7 @@
 """Empty model/data paths mean "the embedded default": the tiny Qwen2 model and arithmetic task shipped
 inside the package, so the default command needs no download. A reward model defaults to the embedded
-one only next to the embedded policy (it scores ``a+b=`` answers); any other policy must name its own."""
+one only next to the embedded policy (it scores ``a+b=`` answers); any other policy must name its own. So does
+a distillation teacher (the embedded model next to the embedded policy)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ def fill_embedded_defaults(cfg: DictConfig) -> None:
         from siirl.tasks import default_reward_model_path
 
         cfg.reward_model.model.path = default_reward_model_path()
+    if cfg.distillation.enabled:
+        for name, teacher in cfg.distillation.teacher_models.items():
+            if not teacher.model_path:
+                if not embedded_policy:
+                    raise ConfigError(
+                        f"bad config: distillation.enabled=true needs distillation.teacher_models.{name}.model_path "
+                        "(a local Hugging Face causal LM sharing the policy's vocabulary)"
+                    )
+                teacher.model_path = model.path
     if not cfg.critic.model.path:
         cfg.critic.model.path = model.path
         cfg.critic.model.tokenizer_path = model.tokenizer_path

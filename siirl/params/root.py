@@ -7,6 +7,7 @@ from hydra.core.config_store import ConfigStore
 from siirl.params.algorithm import AlgorithmConfig, CustomRewardFunctionConfig, RewardModelConfig
 from siirl.params.async_training import AsyncTrainingConfig, RolloutPlacementConfig
 from siirl.params.data import DataConfig
+from siirl.params.distillation import DistillationConfig
 from siirl.params.environment import EnvConfig
 from siirl.params.model import ActorRolloutRefConfig, CriticConfig
 from siirl.params.ray_kwargs import RayKwargsConfig
@@ -31,6 +32,8 @@ class SiirlConfig:
     async_training: AsyncTrainingConfig = field(default_factory=AsyncTrainingConfig)
     #: verl's fully-async rollout placement (``rollout.nnodes``, ``rollout.n_gpus_per_node``).
     rollout: RolloutPlacementConfig = field(default_factory=RolloutPlacementConfig)
+    #: verl's on-policy distillation from a frozen teacher (the ``teacher`` model role).
+    distillation: DistillationConfig = field(default_factory=DistillationConfig)
 
 
 def or_defaults(cfg: SiirlConfig | None) -> SiirlConfig:

@@ -57,7 +57,7 @@ def _walk(
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
         hint = hints[f.name]
-        nested = _dataclass_of(hint)
+        nested = None if _is_mapping(hint) else _dataclass_of(hint)  # a dict of sections is open by name
         if nested is not None:
             sections.add(key)
             _walk(nested, key + ".", leaves, sections, open_prefixes, not_nullable)

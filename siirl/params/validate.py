@@ -21,6 +21,7 @@ from siirl.params.algorithm_checks import RULES as ALGORITHM_RULES
 from siirl.params.algorithm_checks import check_algorithm_sections
 from siirl.params.chat_template import check_custom_chat_template
 from siirl.params.checkpoint_contents import check_checkpoint_contents
+from siirl.params.distillation import check_distillation, refuse_other_teachers
 from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import check_fsdp_sections
 from siirl.params.lora import check_lora_keys
@@ -193,6 +194,7 @@ def _yaml_value(text: str) -> Any:
 def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -> None:
     """Name an unsupported feature the input asks for, before any unknown-key error it also causes: a
     Megatron script fails on ``strategy=megatron``, not on the first ``megatron.*`` key the schema lacks."""
+    refuse_other_teachers(overrides, user_tree)
     raw = OmegaConf.create(user_tree or {})
     for override in overrides:
         key, sep, value = override.partition("=")
@@ -232,6 +234,7 @@ def validate_config(cfg: DictConfig) -> None:
     check_lora_keys(cfg)
     check_custom_chat_template(cfg.actor_rollout_ref.model.custom_chat_template)
     check_algorithm_sections(cfg)
+    check_distillation(cfg)
     check_checkpoint_contents(cfg)
     if cfg.data.train_batch_size % max(cfg.actor_rollout_ref.actor.ppo_mini_batch_size, 1):
         raise ConfigError(

@@ -13,6 +13,7 @@ from tensordict import TensorDict
 
 from siirl.algorithms import agg_loss, compute_policy_loss, entropy_from_logits, kl_loss, logprobs_from_logits
 from siirl.algorithms.bypass_loss import compute_bypass_policy_loss
+from siirl.algorithms.distillation import TEACHER_LOG_PROB, distillation_loss, with_distillation
 from siirl.algorithms.logits import sum_pi_squared_from_logits
 from siirl.algorithms.rollout_correction import IS_WEIGHTS_KEY
 from siirl.device import DeviceBackend
@@ -39,6 +40,7 @@ from siirl.engine.workers.padding_free import HeadReduce
 from siirl.engine.workers.vision import policy_loader
 from siirl.params.algorithm import RolloutCorrectionConfig
 from siirl.params.checkpoint_contents import saves_hf_model
+from siirl.params.distillation import DistillationLossConfig
 from siirl.params.model import ActorConfig, ModelConfig, PolicyModelConfig, RefConfig, RolloutConfig
 
 LogProbsFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -99,6 +101,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         log_prob_cfg: RolloutConfig | RefConfig | None = None,
         init_seed: int = 0,
         rollout_correction: RolloutCorrectionConfig | None = None,
+        distillation: DistillationLossConfig | None = None,
     ) -> None:
         layout_cfg = model_cfg
         if actor_cfg.use_prefix_grouper:
@@ -131,6 +134,8 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         mode = str(actor_cfg.policy_loss.loss_mode)
         self.loss_mode = "vanilla" if mode == "auto" else mode
         self.bypass = rollout_correction if rollout_correction is not None and rollout_correction.bypass_mode else None
+        #: On-policy distillation's loss term against the teacher's log-probs (``distillation.enabled``).
+        self.distillation = distillation
 
     def compute_log_prob(self, batch: TensorDict, calculate_entropy: bool = True) -> TensorDict:
         """``old_log_probs`` (and ``entropys``; ``sum_pi_squared`` under ``calculate_sum_pi_squared``) of
@@ -177,10 +182,20 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
             kl = kl_loss(log_prob, micro["ref_log_prob"], mask, cfg.kl_loss_type, cfg.loss_agg_mode, **agg)
             loss = loss + float(cfg.kl_loss_coef) * kl
             summed["kl_loss"] = kl
+        distill_metrics: dict[str, torch.Tensor | float] = {}
+        if self.distillation is not None:
+            term, distill_metrics = distillation_loss(
+                self.distillation, log_prob=log_prob, teacher_log_prob=micro[TEACHER_LOG_PROB],
+                old_log_prob=micro["old_log_probs"], response_mask=mask, loss_agg_mode=cfg.loss_agg_mode,
+                rollout_is_weights=micro.get(IS_WEIGHTS_KEY, None), **agg,
+            )
+            loss = with_distillation(loss, term, self.distillation)
+            summed["distillation/loss"] = term
         averaged: dict[str, torch.Tensor | float] = {
             "pg_clipfrac": pg_metrics.get("clipfrac_low", 0.0) + pg_metrics.get("clipfrac_high", 0.0),
             **{name: value for name, value in pg_metrics.items() if not name.startswith("clipfrac_")},
             **{f"pg_{name}": value for name, value in pg_metrics.items() if name.startswith("clipfrac_")},
+            **distill_metrics,
         }
         return MicroLoss(loss, summed, averaged)
 
@@ -188,9 +203,12 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         """``ppo_epochs`` x mini-batches of optimiser steps; then one LR-scheduler step.
 
         Metrics (``actor/`` prefix): pg_loss, kl_loss and entropy (mini-batch loss terms), pg_clipfrac,
-        ppo_kl and the policy loss's other statistics (micro-batch means), grad_norm and lr.
+        ppo_kl and the policy loss's other statistics (micro-batch means), grad_norm and lr; with distillation
+        verl's ``distillation/loss``, ``distillation/abs_loss`` (and ``pg_clipfrac``, ``ppo_kl`` of its
+        policy-gradient form).
         """
         keys = UPDATE_KEYS + (("ref_log_prob",) if bool(self.cfg.use_kl_loss) else ())
+        keys += (TEACHER_LOG_PROB,) if self.distillation is not None else ()
         keys += (IS_WEIGHTS_KEY,) if IS_WEIGHTS_KEY in batch.keys() else ()  # noqa: SIM118 (rollout correction)
         self.model.train()
         metrics = self.run_updates(

@@ -20,7 +20,7 @@ from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.pipeline import Pipeline
 from siirl.execution.dag.role_defaults import NODES, default_func
 from siirl.execution.dag.task_graph import TaskGraph
-from siirl.execution.roles import uses_critic
+from siirl.execution.roles import uses_critic, uses_teacher
 from siirl.params.algorithm import AlgorithmConfig
 from siirl.params.enums import WorkflowType
 from siirl.params.root import SiirlConfig, or_defaults
@@ -52,6 +52,7 @@ STEPS: dict[str, _Step] = {
     "calculate_advantages": _Step(NodeType.COMPUTE, NodeRole.ADVANTAGE),
     "actor_old_log_prob": _Step(NodeType.MODEL_INFERENCE, NodeRole.ACTOR, only_forward_compute=True),
     "reference_log_prob": _Step(NodeType.MODEL_INFERENCE, NodeRole.REFERENCE),
+    "teacher_log_prob": _Step(NodeType.MODEL_INFERENCE, NodeRole.TEACHER),
     "critic_value": _Step(NodeType.MODEL_INFERENCE, NodeRole.CRITIC, only_forward_compute=True),
     "critic_train": _Step(NodeType.MODEL_TRAIN, NodeRole.CRITIC),
     "actor_train": _Step(NodeType.MODEL_TRAIN, NodeRole.ACTOR),
@@ -111,11 +112,13 @@ def policy_steps(cfg: SiirlConfig) -> list[str]:
     the critic setting, in contract order. Single-policy graphs and every agent of a team use them."""
     needs = estimator_needs(_estimator_name(cfg))
     baseline = ["reward_baseline"] if needs.reward_baselines else []
+    teacher = ["teacher_log_prob"] if uses_teacher(cfg) else []
     if uses_critic(cfg):
-        critic = ["actor_old_log_prob", "reference_log_prob", "critic_value", "calculate_advantages", "critic_train"]
+        critic = ["actor_old_log_prob", "reference_log_prob", *teacher, "critic_value", "calculate_advantages",
+                  "critic_train"]
         steps = [*baseline, *critic, "actor_train"]
     else:
-        steps = [*baseline, "calculate_advantages", "actor_old_log_prob", "reference_log_prob", "actor_train"]
+        steps = [*baseline, "calculate_advantages", "actor_old_log_prob", "reference_log_prob", *teacher, "actor_train"]
     return order_by_contracts(steps, cfg)
 
 

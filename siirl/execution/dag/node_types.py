@@ -26,6 +26,7 @@ class NodeRole(str, Enum):
     ACTOR = "actor"
     CRITIC = "critic"
     REFERENCE = "reference"
+    TEACHER = "teacher"
     REWARD = "reward"
     ADVANTAGE = "advantage"
     DYNAMIC_SAMPLING = "dynamic_sampling"

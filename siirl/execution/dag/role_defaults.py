@@ -20,6 +20,7 @@ _DEFAULTS: dict[tuple[NodeRole, str | None], str] = {
     (NodeRole.REWARD, None): f"{NODES}:compute_reward",
     (NodeRole.ADVANTAGE, None): f"{NODES}:compute_advantage",
     (NodeRole.REFERENCE, None): f"{NODES}:compute_ref_log_prob",
+    (NodeRole.TEACHER, None): f"{NODES}:compute_teacher_log_prob",
     (NodeRole.ACTOR, _FORWARD): f"{NODES}:compute_old_log_prob",
     (NodeRole.ACTOR, _TRAIN): f"{NODES}:train_actor",
     (NodeRole.CRITIC, _FORWARD): f"{NODES}:compute_value",

@@ -26,6 +26,7 @@ _COLORS = {
     NodeRole.ACTOR: "#fb8072",
     NodeRole.CRITIC: "#bebada",
     NodeRole.REFERENCE: "#80b1d3",
+    NodeRole.TEACHER: "#80b1d3",
     NodeRole.REWARD: "#fdb462",
     NodeRole.ADVANTAGE: "#b3de69",
     NodeRole.DYNAMIC_SAMPLING: "#fccde5",
