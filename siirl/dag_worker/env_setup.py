@@ -78,7 +78,10 @@ def tool_env_config(cfg: SiirlConfig) -> EnvConfig:
 
 def _progress_rewards(cfg: SiirlConfig, tokenizer: Any) -> Any:
     spec = cfg.algorithm.embodied.progress_reward
-    return ProgressRewards(float(spec.failure_scale), float(spec.sigma), enable=bool(spec.enable))
+    return ProgressRewards(
+        float(spec.failure_scale), float(spec.sigma), enable=bool(spec.enable),
+        scale=float(cfg.algorithm.embodied.reward_scale),
+    )
 
 
 def _tool_rewards(cfg: SiirlConfig, tokenizer: Any) -> Any:

@@ -63,6 +63,10 @@ class EmbodiedSamplingConfig:
     drop_all_succeeded: bool = True
     #: Drop trajectories whose environment timed out or crashed.
     drop_env_errors: bool = True
+    #: Keep only task groups whose success rate lies in [min_success_rate, max_success_rate] (the original
+    #: siiRL's ``embodied_sampling.accuracy_lower_bound`` / ``accuracy_upper_bound``); 0 and 1 bound nothing.
+    min_success_rate: float = 0.0
+    max_success_rate: float = 1.0
 
 
 @dataclass
@@ -80,3 +84,5 @@ class ProgressRewardConfig:
 class EmbodiedConfig:
     sampling: EmbodiedSamplingConfig = field(default_factory=EmbodiedSamplingConfig)
     progress_reward: ProgressRewardConfig = field(default_factory=ProgressRewardConfig)
+    #: Every trajectory reward times this (the original siiRL's ``reward_model.reward_kwargs.reward_coef``).
+    reward_scale: float = 1.0

@@ -29,7 +29,7 @@ from siirl.params.override_screen import screen_overrides
 from siirl.params.rollout_keys import resolve_rollout_lengths
 from siirl.params.root import SiirlConfig, register_schema
 from siirl.params.schema_keys import schema_keys
-from siirl.params.siirl_embodied_layout import translate_embodied_layout
+from siirl.params.siirl_embodied_layout import layout_config_name, translate_embodied_layout
 from siirl.params.tree_screen import screen_tree
 from siirl.params.validate import refuse_unsupported, validate_config
 from siirl.params.verl_keys import apply_verl_keys
@@ -204,6 +204,7 @@ def compose_config(
     overrides = [_listify_override(o) for o in overrides or []]
     _refuse_blank(overrides)
     refuse_unsupported(overrides, None)  # a Megatron script is told so, not about the megatron.* keys it sets
+    config_name = layout_config_name(overrides, config_path, config_name)
     overrides = screen_overrides(translate_embodied_layout(overrides), schema_keys(SiirlConfig), groups)
     try:
         cfg = _compose(overrides, config_path, config_name)

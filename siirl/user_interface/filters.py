@@ -123,7 +123,8 @@ def embodied_sampling(batch: TensorDictBase, config: SiirlConfig | None = None, 
     Drops trajectories whose environment timed out or crashed (``env_error``), then task groups (uid)
     where every trajectory succeeded (nothing to improve) and, with ``drop_all_failed``, where every one
     failed: with binary rewards those carry no signal; with SRPO-style progress rewards (the default)
-    their failures are still ranked, so they are kept by default. On a worker (``ctx``) the kept groups
+    their failures are still ranked, so they are kept by default. Groups whose success rate lies outside
+    ``[min_success_rate, max_success_rate]`` are dropped too. On a worker (``ctx``) the kept groups
     accumulate over generation batches until the worker's share of the train batch is full.
     ``config=None``: the defaults.
     """
@@ -131,6 +132,7 @@ def embodied_sampling(batch: TensorDictBase, config: SiirlConfig | None = None, 
     sampling = or_defaults(config).algorithm.embodied.sampling
     drop_failed, drop_succeeded = sampling.drop_all_failed, sampling.drop_all_succeeded
     drop_errors = sampling.drop_env_errors
+    low, high = sampling.min_success_rate, sampling.max_success_rate
     uids, trajs = row_values(batch, "uid"), _trajectory_ids(batch)
     errors = row_values(batch, "env_error") if "env_error" in batch else [0.0] * len(success)
     rates = _group_success_rates(uids, trajs, success)
@@ -139,6 +141,7 @@ def embodied_sampling(batch: TensorDictBase, config: SiirlConfig | None = None, 
         if not (drop_errors and errors[row])
         and not (drop_succeeded and rates[uid] == 1.0)
         and not (drop_failed and rates[uid] == 0.0)
+        and low <= rates[uid] <= high
     ]
     kept_groups = len({uids[row] for row in keep})
     traj_success = [rate for rate in rates.values()]

@@ -116,10 +116,10 @@ def progress_rewards(
 
 
 class ProgressRewards:
-    def __init__(self, failure_scale: float, sigma: float, enable: bool = True) -> None:
+    def __init__(self, failure_scale: float, sigma: float, enable: bool = True, scale: float = 1.0) -> None:
         if not 0.0 <= failure_scale < 1.0 or sigma <= 0:
             raise ValueError(f"need 0 <= failure_scale < 1 and sigma > 0, got {failure_scale}, {sigma}")
-        self.failure_scale, self.sigma, self.enable = failure_scale, sigma, enable
+        self.failure_scale, self.sigma, self.enable, self.scale = failure_scale, sigma, enable, scale
 
     def __call__(self, batch: TensorDictBase, tokenizer: Any = None) -> tuple[torch.Tensor, dict[str, list]]:
         success = batch["task_success"].float()
@@ -130,4 +130,5 @@ class ProgressRewards:
             )
         else:
             values = success * (1 - batch["env_error"].float())
+        values = values * self.scale
         return _last_token_scores(batch["response_mask"], values), {"trajectory_reward": values.tolist()}
