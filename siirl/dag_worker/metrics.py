@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 import torch
 import torch.distributed as dist
 
+from siirl.dag_worker.run_files import WANDB_FOLDERS, files_under
 from siirl.errors import ConfigError
 from siirl.registry import Registry
 
@@ -245,14 +246,16 @@ class WandbSink:
     """Weights & Biases, as verl logs to it; offline runs land in ``<run_dir>/wandb`` (``wandb sync`` uploads)."""
 
     def __init__(self, run_dir: Path, run: RunInfo) -> None:
-        import wandb
-
         mode, why = wandb_mode()
         if why:
             logger.warning("wandb: %s; logging offline into %s (upload with `wandb sync`)", why, run_dir / "wandb")
-        settings = wandb.Settings(silent=True, console="off", disable_git=True)
-        self.run = wandb.init(project=run.project, name=run.name, config=run.config, dir=str(run_dir), mode=mode,
-                              settings=settings)
+        # wandb makes temporary folders when imported and starts its service in init: both under the run
+        with files_under(run_dir / "wandb", WANDB_FOLDERS, temp=True):
+            import wandb
+
+            settings = wandb.Settings(silent=True, console="off", disable_git=True)
+            self.run = wandb.init(project=run.project, name=run.name, config=run.config, dir=str(run_dir),
+                                  mode=mode, settings=settings)
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
         self.run.log(metrics, step=step)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from siirl.dag_worker.run_files import MATPLOTLIB_FOLDERS, files_under
+
 #: Curves drawn when the run logged them: rewards, validation, environment / team success rates.
 CURVES = (
     "reward/mean",
@@ -22,8 +24,9 @@ def plot_run(run_dir: Path, out_name: str = "reward_curve.png") -> Path | None:
     if not metrics_file.is_file():
         return None
     # The object API, not pyplot: the same picture for about half the import time, at the end of every run.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    with files_under(run_dir / ".cache", MATPLOTLIB_FOLDERS):  # its font cache, not in $HOME
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
     rows = [json.loads(line) for line in metrics_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     series = {
