@@ -191,14 +191,14 @@ class AsyncRollout:
             self._changed.notify_all()
 
     @contextmanager
-    def engine_held(self, version: int) -> Iterator[None]:
-        """The engine for the training thread (validation): it will hold the weights of ``version``."""
+    def engine_held(self, version: int | None = None) -> Iterator[None]:
+        """The engine for the training thread (validation), with the newest published weights loaded;
+        ``version``: the weights the caller loads into it meanwhile (a colocated actor's), if any."""
         with self._engine_lock:
+            self._load_pending()
             yield
-            with self._changed:
-                if self._pending is not None and self._pending.version <= version:
-                    self._pending = None
-            self.engine_version = max(self.engine_version, version)
+            if version is not None:
+                self.engine_version = max(self.engine_version, version)
 
     def loader_state(self, step: int) -> Any:
         """The loader's state before step ``step``'s prompts were drawn (a resume draws them again)."""
@@ -214,16 +214,15 @@ class AsyncRollout:
 
 
 def build_async_rollout(ctx: Any, next_shard: Callable[[], TensorDict], start_version: int) -> AsyncRollout | None:
-    """The producer of an asynchronous run (None when synchronous), its engine loaded with the actor's
-    weights of ``start_version`` (collective: every rank calls this at the same point)."""
+    """The producer of an asynchronous run on a rank that rolls out (None otherwise), its engine already
+    holding the weights of ``start_version`` (siirl.dag_worker.async_weights)."""
     from siirl.device.weight_sync import make_weight_sync
     from siirl.params.async_training import async_schedule
 
     schedule = async_schedule(ctx.cfg)
-    if not schedule.is_async:
-        return None
     policy = ctx.policy()
-    policy.refresh()
+    if not schedule.is_async or policy.rollout is None:  # synchronous, or a trainer apart from the rollout
+        return None
     policy.free_cache = False  # the producer keeps the engine awake between the steps it overlaps
     policy.rollout.records_log_probs = True  # behaviour log-probs, for the off-policy correction
     sync = make_weight_sync("object_store", bucket_mb=ctx.cfg.actor_rollout_ref.rollout.weight_sync_bucket_mb)

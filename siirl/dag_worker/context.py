@@ -105,7 +105,9 @@ class WorkerContext:
             role = key.rsplit("/", 1)[-1]
             if role in ROLES and ROLES.get(role).checkpointed:
                 target = getattr(model, "checkpoint_target", None)
-                components[key.replace("/", "_")] = target() if target is not None else model
+                state = target() if target is not None else model
+                if state is not None:  # a rollout placed apart from its actor trains nothing here
+                    components[key.replace("/", "_")] = state
         return components
 
     def close(self) -> None:

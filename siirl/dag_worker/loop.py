@@ -25,6 +25,7 @@ from siirl import startup_timing, user_code
 from siirl.dag_worker import builtin_nodes, val_generations
 from siirl.dag_worker.agent_nodes import validate_team
 from siirl.dag_worker.async_rollout import build_async_rollout
+from siirl.dag_worker.async_weights import weight_route
 from siirl.dag_worker.checkpoint import CheckpointManager, checkpoint_root, rng_state, set_rng_state
 from siirl.dag_worker.layouts import node_layout_key, role_layouts
 from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
@@ -52,6 +53,7 @@ class TrainingLoop:
         self.progress = ProgressReporter(self.rank)
         self.samples_per_step = int(self.cfg.data.train_batch_size) * int(self.cfg.actor_rollout_ref.rollout.n)
         self.train_iter = None
+        self.weights = None  # an asynchronous run's weight route (siirl.dag_worker.async_weights)
         self.handoffs = ctx.handoffs
         #: Workers whose first node is fed by another placement group read no training data.
         self.loads_data = not (self.handoffs and self.handoffs.receives(self.nodes[0].node_id))
@@ -139,8 +141,9 @@ class TrainingLoop:
         An asynchronous run's producer waits meanwhile (the engine then holds the trained weights)."""
         if self.ctx.val_loader is None:
             return {}
-        if self.ctx.async_rollout is not None:
-            with self.ctx.async_rollout.engine_held(self.step):
+        if self.ctx.async_rollout is not None:  # a colocated engine is refreshed to this step's weights
+            colocated = self.ctx.policy().actor is not None
+            with self.ctx.async_rollout.engine_held(self.step if colocated else None):
                 return self._validate()
         return self._validate()
 
@@ -148,12 +151,14 @@ class TrainingLoop:
         if self.ctx.agents():  # multi-agent graphs: greedy team episodes
             return validate_team(self.ctx, self.step)
         # The weight sync is collective; do it here so it never waits on a rank with an empty val shard.
-        self.ctx.policy().refresh()
+        samples = self.ctx.policy().rollout is not None  # trainers placed apart from the rollout add nothing
+        if samples:
+            self.ctx.policy().refresh()
         self.ctx.validating = True
         total, count, solved, episodes = 0.0, 0, 0.0, 0
         shown = int(self.cfg.trainer.log_val_generations) if self.rank == 0 else 0
         try:
-            for batch in self.ctx.val_loader:
+            for batch in self.ctx.val_loader if samples else ():
                 self.progress.beat(self.step, "validation")
                 generated = builtin_nodes.generate(batch, ctx=self.ctx)
                 if "env/success_rate" in generated.metrics:  # environment rollouts: episodes solved
@@ -221,6 +226,9 @@ class TrainingLoop:
                 summary["val/score_before"] = before["val/score"]
                 self.metrics_logger.log(0, before)
                 self.progress.report(start, total, before)
+        self.weights = weight_route(self.ctx)
+        if self.weights is not None:
+            self.weights.initial(start)
         self.ctx.async_rollout = build_async_rollout(self.ctx, self._next_batch, start)
         try:
             self._train(start, total, summary)
@@ -236,9 +244,8 @@ class TrainingLoop:
 
     def _publish(self, step: int) -> None:
         """Asynchronous runs: the producer gets this update's weights (on its sync steps)."""
-        if self.ctx.async_rollout is not None:
-            actor = self.ctx.policy().actor
-            self.ctx.async_rollout.publish(step, actor.named_parameters_for_sync)
+        if self.weights is not None:
+            self.weights.after_update(step, self.ctx.async_rollout)
 
     def _train(self, start: int, total: int, summary: dict[str, float]) -> None:
         trainer, marks = self.cfg.trainer, self.ctx.startup_marks

@@ -18,6 +18,7 @@ from typing import Any
 from siirl.execution.dag import NodeType, TaskGraph
 from siirl.execution.dag.contract import AGENT_KEY, model_agent
 from siirl.execution.roles import NODE_ROLE_SPECS, ROLES, RoleSpec, model_key
+from siirl.execution.scheduler.plan import ALL_RANKS
 from siirl.params.rollout_keys import generation_limits
 from siirl.params.root import SiirlConfig
 from siirl.registry import Registry
@@ -65,20 +66,24 @@ def build_models(ctx: Any, graph: TaskGraph) -> dict[str, Any]:
     return models
 
 
-def _slot(spec: RoleSpec, agent: str) -> str:
-    """The plan's role key of a slot (agents' slots are ``<agent>/<role>``)."""
+def _slot(ctx: Any, spec: RoleSpec, agent: str) -> str:
+    """The plan's role key of a slot: agents' slots are ``<agent>/<role>``, a role in a named placement group
+    (``trainer.v1.trainer_mode=separate_async``) is ``<group>/<role>``."""
     name = spec.group.value
-    return f"{agent}/{name}" if agent else name
+    if agent:
+        return f"{agent}/{name}"
+    placed = f"{ctx.plan.worker(ctx.rank).placement}/{name}"
+    return placed if placed in ctx.plan.groups else name
 
 
 def _group(ctx: Any, spec: RoleSpec, agent: str) -> Any:
     """The data-parallel process group the planner made for this slot."""
-    return ctx.groups.get(_slot(spec, agent))
+    return ctx.groups.get(_slot(ctx, spec, agent))
 
 
 def _sp_group(ctx: Any, spec: RoleSpec, agent: str) -> Any:
     """The slot's Ulysses sequence-parallel group, or None where the plan does not split its sequences."""
-    return ctx.sp_groups.get(_slot(spec, agent))
+    return ctx.sp_groups.get(_slot(ctx, spec, agent))
 
 
 def agent_model_config(cfg: SiirlConfig, graph: TaskGraph, agent: str) -> Any:
@@ -100,7 +105,9 @@ def _response_limit(cfg: SiirlConfig) -> int:
 
 @MODEL_BUILDERS.register("policy")
 def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
-    """The actor and, when a node samples with it, its rollout engine (an agent's samples one per row)."""
+    """The actor and, when a node samples with it, its rollout engine (an agent's samples one per row). A
+    rollout placed apart from every node that uses the actor (``separate_async``) holds the engine alone; its
+    weights come from the trainers."""
     from siirl.algorithms import make_kl_controller
     from siirl.dag_worker.env_setup import inner_rollout_config, wrap_rollout
     from siirl.dag_worker.policy import Policy
@@ -110,7 +117,8 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
 
     cfg, arr = ctx.cfg, ctx.cfg.actor_rollout_ref
     model = agent_model_config(cfg, ctx.graph, agent)
-    actor = ActorWorker(
+    apart = "actor" not in roles and ctx.plan.worker(ctx.rank).placement != ALL_RANKS
+    actor = None if apart else ActorWorker(
         model, arr.actor, ctx.backend, process_group=_group(ctx, ROLES.get("actor"), agent),
         sp_group=_sp_group(ctx, ROLES.get("actor"), agent),
         rollout_n=arr.rollout.n, temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout,

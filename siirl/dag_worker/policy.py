@@ -28,7 +28,7 @@ class Policy:
         """Wake the engine and, after this policy's last update, stream the actor's weights in (no disk):
         under LoRA the adapter alone to an engine that serves adapters, else the merged weights."""
         self.rollout.wake_up()
-        if self.stale:
+        if self.stale and self.actor is not None:  # a rollout apart from its actor gets weights pushed
             if self.rollout.takes_lora_adapters and getattr(self.actor, "lora", False):
                 self.rollout.sync_lora_adapter(*self.actor.lora_adapter())
             else:

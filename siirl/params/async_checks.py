@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from siirl.errors import ConfigError
-from siirl.params.async_training import TRAINER_MODES, async_schedule, trainer_mode
+from siirl.params.async_training import TRAINER_MODES, async_schedule
 
 #: Engines whose generation can stop at a chunk boundary and continue under new weights.
 PARTIAL_ROLLOUT_ENGINES = ("hf",)
@@ -41,12 +41,6 @@ def _check_values(cfg: Any) -> None:
 
 def _refusal(cfg: Any, mode: str | None) -> str | None:
     """Why this async run cannot run as configured, or None (``mode``: the run's environment mode)."""
-    if trainer_mode(cfg) == "separate_async":
-        return (
-            "a rollout on devices of its own (trainer.v1.trainer_mode=separate_async, actor_rollout_ref.hybrid_engine"
-            "=false or rollout.nnodes>0) is not implemented yet; trainer.v1.trainer_mode=colocate_async overlaps "
-            "rollout and training on the shared devices"
-        )
     if mode is not None:
         what = "EMBODIED environment rollouts" if mode == "steps" else "multi-turn rollouts"
         return f"{what} are not implemented in asynchronous training"

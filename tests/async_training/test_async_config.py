@@ -25,6 +25,9 @@ COLOCATE = ["trainer.v1.trainer_mode=colocate_async"]
         ([*COLOCATE, "async_training.trigger_parameter_sync_step=4"], "colocate_async", 3, False),
         ([*COLOCATE, "async_training.trigger_parameter_sync_step=2", "async_training.staleness_threshold=1"],
          "colocate_async", 3, False),
+        (["actor_rollout_ref.hybrid_engine=false", "rollout.nnodes=1"], "separate_async", 0, False),
+        (["rollout.nnodes=1", "rollout.n_gpus_per_node=2", "async_training.staleness_threshold=0.1"],
+         "separate_async", 1, False),
     ],
 )
 def test_schedule_from_verl_keys(overrides, mode, lag, partial):
@@ -46,9 +49,6 @@ def test_async_recomputes_old_log_probs():
         (["async_training.require_batches=2"], "async_training.require_batches=2"),
         (["async_training.staleness_threshold=-1"], "staleness_threshold must be finite and >= 0"),
         (["async_training.chunk_tokens=0"], "async_training.chunk_tokens must be >= 1"),
-        (["actor_rollout_ref.hybrid_engine=false"], "a rollout on devices of its own"),
-        (["rollout.nnodes=1", "rollout.n_gpus_per_node=2"], "a rollout on devices of its own"),
-        (["trainer.v1.trainer_mode=separate_async"], "a rollout on devices of its own"),
         ([*COLOCATE, "algorithm.workflow_type=EMBODIED"], "EMBODIED environment rollouts are not implemented"),
         ([*COLOCATE, "actor_rollout_ref.rollout.multi_turn.enable=true"], "multi-turn rollouts are not implemented"),
         ([*COLOCATE, "algorithm.filter_groups.enable=true"], "dynamic sampling"),
@@ -70,3 +70,35 @@ def test_async_plan_is_the_sync_plan():
     *_, plan = prepare([*COLOCATE, "async_training.staleness_threshold=1"])
     *_, sync_plan = prepare([])
     assert plan.execution_order == sync_plan.execution_order and plan.placements == sync_plan.placements
+
+
+SEPARATE = ["trainer.v1.trainer_mode=separate_async", "async_training.staleness_threshold=1"]
+
+
+def test_separate_async_plans_the_rollout_on_its_own_nodes():
+    """verl's fully-async launch keys: trainers on trainer.nnodes nodes, the rollout on rollout.nnodes more,
+    the rollout's batches handed to the trainers through the data coordinator."""
+    *_, plan = prepare([*SEPARATE, "trainer.nnodes=1", "trainer.n_devices_per_node=2", "rollout.nnodes=2",
+                        "rollout.n_gpus_per_node=2", "data.train_batch_size=16"])
+    assert (plan.nnodes, plan.world_size) == (3, 6)
+    assert plan.placements["rollout"] == (0, 1, 2, 3) and plan.placements["trainer"] == (4, 5)
+    assert {w.node_index for w in plan.workers if w.placement == "trainer"} == {2}
+    assert set(plan.groups) == {"rollout/rollout", "trainer/actor"} | ({"trainer/reference"} & set(plan.groups))
+    rollout_ranks = [w for w in plan.workers if w.placement == "rollout"]
+    assert all(list(w.graph.nodes) == ["rollout_actor"] for w in rollout_ranks)
+    assert [(h.producer, h.producer_role, h.consumer_role) for h in plan.handoffs] == [
+        ("rollout_actor", "rollout/rollout", "trainer/actor")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ([], "separate_async needs rollout.nnodes >= 1"),
+        (["rollout.nnodes=1", "rollout.n_gpus_per_node=4"], "rollout.n_gpus_per_node=4 must equal the trainer's 2"),
+    ],
+)
+def test_separate_async_layout_refused_in_one_line(overrides, message):
+    with pytest.raises(ConfigError) as raised:
+        prepare([*SEPARATE, *overrides])
+    assert message in str(raised.value)

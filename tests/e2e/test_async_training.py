@@ -1,5 +1,5 @@
-"""Colocated asynchronous training on the warm workers: the rollout of step 2 is sampled while step 1
-trains, and no trained token is older than the staleness bound."""
+"""Asynchronous training on the warm workers: the rollout of step 2 is sampled while step 1 trains, and no
+trained token is older than the staleness bound; colocated, and with the rollout on a rank of its own."""
 
 from tests.e2e.e2e_helpers import read_metrics, run_main
 
@@ -26,3 +26,16 @@ def test_one_step_off_policy_within_the_bound(tmp_path, ray_session):
         assert 0 <= s["async/partial_fraction"] <= 1 and s["async/trainer_idle_s"] >= 0
         assert s["async/weight_sync_s"] >= 0 and s["async/rollout_idle_s"] >= 0
     assert steps[2]["async/engine_version"] >= 0
+
+
+def test_separate_rollout_rank_streams_to_the_trainer(tmp_path, ray_session):
+    """verl's fully-async layout on the two warm workers: rank 0 rolls out, rank 1 trains; batches cross
+    through the data coordinator, weights come back by broadcast after every update."""
+    run = tmp_path / "run"
+    assert run_main(run, "trainer.v1.trainer_mode=separate_async", "rollout.nnodes=1", "trainer.n_devices_per_node=1",
+                    "async_training.staleness_threshold=1", "trainer.total_training_steps=2") == 0
+    steps = {r["step"]: r for r in read_metrics(run) if r["step"] > 0}
+    assert [steps[s]["async/staleness_max"] for s in (1, 2)] == [0, 1]
+    assert steps[2]["async/engine_version"] == 1  # step 1's update reached the rollout rank
+    assert steps[2]["async/weight_sync_s"] > 0 and "timing_s/handoff" in steps[2]
+    assert "val/score" in steps[2] and steps[2]["val/prompts"] > 0  # validated on the rollout rank

@@ -1,9 +1,13 @@
-"""The graphs an asynchronous schedule can run (siirl.params.async_training), checked at plan time.
+"""The graphs an asynchronous schedule can run (siirl.params.async_training), checked at plan time, and the
+separate placement of ``separate_async``.
 
 The background producer (siirl.dag_worker.async_rollout) stands in for the graph's first node, the
-rollout, on every worker; the rest of the graph trains on what it produced. So the graph must start with
-one single-policy rollout node on every rank: a team of agents, a graph that starts elsewhere or one split
-into placement groups is refused in one line before Ray.
+rollout, on the ranks that run it; the rest of the graph trains on what it produced. So the graph must start
+with one single-policy rollout node: a team of agents, a graph that starts elsewhere or one already split
+into placement groups is refused in one line before Ray. ``separate_async`` (verl's fully-async layout)
+puts the rollout node in placement group ``rollout`` on ``rollout.nnodes`` nodes of its own and every other
+node in group ``trainer`` on the ``trainer.nnodes`` nodes; the rollout group hands each step's batch to the
+trainers through the data coordinator (``siirl.dag_worker.handoff``).
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from siirl.errors import ConfigError
 from siirl.execution.dag.multi_agent import agent_names
 from siirl.execution.dag.node_types import NodeRole
 from siirl.execution.dag.task_graph import TaskGraph
-from siirl.execution.scheduler.placement import node_placements
+from siirl.execution.scheduler.placement import PLACEMENT_KEY, node_placements
 from siirl.execution.scheduler.plan import ALL_RANKS
 from siirl.params.async_training import async_schedule
+
+ROLLOUT_GROUP, TRAINER_GROUP = "rollout", "trainer"
 
 
 def check_async_graph(graph: TaskGraph, cfg: Any) -> None:
@@ -36,3 +42,26 @@ def check_async_graph(graph: TaskGraph, cfg: Any) -> None:
     named = sorted({p for p in node_placements(graph).values() if p != ALL_RANKS})
     if named:
         raise ConfigError(f"{prefix}: placement groups ({', '.join(named)}) are not implemented in asynchronous training")
+
+
+def separate_layout(graph: TaskGraph, cfg: Any, per_node: int) -> tuple[TaskGraph, int, dict[str, int]] | None:
+    """``separate_async``: the graph with its two placement groups, the nodes of the whole job and the
+    groups' sizes; None for the other modes."""
+    if async_schedule(cfg).mode != "separate_async":
+        return None
+    nodes, per_rollout_node = int(cfg.rollout.nnodes), int(cfg.rollout.n_gpus_per_node) or per_node
+    if nodes < 1:
+        raise ConfigError(
+            "bad config: trainer.v1.trainer_mode=separate_async needs rollout.nnodes >= 1 (the rollout's own nodes)"
+        )
+    if per_rollout_node != per_node:
+        raise ConfigError(
+            f"bad config: rollout.n_gpus_per_node={per_rollout_node} must equal the trainer's {per_node} devices "
+            "per node (the plan gives every node the same number of workers)"
+        )
+    placed = graph.copy()
+    for node in placed:
+        group = ROLLOUT_GROUP if node.node_role is NodeRole.ROLLOUT else TRAINER_GROUP
+        node.config = {**node.config, PLACEMENT_KEY: group}
+    sizes = {ROLLOUT_GROUP: nodes * per_node, TRAINER_GROUP: int(cfg.trainer.nnodes) * per_node}
+    return placed, int(cfg.trainer.nnodes) + nodes, sizes

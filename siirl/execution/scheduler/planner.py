@@ -19,7 +19,7 @@ from siirl.execution.dag.contract import model_agent
 from siirl.execution.dag.contract_check import check_contracts
 from siirl.execution.dag.node_types import NodeRole, NodeType
 from siirl.execution.dag.task_graph import TaskGraph
-from siirl.execution.scheduler.async_graph import check_async_graph
+from siirl.execution.scheduler.async_graph import check_async_graph, separate_layout
 from siirl.execution.scheduler.placement import (
     check_handoffs,
     node_placements,
@@ -244,6 +244,10 @@ def plan_from_config(graph: TaskGraph, cfg: SiirlConfig | None) -> ExecutionPlan
     for role, size in sequence_parallel_sizes(cfg).items():
         if size > 1 and NodeRole(role) in model_roles:
             parallelism[role] = {"sp": size}
+    separate = separate_layout(graph, cfg, per_node)
+    if separate is not None:  # verl's fully-async layout: the rollout on nodes of its own
+        graph, nnodes, sizes = separate
+        return make_plan(graph, nnodes, per_node, parallelism, placement_sizes=sizes)
     return make_plan(
         graph, cfg.trainer.nnodes, per_node, parallelism, agent_placement=cfg.dag.agent_placement,
     )

@@ -1,0 +1,80 @@
+"""How an asynchronous run's weights reach its rollout producer, by mode (siirl.params.async_training).
+
+Both routes run on the training thread of every rank at the same points (the start, and after each update
+on sync steps), since gathering sharded weights and broadcasting them are collectives; the producer loads
+what they deliver at its next batch or piece (siirl.dag_worker.async_rollout).
+
+- ``colocate_async``: each rank's actor and engine share the rank; the actor's gathered weights are handed
+  to the rank's own producer.
+- ``separate_async``: the trainers' first rank broadcasts the gathered weights to the rollout ranks over a
+  group of those ranks (the device layer's bucketed broadcast: gloo, NCCL or HCCL); the other trainer ranks
+  take part in the gather only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from siirl.device.weight_sync import make_weight_sync, weight_sync_group
+from siirl.execution.scheduler.async_graph import ROLLOUT_GROUP, TRAINER_GROUP
+from siirl.params.async_training import async_schedule
+
+
+class ColocatedWeights:
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    def initial(self, version: int) -> None:
+        """The engine starts from the actor's weights (a resumed run's too)."""
+        self.ctx.policy().refresh()
+
+    def after_update(self, version: int, producer: Any) -> None:
+        producer.publish(version, self.ctx.policy().actor.named_parameters_for_sync)
+
+
+class SeparateWeights:
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        placements = ctx.plan.placements
+        self.src = placements[TRAINER_GROUP][0]
+        members = [self.src, *placements[ROLLOUT_GROUP]]
+        group = weight_sync_group(members, ctx.backend)  # every rank creates it
+        self.role = "source" if ctx.rank == self.src else "receiver" if ctx.rank in members else "trainer"
+        self.every = async_schedule(ctx.cfg).sync_every
+        self.sync = make_weight_sync(
+            "broadcast", group=group, src=self.src, device=ctx.backend.device(ctx.local_device),
+            bucket_mb=ctx.cfg.actor_rollout_ref.rollout.weight_sync_bucket_mb,
+        )
+
+    def _move(self, version: int, load: Any) -> None:
+        if self.role == "receiver":
+            self.sync.receive(load)
+            return
+        weights = self.ctx.policy().actor.named_parameters_for_sync()  # a gather over the trainers
+        if self.role == "source":
+            self.sync.send(weights, version)
+        else:
+            for _ in weights:
+                pass
+
+    def initial(self, version: int) -> None:
+        """The rollout ranks' engines start from the trainers' weights (a resumed run's too)."""
+        engine = self.ctx.policy().rollout
+        self._move(version, engine.sync_weights if engine is not None else None)
+
+    def after_update(self, version: int, producer: Any) -> None:
+        if version % self.every:
+            return
+        snapshot: list = []
+        self._move(version, lambda bucket: snapshot.extend((name, t.clone()) for name, t in bucket))
+        if producer is not None:
+            producer.publish(version, lambda: snapshot)
+
+
+ROUTES = {"colocate_async": ColocatedWeights, "separate_async": SeparateWeights}
+
+
+def weight_route(ctx: Any) -> ColocatedWeights | SeparateWeights | None:
+    """The run's route, None when it is synchronous (collective: every rank builds it at the same point)."""
+    route = ROUTES.get(async_schedule(ctx.cfg).mode)
+    return route(ctx) if route is not None else None
