@@ -349,7 +349,8 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
         relative = os.path.normpath(flags["--config-path"] or "config") == "config"
         if flags["--config-name"] and relative and invocation["module"].startswith("verl."):
             # verl's trainer reads a bare --config-name, or the relative path "config", from its own tree
-            flags["--config-path"] = str(VERL_CONFIG)
+            own = repo_root(name) / "verl" / "trainer" / "config"
+            flags["--config-path"] = str(own if own.is_dir() else VERL_CONFIG)
         elif flags["--config-path"] and os.path.isabs(flags["--config-path"]):
             flags["--config-path"] = _repo_file(name, flags["--config-path"], kind="folder")
         label = name if n == 0 else f"{name}#{n}"

@@ -131,3 +131,27 @@ def test_extractor_reads_bash_as_bash():
     assert first == ["data.max_prompt_length=512", "trainer.experiment_name=run a"]
     assert second == ['trainer.logger=["console"]', "x=set"]
     assert facts["forwards_script_args"]
+
+
+def test_bash_run_takes_the_scripts_branches_as_on_an_nvidia_host():
+    """verl's current scripts branch on the device and back-end (``case``/``if``): the bash run takes the
+    branches bash takes on a one-node NVIDIA host (no torch_npu), records the trainer's arguments and whether
+    the script forwards its own; nothing but the recording stubs runs."""
+    spec = importlib.util.spec_from_file_location("extract", FIXTURES / "extract.py")
+    extract = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extract)
+    script = (
+        "set -xeuo pipefail\nulimit -n 32768\n"
+        "DEVICE=${DEVICE:-$(python3 -c 'import torch_npu' 2>/dev/null && echo npu || echo gpu)}\n"
+        "ROOT=$(cd -- \"$(dirname \"${BASH_SOURCE[0]}\")/..\" && pwd)\nmkdir -p $HOME/ckpt\nEXTRA=()\n"
+        "case \"${DEVICE}\" in\n  gpu) tp=2 ;;\n  npu) tp=4; EXTRA+=(trainer.device=npu) ;;\nesac\n"
+        "LAUNCH=(python3)\n"
+        "if [ \"${VERL_USE_UV:-1}\" != 0 ] && [ \"$DEVICE\" = gpu ]; then LAUNCH=(uv run --extra vllm python3); fi\n"
+        "\"${LAUNCH[@]}\" -m verl.trainer.main_ppo rollout.tp=$tp x.path=$ROOT/f.py "
+        "trainer.experiment_name=e_$(date +%H) \"${EXTRA[@]}\" \"$@\"\n"
+    )
+    facts = extract.run_under_bash(script, "examples/run.sh")
+    (call,) = facts["invocations"]
+    assert call["module"] == "verl.trainer.main_ppo"
+    assert call["overrides"] == ["rollout.tp=2", "x.path=/workspace/f.py", "trainer.experiment_name=e_CMD_DATE"]
+    assert facts["forwards_script_args"] and not facts["bash_errors"]
