@@ -17,7 +17,7 @@ least ``j - 1 - max_lag``, and versions only grow, so every token of every train
 Metrics (per step): ``async/staleness_mean|max`` over trained tokens, ``async/partial_fraction`` (samples
 whose tokens span several versions), ``async/rollout_idle_s`` (the producer waiting for fresh enough
 weights), ``async/trainer_idle_s`` (the rollout node waiting for its batch), ``async/weight_sync_s``
-(snapshot plus load).
+(snapshot plus load), ``async/generate_s`` (the producer's time sampling the step's batch).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class AsyncRollout:
         self._engine_lock = threading.Lock()  # one user of the engine at a time: a piece, or validation
         self._draw_lock = threading.Lock()  # the loader: drawn by the producer, read by checkpoints
         self._changed = threading.Condition()
-        self._ready: deque[tuple[int, TensorDict]] = deque()
+        self._ready: deque[tuple[int, TensorDict, float]] = deque()  # (step, batch, seconds generating)
         self._states: dict[int, Any] = {}
         self._pending: SyncTicket | None = None
         self.engine_version = self.published = self.trained = start_version
@@ -136,9 +136,10 @@ class AsyncRollout:
                 with self._draw_lock:
                     self._states[step] = self._loader_state()
                     batch = self._next_shard()
+                began = time.perf_counter()
                 out = self._generate(batch)
                 with self._changed:
-                    self._ready.append((step, out))
+                    self._ready.append((step, out, time.perf_counter() - began))
                     self._next = step + 1
                     self._changed.notify_all()
         except _Stopped:
@@ -158,7 +159,7 @@ class AsyncRollout:
             self._changed.wait_for(lambda: self._ready or self._error is not None)
             if not self._ready:  # batches finished before a failure still train
                 raise RuntimeError(f"asynchronous rollout failed: {self._error}") from self._error
-            produced_for, out = self._ready.popleft()
+            produced_for, out, generating = self._ready.popleft()
         with self._draw_lock:  # a checkpoint after this step needs only the next steps' loader states
             for old in [s for s in self._states if s <= step]:
                 del self._states[old]
@@ -172,6 +173,7 @@ class AsyncRollout:
             )
         metrics.update({
             "async/trainer_idle_s": time.perf_counter() - began,
+            "async/generate_s": generating,
             "async/rollout_idle_s": self._rollout_idle,
             "async/weight_sync_s": self._weight_sync,
             "async/engine_version": float(self.engine_version),
