@@ -342,16 +342,40 @@ class DistributedDataLoader:
         missing = [key for key in STATE_KEYS if key not in state]
         if missing:
             raise DataError(f"dataloader state lacks {missing[0]!r} (expected keys {', '.join(STATE_KEYS)})")
+        position = int(state["position"])
         for key in ("num_rows", "global_batch_size"):
-            if int(state[key]) != self.state_dict()[key]:
+            if int(state[key]) != self.state_dict()[key] and (key == "num_rows" or self.user_sampler is not None):
                 raise DataError(
                     f"dataloader state was saved with {key}={state[key]}, this loader has {self.state_dict()[key]}"
                 )
-        if not 0 <= int(state["position"]) <= len(self):
+        saved_batch = int(state["global_batch_size"])
+        saved_batches = -(-self._sampler.epoch_size // saved_batch)
+        if not 0 <= position <= (len(self) if saved_batch == self._sampler.global_batch_size else saved_batches):
             raise DataError(f"dataloader state position {state['position']} is outside [0, {len(self)}]")
-        self._epoch, self._position = int(state["epoch"]), int(state["position"])
+        if saved_batch != self._sampler.global_batch_size:
+            position = self._rebatch(int(state["epoch"]), position, saved_batch)
+        self._epoch, self._position = int(state["epoch"]), position
         if self.user_sampler is not None and "user_sampler" in state:
             self._sampler.drawn = self.user_sampler.load_state_dict(state["user_sampler"])
+
+    def _rebatch(self, epoch: int, position: int, saved_batch: int) -> int:
+        """The position in batches of this loader's size where a run saved with ``saved_batch`` prompts per
+        batch goes on: the epoch's row order does not depend on the batch size, so the prompts already trained
+        stay trained; a batch the new size cuts in two is trained again whole, so nothing is skipped. Said in
+        one line (rank 0), with what is trained again."""
+        size = self._sampler.global_batch_size
+        done = min(position * saved_batch, self._sampler.epoch_size)
+        position = min(done // size, len(self))
+        again = done - position * size if position < len(self) else 0  # an ended epoch trains nothing again
+        if self._sampler.dp_rank == 0:
+            logger.warning(
+                "resuming with %d prompts per batch (the checkpoint's run took %d): epoch %d goes on after prompt "
+                "%d of %d; %s, none skipped",
+                size, saved_batch, epoch, position * size, self._sampler.epoch_size,
+                f"the {again} prompts after it were trained before the checkpoint and are trained again"
+                if again else "nothing is trained twice",
+            )
+        return position
 
 
 def build_train_dataloader(

@@ -245,3 +245,33 @@ def test_ranks_scan_only_their_slice_for_overlong_prompts_and_agree(parquet_of, 
     assert all(loader.num_filtered == 3 for loader in loaders)
     merged = [a + b for a, b in zip(*(epoch_indices(loader) for loader in loaders))]
     assert merged == whole and not long & {i for batch in merged for i in batch}
+
+
+def test_a_checkpoint_at_an_epoch_end_resumes_at_the_next_epoch_first_batch(parquet_of, tokenizer, caplog):
+    config = data_config(train_files=[parquet_of(24)], train_batch_size=4)
+    reference = build_train_dataloader(config, tokenizer, 0, 1)
+    list(reference)
+    second_epoch = epoch_indices(reference)
+    resumed = build_train_dataloader(config, tokenizer, 0, 1)
+    with caplog.at_level(logging.WARNING):
+        resumed.load_state_dict({"epoch": 0, "position": 6, "num_rows": 24, "global_batch_size": 4})
+        assert epoch_indices(resumed) == []  # epoch 0 is over: the training loop moves on to the next
+        assert epoch_indices(resumed) == second_epoch  # epoch 1 whole, from its first batch
+    assert not caplog.records
+
+
+def test_a_changed_batch_size_resumes_after_the_prompts_trained_and_says_so(parquet_of, tokenizer, caplog):
+    """The epoch's row order does not depend on the batch size: the prompts trained before the checkpoint
+    are not trained again beyond the batch the new size cuts in two, and none is skipped; one line says so."""
+    files = [parquet_of(24)]
+    old = build_train_dataloader(data_config(train_files=files, train_batch_size=4), tokenizer, 0, 1)
+    order = [i for batch in epoch_indices(old) for i in batch]
+    resumed = build_train_dataloader(data_config(train_files=files, train_batch_size=8), tokenizer, 0, 1)
+    with caplog.at_level(logging.WARNING):
+        resumed.load_state_dict({"epoch": 0, "position": 3, "num_rows": 24, "global_batch_size": 4})  # 12 trained
+    rest = [i for batch in epoch_indices(resumed) for i in batch]
+    assert rest == order[8:]  # prompts 8..11 again (the new batch 1 holds 8..15), none of 12..23 skipped
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("resuming with 8 prompts per batch (the checkpoint's run took 4): epoch 0 goes on after "
+                           "prompt 8 of 24; the 4 prompts after it were trained before the checkpoint")
+    assert line.endswith("none skipped")
