@@ -1,9 +1,15 @@
 """``libero``: the LIBERO manipulation benchmark (robosuite / MuJoCo) behind the ``Env`` contract.
 
 Written against LIBERO's own API (``libero.libero.benchmark``, ``get_libero_path``,
-``libero.libero.envs.OffScreenRenderEnv``); installed by ``pip install siirl[embodied]`` plus LIBERO
-itself (it is not on PyPI: ``pip install -e <LIBERO checkout>``). Not run on real hardware here: the
-tests drive it through a faithful fake of those modules.
+``libero.libero.envs.OffScreenRenderEnv``); installed by ``pip install siirl[embodied]`` (LIBERO 0.1.1 from
+PyPI, or ``pip install -e <LIBERO checkout>``). The PyPI package ships no scene and object assets: its first
+environment downloads them from the Hugging Face Hub (or reads a checkout's ``libero/libero/assets``). Headless
+rendering needs ``MUJOCO_GL=osmesa`` (and the OSMesa library) or ``egl``. The tests drive the adapter through
+a faithful fake of those modules (docs/agents.md says what was run against the real package).
+
+LIBERO asks on the terminal where its files are when ``$LIBERO_CONFIG_PATH/config.yaml`` (default
+``~/.libero``) is missing, which a Ray worker cannot answer; the adapter writes the answer LIBERO itself
+writes by default (its package folders) before importing it.
 
 A task is a row with ``task_id`` (index in the suite) and optionally ``trial_id`` (which of the suite's
 fixed initial states); both fall back to the row's ``index``. Following the usual LIBERO evaluation
@@ -15,9 +21,13 @@ The observation is the dict of camera images and proprioception plus the task's 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from siirl.environment.base import StepResult
 from siirl.environment.registry import register_env
@@ -28,16 +38,35 @@ MAX_STEPS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "l
 NOOP_ACTION = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
 
 
+def write_default_libero_config() -> Path | None:
+    """``$LIBERO_CONFIG_PATH/config.yaml`` (default ``~/.libero``) with LIBERO's default folders when it is
+    missing, so importing LIBERO does not prompt; None when it exists or LIBERO is not installed."""
+    folder = Path(os.environ.get("LIBERO_CONFIG_PATH", "~/.libero")).expanduser()
+    config = folder / "config.yaml"
+    try:
+        spec = importlib.util.find_spec("libero.libero")
+    except ImportError:
+        return None
+    if config.exists() or spec is None or spec.origin is None:
+        return None
+    root = Path(spec.origin).parent
+    paths = {
+        "benchmark_root": root, "bddl_files": root / "bddl_files", "init_states": root / "init_files",
+        "datasets": root.parent / "datasets", "assets": root / "assets",
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    config.write_text(yaml.safe_dump({key: str(path) for key, path in paths.items()}))
+    return config
+
+
 def _import_libero() -> tuple[Any, Any, Any]:
+    write_default_libero_config()
     try:
         libero = importlib.import_module("libero.libero")
         benchmark = importlib.import_module("libero.libero.benchmark")
         envs = importlib.import_module("libero.libero.envs")
     except ImportError as exc:
-        raise SiirlUserError(
-            f"env.name=libero needs LIBERO ({exc}); run: pip install siirl[embodied] and "
-            "pip install -e <LIBERO checkout>"
-        ) from exc
+        raise SiirlUserError(f"env.name=libero needs LIBERO ({exc}); run: pip install siirl[embodied]") from exc
     return libero.get_libero_path, benchmark, envs.OffScreenRenderEnv
 
 
@@ -71,9 +100,16 @@ class LiberoEnv:
             self._env.close()
         task = self.suite.get_task(task_id)
         bddl = os.path.join(self.bddl_root, task.problem_folder, task.bddl_file)
-        self._env = self._env_cls(
-            bddl_file_name=bddl, camera_heights=self.camera_size, camera_widths=self.camera_size
-        )
+        try:
+            self._env = self._env_cls(
+                bddl_file_name=bddl, camera_heights=self.camera_size, camera_widths=self.camera_size
+            )
+        except FileNotFoundError as exc:  # the PyPI package's assets come from the Hub on first use
+            raise SiirlUserError(
+                f"LIBERO cannot build task {task_id} of its suite: {exc.filename} is missing (LIBERO from PyPI "
+                "downloads its scene assets from the Hugging Face Hub on first use; without access, copy a LIBERO "
+                "checkout's libero/libero/assets into the installed package)"
+            ) from exc
         self._language, self._task_key = task.language, (task_id,)
 
     def _observation(self, obs: Mapping[str, Any]) -> dict[str, Any]:

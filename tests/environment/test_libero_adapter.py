@@ -4,13 +4,16 @@ import sys
 
 import numpy as np
 import pytest
+import yaml
 
 from siirl.environment import make_env
+from siirl.environment.libero import write_default_libero_config
 from siirl.errors import SiirlUserError
 
 
 @pytest.fixture
-def fake_libero(monkeypatch, repo_root):
+def fake_libero(monkeypatch, repo_root, tmp_path):
+    monkeypatch.setenv("LIBERO_CONFIG_PATH", str(tmp_path / "libero_config"))
     monkeypatch.syspath_prepend(str(repo_root / "tests" / "fakes"))
     for name in [m for m in sys.modules if m == "libero" or m.startswith("libero.")]:
         monkeypatch.delitem(sys.modules, name)
@@ -59,3 +62,29 @@ def test_libero_missing_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "libero", None)
     with pytest.raises(SiirlUserError, match=r"siirl\[embodied\]"):
         make_env("libero")
+
+
+def test_libero_gets_its_default_config_instead_of_prompting(fake_libero, tmp_path, repo_root):
+    """Importing LIBERO without ``$LIBERO_CONFIG_PATH/config.yaml`` asks on the terminal (a Ray worker has
+    none): the adapter writes LIBERO's own default answer, its package folders, and leaves a user's file be."""
+    make_env("libero", suite="libero_spatial")
+    config = tmp_path / "libero_config" / "config.yaml"
+    paths = yaml.safe_load(config.read_text())
+    root = repo_root / "tests" / "fakes" / "libero" / "libero"
+    assert paths["bddl_files"] == str(root / "bddl_files") and paths["assets"] == str(root / "assets")
+    config.write_text("bddl_files: /mine\n")
+    assert write_default_libero_config() is None and config.read_text() == "bddl_files: /mine\n"
+
+
+def test_missing_libero_assets_are_one_clear_error(fake_libero, monkeypatch):
+    """LIBERO from PyPI fetches its scene assets from the Hub on first use; without them the simulator cannot
+    be built (what happens on a machine without that access)."""
+    from libero.libero import envs
+
+    def no_assets(**_):
+        raise FileNotFoundError(2, "No such file or directory", "/site/libero/libero/assets/scenes/base.xml")
+
+    monkeypatch.setattr(envs, "OffScreenRenderEnv", no_assets)
+    env = make_env("libero", suite="libero_spatial")
+    with pytest.raises(SiirlUserError, match=r"assets/scenes/base.xml is missing \(LIBERO from PyPI downloads"):
+        env.reset({"index": 0})
