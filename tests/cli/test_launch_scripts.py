@@ -154,3 +154,22 @@ def test_bash_run_takes_the_scripts_branches_as_on_an_nvidia_host():
     assert call["module"] == "verl.trainer.main_ppo"
     assert call["overrides"] == ["rollout.tp=2", "x.path=/workspace/f.py", "trainer.experiment_name=e_CMD_DATE"]
     assert facts["forwards_script_args"] and not facts["bash_errors"]
+
+
+def test_the_guides_counts_per_generation_are_the_expectations():
+    """docs/migrating-from-verl.md's table of outcomes per verl generation is expectations.json counted."""
+    import collections
+    import re
+
+    from launch_scripts import MIGRATION_DOC
+
+    counted: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for name, expected in EXPECTED.items():
+        counted[name.split("/")[0]][expected["outcome"]] += 1
+    outcomes = ("plans", "plans_at_own_size", "refused", "broken", "pending")
+    rows = re.findall(r"^\| .*\(`(\w+)/`\) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$",
+                      MIGRATION_DOC.read_text(encoding="utf-8"), re.MULTILINE)
+    assert {row[0] for row in rows} == set(counted), rows
+    for folder, total, *numbers in rows:
+        assert int(total) == sum(counted[folder].values()), folder
+        assert [int(n) for n in numbers] == [counted[folder][o] for o in outcomes], folder
