@@ -19,6 +19,7 @@ from siirl.errors import ConfigError, SiirlUserError
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.params import SiirlConfig
 from siirl.params.data import data_tokenizer_model
+from siirl.params.distillation import teacher_model_config
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +166,8 @@ def check_inputs(cfg: SiirlConfig) -> None:
     check_attention_heads(cfg)
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
+    if cfg.distillation.enabled:
+        check_model_weights(model_dir(teacher_model_config(cfg.actor_rollout_ref.model, cfg.distillation)))
     if dataset_class(cfg.data) is None:  # a data.custom_cls reads the files itself
         for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
             rows = ParquetRows(files, [cfg.data.prompt_key]) if files else None

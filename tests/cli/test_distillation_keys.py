@@ -62,3 +62,11 @@ def test_a_policy_of_ones_own_needs_a_teacher_path(tmp_path):
 
     with pytest.raises(ConfigError, match="needs distillation.teacher_models.teacher_model.model_path"):
         load_config(["distillation.enabled=True", f"actor_rollout_ref.model.path={default_model_path()}/."])
+
+
+def test_a_missing_teacher_is_found_before_ray(tmp_path):
+    from siirl.errors import SiirlUserError
+
+    with pytest.raises(SiirlUserError, match="does not exist"):
+        prepare(["distillation.enabled=True", f"distillation.teacher_models.teacher_model.model_path={tmp_path}/nowhere",
+                 f"trainer.output_dir={tmp_path}"], None, None)
