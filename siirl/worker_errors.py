@@ -17,6 +17,7 @@ from pathlib import Path
 from ray.exceptions import RayTaskError
 
 from siirl.errors import SiirlUserError
+from siirl.ray_names import job_scoped
 from siirl.user_code import last_running
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def explain(exc: BaseException, rank: int | None, output_dir: str | Path) -> Exc
             return type(cause)(message)
         except TypeError:  # a subclass with its own constructor
             return SiirlUserError(message)
-    name = where_failed if rank is None else f"{where_failed} (siirl_dag_worker_{rank})"
+    name = where_failed if rank is None else f"{where_failed} ({job_scoped(f'siirl_dag_worker_{rank}')})"
     if cause is exc and not isinstance(exc, RayTaskError):
         message = _first_line(str(exc), type(exc).__name__)
         # The process is gone (os._exit, a signal, out of memory): say what user code it was running.

@@ -32,6 +32,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 LEAVES: dict[str, tuple[str, ...]] = {
     "siirl/registry.py": ("siirl.errors",),
     "siirl/user_code.py": (),
+    "siirl/ray_names.py": (),
     "siirl/reward_score/": ("siirl.errors", "siirl.registry"),
 }
 

@@ -23,6 +23,8 @@ from typing import Any
 import ray
 from tqdm import tqdm
 
+from siirl.ray_names import job_scoped
+
 logger = logging.getLogger(__name__)
 
 BOARD_NAME = "siirl_progress_board"
@@ -95,7 +97,7 @@ class ProgressBoard:
 
 def create_board() -> Any:
     """Started by the driver before the workers (no CPU reserved: it only stores a few floats)."""
-    return ray.remote(ProgressBoard).options(name=BOARD_NAME, num_cpus=0).remote()
+    return ray.remote(ProgressBoard).options(name=job_scoped(BOARD_NAME), num_cpus=0).remote()
 
 
 class ProgressReporter:
@@ -105,7 +107,7 @@ class ProgressReporter:
         self.rank, self.board, self.last_beat = rank, None, 0.0
         if ray.is_initialized():
             try:
-                self.board = ray.get_actor(BOARD_NAME)
+                self.board = ray.get_actor(job_scoped(BOARD_NAME))
             except ValueError:
                 logger.debug("no progress board (not started by the siiRL driver)")
 

@@ -25,6 +25,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from siirl.data_coordinator.assignment import ProducerMeta
 from siirl.data_coordinator.tensordict_ops import wire_take
+from siirl.ray_names import job_scoped
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,8 @@ _OWNED: dict[str, ActorHandle] = {}
 
 
 def buffer_name(node_id: str) -> str:
-    return f"{BUFFER_NAME_PREFIX}{node_id}"
+    """The actor name of this job's buffer on ``node_id`` (``siirl.ray_names``)."""
+    return job_scoped(f"{BUFFER_NAME_PREFIX}{node_id}")
 
 
 @dataclass

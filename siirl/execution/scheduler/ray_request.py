@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from siirl.device import DeviceBackend
+from siirl.ray_names import job_scoped
 
 #: Placement strategy of the worker bundles: fill a node before spilling to the next.
 PLACEMENT_STRATEGY = "PACK"
 
 
 def worker_name(rank: int) -> str:
-    return f"siirl_dag_worker_{rank}"
+    """The actor name of DAG worker ``rank`` of this job (``siirl.ray_names``)."""
+    return job_scoped(f"siirl_dag_worker_{rank}")
 
 
 def placement_bundles(backend: DeviceBackend, world_size: int) -> list[dict[str, float]]:
