@@ -39,6 +39,7 @@ ASSET_BUDGETS = {
     "tiny_qwen2_vl": 4,
     "data/arith": 0.5,
     "data/digits": 1,
+    "data/running_sums": 0.1,
 }
 
 
