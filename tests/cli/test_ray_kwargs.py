@@ -50,3 +50,20 @@ def test_uv_launcher_key_is_dropped_and_said_once(caplog, value, warned):
 def test_a_misspelt_ray_init_key_is_one_line():
     with pytest.raises(ConfigError, match=r"ray_kwargs.ray_init.num_gpu is not an argument .*num_gpus"):
         _ray_init("+ray_kwargs.ray_init.num_gpu=2")
+
+
+def test_verls_gb200_branch_plans_and_its_num_gpus_reaches_ray_init(tmp_path, monkeypatch):
+    """verl's current GRPO script on a GB200 (``MACHINE=gb200``) pins ``+ray_kwargs.ray_init.num_gpus`` beside
+    its other Blackwell overrides: the script plans, and the count is what ``ray.init`` gets."""
+    from launch_scripts import replays, write_task_data
+
+    from siirl.main_dag import prepare
+
+    gb200 = ["actor_rollout_ref.rollout.enforce_eager=True", "actor_rollout_ref.rollout.free_cache_engine=True",
+             "actor_rollout_ref.actor.fsdp_config.model_dtype=bfloat16", "+ray_kwargs.ray_init.num_gpus=4"]
+    data = write_task_data(tmp_path / "data", train_rows=1024)
+    (replay,) = replays("verl_2026_08/examples/grpo_trainer/run_qwen3_8b_fsdp", tmp_path, data,
+                        [*gb200, f"trainer.output_dir={tmp_path / 'out'}"])
+    monkeypatch.chdir(replay.cwd)
+    cfg, *_ = prepare(replay.overrides, replay.config_path, replay.config_name)
+    assert ray_init_options(None, None, cfg.ray_kwargs.ray_init)["num_gpus"] == 4
