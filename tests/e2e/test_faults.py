@@ -65,6 +65,22 @@ def test_killed_worker_fails_job_within_60s(tmp_path):
     assert "DAG worker rank 1" in stderr
 
 
+def test_killed_rollout_worker_of_an_async_job_fails_it_within_60s(tmp_path):
+    """verl's fully-async layout: rank 0 only rolls out (its producer a step ahead), rank 1 trains; killing the
+    rollout rank mid-run ends the job, naming it, as any lost DAG worker does."""
+    run_dir = tmp_path / "async_fault"
+    proc = _start_long_job(run_dir, "trainer.v1.trainer_mode=separate_async", "rollout.nnodes=1",
+                           "trainer.n_devices_per_node=1", "async_training.staleness_threshold=1")
+    victim = int((run_dir / "workers" / "rank_0.pid").read_text())
+    os.kill(victim, signal.SIGKILL)
+    killed_at = time.monotonic()
+    _, stderr = proc.communicate(timeout=90)
+    elapsed = time.monotonic() - killed_at
+    assert proc.returncode != 0
+    assert elapsed < 60, f"job took {elapsed:.0f}s to notice the dead rollout worker"
+    assert "DAG worker rank 0" in stderr
+
+
 def _last_error_line(capsys) -> str:
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("siirl:")]
     assert lines, "no siirl: line on stderr"
