@@ -63,6 +63,9 @@ _ROLE_INERT, _ROLE_NOT_READ = _per_role()
 RENAMED_2026: dict[str, Renamed] = {
     # verl's legacy reward section put the sandbox at the top level (reward_model.sandbox_fusion before it)
     "sandbox_fusion.*": Renamed("reward_model.sandbox_fusion.*", newer=1),
+    # verl's V1 trainer sizes its standalone rollout pool here; its fully-async recipe at the top level
+    _ROLLOUT + "nnodes": Renamed("rollout.nnodes"),
+    _ROLLOUT + "n_gpus_per_node": Renamed("rollout.n_gpus_per_node"),
 }
 
 INERT_2026: dict[str, Inert] = {
@@ -77,9 +80,6 @@ INERT_2026: dict[str, Inert] = {
     "data.function_tool_path": _not_wired("tools from a Python function file", None),
     _ROLLOUT + "checkpoint_engine.custom_backend_module": _not_wired("a custom weight-transfer backend", None),
     _ROLLOUT + "disaggregation.enabled": _not_wired("prefill/decode disaggregated rollout", False),
-    _ROLLOUT + "nnodes": Inert(
-        (0,), "a rollout pool of its own (verl's standalone rollout) is not implemented; the rollout is colocated (0 only)"
-    ),
     "data.audio_key": _not_wired("audio inputs", "audios"),
     "data.mm_processor_kwargs": _not_wired("extra processor arguments for images and videos", {}),
     "critic.loss_scale_factor": _not_wired("verl's constant loss scale", None),
@@ -100,7 +100,6 @@ NOT_READ_2026: dict[str, str] = {
     _ACTOR + "checkpoint.mbridge_config": "Megatron checkpoint options (mbridge), read only by verl's Megatron engine",
     "critic.checkpoint.mbridge_config": "Megatron checkpoint options (mbridge), read only by verl's Megatron engine",
     _ACTOR + "policy_loss.dro_beta": "an option of verl's DRO loss mode, read only under that loss_mode (refused)",
-    _ROLLOUT + "n_gpus_per_node": "the size of a rollout pool of its own, read only with rollout.nnodes > 0 (refused)",
     _ROLLOUT + "qat": "verl's per-role copy of the actor's QAT section (screened there)",
     _ROLLOUT + "moe_load_balance_metrics_interval": "an MoE load-balance metric of the engine; no results change",
     _ROLLOUT + "disaggregation.*": "disaggregated-rollout options, read only with disaggregation.enabled=true (refused)",

@@ -26,6 +26,9 @@ COLOCATE = ["trainer.v1.trainer_mode=colocate_async"]
         ([*COLOCATE, "async_training.trigger_parameter_sync_step=2", "async_training.staleness_threshold=1"],
          "colocate_async", 3, False),
         (["actor_rollout_ref.hybrid_engine=false", "rollout.nnodes=1"], "separate_async", 0, False),
+        # verl V1's spelling of the standalone rollout pool
+        (["trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.rollout.nnodes=1",
+          "actor_rollout_ref.rollout.n_gpus_per_node=2"], "separate_async", 0, False),
         (["rollout.nnodes=1", "rollout.n_gpus_per_node=2", "async_training.staleness_threshold=0.1"],
          "separate_async", 1, False),
     ],
