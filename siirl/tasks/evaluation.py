@@ -83,6 +83,7 @@ def greedy_accuracy(
     contents: Sequence[str],
     answers: Sequence[str],
     batch_size: int = 256,
+    max_new_tokens: int = 5,
 ) -> float:
     """Fraction of prompts whose greedy completion (special tokens dropped, stripped) equals the answer."""
     if len(contents) != len(answers):
@@ -95,7 +96,7 @@ def greedy_accuracy(
     for start in range(0, len(contents), batch_size):
         chunk = contents[start : start + batch_size]
         prompts = [encode_prompt(tokenizer, c) for c in chunk]
-        outs = greedy_generate(model, prompts, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        outs = greedy_generate(model, prompts, tokenizer.eos_token_id, tokenizer.pad_token_id, max_new_tokens)
         correct += count_exact(tokenizer, outs, answers[start : start + batch_size])
     model.train(was_training)
     return correct / len(contents)

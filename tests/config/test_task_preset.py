@@ -30,7 +30,7 @@ def test_running_sums_preset_names_the_long_tail_data_and_fits_its_longest_trace
     cfg = load_config(["device=cpu", "task=running_sums"])
     assert cfg.data.train_files == [asset_path("data/running_sums/train.parquet")]
     assert cfg.data.val_files == [asset_path("data/running_sums/val.parquet")]
-    assert cfg.actor_rollout_ref.model.path == default_model_path()
+    assert cfg.actor_rollout_ref.model.path == asset_path("tiny_qwen2_running_sums")
     assert cfg.data.max_response_length >= 23 + 1  # 8 partial sums and EOS
 
 

@@ -40,6 +40,7 @@ ASSET_BUDGETS = {
     "data/arith": 0.5,
     "data/digits": 1,
     "data/running_sums": 0.1,
+    "tiny_qwen2_running_sums": 3,
 }
 
 
