@@ -13,6 +13,7 @@ from siirl.main_dag import EXIT_USER_ERROR, main
 
 from .conftest import REPO
 from .e2e_helpers import FAST, read_metrics
+from .workflow_runs import GROUP, WORKFLOWS, carrying
 
 pytestmark = pytest.mark.slow
 
@@ -131,6 +132,18 @@ def _pairs(overrides: list[str]) -> list[tuple[str, str]]:
     return [tuple(o.split("=", 1)) for o in overrides]
 
 
+def _slots(overrides: list[str]) -> set[str]:
+    """What a case sets: its keys (a task is its data files), and the loss mode too where its estimator
+    trains with a loss of its own (another loss mode beside it is refused)."""
+    from siirl.algorithms import estimator_needs
+
+    slots = {SLOT_OF.get(key, key) for key, _ in _pairs(overrides)}
+    for key, value in _pairs(overrides):
+        if key == "algorithm.adv_estimator" and estimator_needs(value).loss_mode != "vanilla":
+            slots.add("actor_rollout_ref.actor.policy_loss.loss_mode")
+    return slots
+
+
 def _foldable(overrides: list[str]) -> bool:
     return expected_refusal(overrides) is None and all(
         key in FOLDABLE_KEYS | {"data.val_files"} and value not in ALONE_VALUES.get(key, ()) for key, value in _pairs(overrides))
@@ -142,11 +155,11 @@ def bundles(cases: list[tuple[str, list[str]]]) -> tuple[list[list[str]], dict[s
     packs: list[list[str]] = []
     home: dict[str, int] = {}
     for name, overrides in cases:
-        if not _foldable(overrides):
+        if not _foldable(overrides) or carrying(overrides):
             continue
-        slots = {SLOT_OF.get(key, key) for key, _ in _pairs(overrides)}
+        slots = _slots(overrides)
         for index, pack in enumerate(packs):
-            taken = {SLOT_OF.get(key, key) for key, _ in _pairs(pack)}
+            taken = _slots(pack)
             if not slots & taken and expected_refusal([*pack, *overrides]) is None:
                 pack += overrides
                 home[name] = index
@@ -161,7 +174,12 @@ BUNDLES, BUNDLE_OF = bundles(CASES)
 
 
 def _case_param(name: str, overrides: list[str]):
-    marks = [pytest.mark.xdist_group(f"option_bundle_{BUNDLE_OF[name]}")] if name in BUNDLE_OF else []
+    if carrying(overrides):
+        marks = [pytest.mark.xdist_group(GROUP)]
+    elif name in BUNDLE_OF:
+        marks = [pytest.mark.xdist_group(f"option_bundle_{BUNDLE_OF[name]}")]
+    else:
+        marks = []
     return pytest.param(name, overrides, id=name, marks=marks)
 
 
@@ -228,15 +246,17 @@ def test_bundles_fold_every_foldable_case_once_and_keep_each_key_once():
 
 
 @pytest.mark.parametrize(("name", "overrides"), [_case_param(name, o) for name, o in CASES])
-def test_option_trains_two_steps_or_is_refused(name, overrides, tmp_path, ray_session, bundle_run, capsys):
-    if name in BUNDLE_OF:
-        # The option trains inside its bundle: the bundle's resolved config carries everything the option
-        # changes on its own, and the bundle trains two steps.
-        pack = BUNDLES[BUNDLE_OF[name]]
+def test_option_trains_two_steps_or_is_refused(name, overrides, tmp_path, ray_session, bundle_run, workflow_run,
+                                                capsys):
+    workflow = carrying(overrides)
+    if workflow or name in BUNDLE_OF:
+        # The option trains inside a workflow's run or its bundle: that run's resolved config carries everything
+        # the option changes on its own, and it trains two steps.
+        pack = WORKFLOWS[workflow] if workflow else BUNDLES[BUNDLE_OF[name]]
         default, alone, together = _config_leaves([]), _config_leaves(overrides), _config_leaves(pack)
         changed = {key: value for key, value in alone.items() if default.get(key) != value}
         assert {key: together.get(key) for key in changed} == changed, pack
-        code, run_dir = bundle_run(BUNDLE_OF[name])
+        code, run_dir = workflow_run(workflow) if workflow else bundle_run(BUNDLE_OF[name])
         assert code == 0, pack
         assert [r["step"] for r in read_metrics(run_dir) if "actor/pg_loss" in r] == [1, 2]
         return

@@ -3,21 +3,11 @@
 import pytest
 
 from .e2e_helpers import read_metrics, run_main
+from .workflow_runs import GROUP, WORKFLOWS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(GROUP)]
+ALGORITHMS = [name for name in WORKFLOWS if name != "custom_pipeline"]
 
-ALGORITHMS = {
-    "grpo": [],
-    "ppo": ["critic.enable=true", "algorithm.adv_estimator=gae"],
-    "dapo": ["algorithm.workflow_type=DAPO", "algorithm.filter_groups.enable=true",
-             "algorithm.filter_groups.max_num_gen_batches=0", "actor_rollout_ref.actor.clip_ratio_high=0.28"],
-    "gspo": ["algorithm.adv_estimator=gspo", "actor_rollout_ref.actor.policy_loss.loss_mode=gspo",
-             "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"],
-    "cpgd": ["algorithm.adv_estimator=cpgd", "actor_rollout_ref.actor.policy_loss.loss_mode=cpgd",
-             "actor_rollout_ref.actor.policy_drift_coeff=0.001"],
-    "remax": ["algorithm.adv_estimator=remax"],
-    "kl_in_reward": ["algorithm.use_kl_in_reward=true"],
-}
 #: A metric only that workflow produces, proving its distinctive node ran.
 SIGNATURE = {
     "ppo": "critic/vf_loss",
@@ -27,10 +17,10 @@ SIGNATURE = {
 }
 
 
-@pytest.mark.parametrize("name", list(ALGORITHMS))
-def test_workflow_trains_two_steps(name, tmp_path, ray_session):
-    run_dir = tmp_path / name
-    assert run_main(run_dir, "trainer.total_training_steps=2", *ALGORITHMS[name]) == 0
+@pytest.mark.parametrize("name", ALGORITHMS)
+def test_workflow_trains_two_steps(name, workflow_run):
+    code, run_dir = workflow_run(name)
+    assert code == 0
     rows = read_metrics(run_dir)
     steps = [r for r in rows if "actor/pg_loss" in r]
     assert [r["step"] for r in steps] == [1, 2]
@@ -41,10 +31,9 @@ def test_workflow_trains_two_steps(name, tmp_path, ray_session):
     assert (run_dir / "reward_curve.png").is_file()
 
 
-def test_custom_pipeline_runs(tmp_path, ray_session):
-    run_dir = tmp_path / "custom"
-    fn = "dag.custom_pipeline_fn=examples.custom_pipeline.pipeline:build"
-    assert run_main(run_dir, "trainer.total_training_steps=2", fn) == 0
+def test_custom_pipeline_runs(workflow_run):
+    code, run_dir = workflow_run("custom_pipeline")
+    assert code == 0
     steps = [r for r in read_metrics(run_dir) if "actor/pg_loss" in r]
     assert len(steps) == 2
     assert all(r["length_penalty/coef"] == 0.5 for r in steps)  # the node's own config section
