@@ -8,6 +8,7 @@ than run synchronously behind the user's back.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -16,6 +17,8 @@ from siirl.params.async_training import TRAINER_MODES, async_schedule
 
 #: Engines whose generation can stop at a chunk boundary and continue under new weights.
 PARTIAL_ROLLOUT_ENGINES = ("hf",)
+
+logger = logging.getLogger(__name__)
 
 
 def _check_values(cfg: Any) -> None:
@@ -34,6 +37,15 @@ def _check_values(cfg: Any) -> None:
         raise ConfigError(
             f"bad config: async_training.require_batches={section.require_batches}: a training step here takes one "
             "train batch (data.train_batch_size prompts); set the batch size instead (1 only)"
+        )
+    sampler = cfg.trainer.v1.sampler
+    if sampler.max_off_policy_threshold is not None and int(sampler.max_off_policy_threshold) < 0:
+        raise ConfigError(
+            f"bad config: trainer.v1.sampler.max_off_policy_threshold must be >= 0, got {sampler.max_off_policy_threshold}"
+        )
+    if str(sampler.max_off_policy_strategy) not in ("drop", "wait"):
+        raise ConfigError(
+            f"bad config: trainer.v1.sampler.max_off_policy_strategy={sampler.max_off_policy_strategy} is not one of drop, wait"
         )
     if int(cfg.rollout.nnodes) < 0 or int(cfg.rollout.n_gpus_per_node) < 0:
         raise ConfigError("bad config: rollout.nnodes and rollout.n_gpus_per_node must be >= 0")
@@ -56,8 +68,21 @@ def check_async(cfg: Any, env_mode: str | None) -> None:
     """Values first, then what the chosen mode runs; sync runs are untouched. ``env_mode``: the run's
     environment mode (siirl.environment.outputs.env_mode), None without one."""
     _check_values(cfg)
-    if not async_schedule(cfg).is_async:
+    schedule = async_schedule(cfg)
+    if not schedule.is_async:
         return
+    if schedule.max_lag < schedule.sync_every - 1:
+        raise ConfigError(
+            f"bad config: weights reach the rollout every {schedule.sync_every} updates "
+            f"(async_training.trigger_parameter_sync_step), so the staleness bound must be at least "
+            f"{schedule.sync_every - 1} versions, got {schedule.max_lag} (trainer.v1.sampler.max_off_policy_threshold)"
+        )
     why = _refusal(cfg, env_mode)
     if why is not None:
         raise ConfigError(f"bad config: {why}")
+    if cfg.data.gen_batch_size is not None and cfg.data.gen_batch_size != cfg.data.train_batch_size:
+        # verl's fully-async recipe sets gen_batch_size=1: its rollout takes prompts one at a time. Here the
+        # producer draws each step's train batch and streams it; there is no DAPO refill to size (refused above).
+        logger.info("data.gen_batch_size=%s: asynchronous rollouts draw data.train_batch_size prompts per step",
+                    cfg.data.gen_batch_size)
+        cfg.data.gen_batch_size = None

@@ -4,7 +4,8 @@ n_gpus_per_node}`` and ``actor_rollout_ref.hybrid_engine``, resolved into one sc
 verl's semantics (its fully-async recipe and V1 trainer): ``staleness_threshold`` is the extra fraction of a
 parameter-sync window the rollout may produce ahead (0 = synchronous, 1 ~ one-step off-policy), counted here
 in policy versions: a token may be trained at most ``ceil(staleness_threshold)`` versions after the version
-that sampled it, times the sync window: with ``trigger_parameter_sync_step = N`` the rollout's weights move
+that sampled it (verl V1's ``trainer.v1.sampler.max_off_policy_threshold``, when set, is that bound
+directly), times the sync window: with ``trigger_parameter_sync_step = N`` the rollout's weights move
 every N updates, so the bound is ``(ceil(staleness_threshold) + 1) * N - 1`` updates (``N - 1`` when
 staleness is 0: a window's samples all come from its first version). ``partial_rollout`` lets in-flight generations cross a weight sync (tokens and log-probs
 kept, generation continues under the new weights). ``hybrid_engine=False`` or ``rollout.nnodes > 0`` is
@@ -14,7 +15,7 @@ verl's fully-async launch (rollout on its own devices), i.e. ``separate_async``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
@@ -35,10 +36,22 @@ class AsyncTrainingConfig:
 
 
 @dataclass
+class V1SamplerConfig:
+    """verl V1's ``trainer.v1.sampler``: its staleness bound, in policy versions."""
+
+    #: Versions a token may be older than the weights it trains; null = from async_training.staleness_threshold.
+    max_off_policy_threshold: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: drop | wait: what verl does with a group over the bound. Here the producer never starts one that could
+    #: pass it (it waits for fresh enough weights first), so both values train the same samples.
+    max_off_policy_strategy: str = "drop"
+
+
+@dataclass
 class TrainerV1Config:
-    """verl's ``trainer.v1.*``: the trainer mode (sync | colocate_async | separate_async)."""
+    """verl's ``trainer.v1.*``: the trainer mode (sync | colocate_async | separate_async) and its sampler."""
 
     trainer_mode: str = "sync"
+    sampler: V1SamplerConfig = field(default_factory=V1SamplerConfig)
 
 
 @dataclass
@@ -83,5 +96,11 @@ def async_schedule(cfg: Any) -> AsyncSchedule:
     section = cfg.async_training
     mode = trainer_mode(cfg)
     every = int(section.trigger_parameter_sync_step)
-    lag = (math.ceil(float(section.staleness_threshold)) + 1) * every - 1 if mode != "sync" else 0
+    v1_bound = cfg.trainer.v1.sampler.max_off_policy_threshold
+    if mode == "sync":
+        lag = 0
+    elif v1_bound is not None:  # verl V1's bound, in versions, as it reads it
+        lag = int(v1_bound)
+    else:
+        lag = (math.ceil(float(section.staleness_threshold)) + 1) * every - 1
     return AsyncSchedule(mode, lag, bool(section.partial_rollout) and mode != "sync", every, int(section.chunk_tokens))

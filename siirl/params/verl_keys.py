@@ -12,6 +12,7 @@ import logging
 from omegaconf import DictConfig
 
 from siirl.errors import ConfigError
+from siirl.params.async_training import trainer_mode
 from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import fold_mixed_precision
 from siirl.params.ray_kwargs import drop_py_executable
@@ -87,6 +88,8 @@ def _unfiltered_gen_batch(cfg: DictConfig) -> None:
     data = cfg.data
     if data.gen_batch_size is None or data.gen_batch_size < 1 or cfg.algorithm.filter_groups.enable:
         return  # a bad size is refused by the value checks
+    if trainer_mode(cfg) != "sync":
+        return  # verl's fully-async streaming unit (siirl.params.async_checks), not the train batch
     if data.gen_batch_size != data.train_batch_size:
         logger.warning(
             "algorithm.filter_groups.enable=false: every generated group trains, so the train batch is "

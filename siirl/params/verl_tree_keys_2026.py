@@ -114,8 +114,7 @@ NOT_READ_2026: dict[str, str] = {
         "trainer.v1." + option: _ASYNC_V1
         for option in (
             "sync", "colocate_async.num_warmup_batches", "separate_async.num_warmup_batches",
-            "separate_async.parameter_sync_step", "sampler.max_off_policy_threshold",
-            "sampler.max_off_policy_strategy", "sampler.sync_refill_failed_groups", "sampler.custom_sampler.path",
+            "separate_async.parameter_sync_step", "sampler.sync_refill_failed_groups", "sampler.custom_sampler.path",
             "sampler.custom_sampler.name", "sampler.sampler_kwargs",
         )
     },
