@@ -5,7 +5,8 @@ Launches ``python -m siirl.main_dag`` (the default job: the embedded task, 32 pr
 ``--every`` steps (default 50) records the driver's and every DAG worker's RSS and open file descriptors
 (psutil, workers found by ``<output_dir>/workers/rank_<r>.pid``) and the size of ``metrics.jsonl``. After the
 warm-up (the first ``--warmup`` steps, default 10% of the run) the total RSS must grow by less than
-``--max-growth`` (5%) and every process's descriptor count must stay the same.
+``--max-growth`` (5%) and every process's descriptor count must stay the same while it trains (the final
+step's sample is taken as the workers close their files).
 
 Prints a table, then one JSON line (``flat``: both held).
 
@@ -78,7 +79,8 @@ def soak(steps: int, every: int, overrides: list[str], run_dir: Path) -> list[di
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "siirl.main_dag", f"trainer.output_dir={run_dir}",
                f"trainer.total_training_steps={steps}", *overrides]
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = open(run_dir.parent / "job.log", "w")  # noqa: SIM115 - a file, not a pipe: a full pipe would stop the job
+    proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     driver, counter, rows, due = psutil.Process(proc.pid), StepCounter(run_dir / "metrics.jsonl"), [], every
     while proc.poll() is None:
         step = counter.poll()
@@ -87,9 +89,10 @@ def soak(steps: int, every: int, overrides: list[str], run_dir: Path) -> list[di
             print(f"step {step}: total RSS {total_rss(rows[-1]):.0f} MB", file=sys.stderr, flush=True)
             due = (step // every + 1) * every
         time.sleep(0.2)
-    _, stderr = proc.communicate()
+    log.close()
     if proc.returncode != 0:
-        raise SystemExit(f"the job failed ({proc.returncode}): {stderr.strip().splitlines()[-1:]}")
+        tail = (run_dir.parent / "job.log").read_text().strip().splitlines()[-1:]
+        raise SystemExit(f"the job failed ({proc.returncode}): {tail}")
     return rows
 
 
@@ -101,12 +104,15 @@ def total_rss(row: dict) -> float:
     return sum(row[key][0] for key in processes(row))
 
 
-def verdict(rows: list[dict], warmup: int, max_growth: float) -> dict:
+def verdict(rows: list[dict], warmup: int, max_growth: float, total: int) -> dict:
+    """RSS from the first sample after ``warmup`` to the last; descriptors on the samples before the final
+    step (at the final step the workers are already closing their loggers and environments)."""
     after = [row for row in rows if row["step"] >= warmup]
+    running = [row for row in after if row["step"] < total] or after
     if len(after) < 2:
         raise SystemExit(f"too few samples after the warm-up ({len(after)}); run more steps")
     first, last = total_rss(after[0]), total_rss(after[-1])
-    fds = {key: sorted({row[key][1] for row in after}) for key in processes(after[0])}
+    fds = {key: sorted({row[key][1] for row in running}) for key in processes(after[0])}
     growth = (last - first) / first
     return {
         "steps": rows[-1]["step"], "warmup_steps": warmup, "rss_after_warmup_mb": round(first, 1),
@@ -136,7 +142,7 @@ def main() -> None:
     warmup = args.warmup if args.warmup is not None else max(args.every, args.steps // 10)
     with tempfile.TemporaryDirectory(prefix="siirl-soak-") as folder:
         rows = soak(args.steps, args.every, overrides, Path(folder) / "run")
-    result = verdict(rows, warmup, args.max_growth)
+    result = verdict(rows, warmup, args.max_growth, args.steps)
     print(table(rows))
     print(json.dumps(result))
 

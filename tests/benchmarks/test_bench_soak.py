@@ -22,8 +22,10 @@ def test_steps_are_read_from_what_was_appended_including_a_line_cut_in_two(tmp_p
 def test_flat_needs_rss_growth_under_the_bound_after_warm_up_and_constant_fds(load_benchmark):
     soak = load_benchmark("bench_soak")
     rows = [_row(50, 500, 3000), _row(100, 510, 3100), _row(150, 512, 3120)]  # warm-up growth is not counted
-    result = soak.verdict(rows, warmup=100, max_growth=0.05)
+    result = soak.verdict(rows, warmup=100, max_growth=0.05, total=300)
     assert result["flat"] and result["rss_after_warmup_mb"] == 3610 and result["fds"] == {"driver": [40], "rank_0": [40]}
-    assert not soak.verdict([*rows, _row(200, 520, 3400)], warmup=100, max_growth=0.05)["flat"]  # +5.4%
-    assert not soak.verdict([rows[1], _row(150, 510, 3100, fds=41)], warmup=100, max_growth=0.05)["flat"]
+    assert not soak.verdict([*rows, _row(200, 520, 3400)], warmup=100, max_growth=0.05, total=300)["flat"]  # +5.4%
+    assert not soak.verdict([rows[1], _row(150, 510, 3100, fds=41)], warmup=100, max_growth=0.05, total=300)["flat"]
+    closing = [rows[1], _row(150, 510, 3100, fds=30)]  # the final step's sample: files being closed
+    assert soak.verdict(closing, warmup=100, max_growth=0.05, total=150)["flat"]
     assert "| 150 | 512 / 40 | 3120 / 40 | 3632 | 15 |" in soak.table(rows)
