@@ -77,7 +77,7 @@ def _loops(tmp_path, plan, coordinator):
     for rank in range(plan.world_size):
         ctx = SimpleNamespace(cfg=cfg, rank=rank, plan=plan, coordinator=coordinator,
                               train_loader=Loader(forbidden=plan.worker(rank).placement == "b"),
-                              handoffs=Handoffs(plan, rank, coordinator))
+                              handoffs=Handoffs(plan, rank, coordinator), async_rollout=None)
         loops.append(TrainingLoop(ctx, plan.worker(rank).graph))
     return loops
 
