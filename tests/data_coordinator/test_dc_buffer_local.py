@@ -15,6 +15,7 @@ from siirl.data_coordinator import (
     BUFFER_NAME_PREFIX,
     DataCoordinatorTimeout,
     assign_samples,
+    buffer_name,
     create_data_buffers,
     describe_shard,
     shutdown_data_buffers,
@@ -47,9 +48,7 @@ def open_entries(buffers) -> dict:
 def test_one_buffer_for_the_single_node(cluster):
     buffers, _ = cluster
     names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
-    assert [n for n in names if n.startswith(BUFFER_NAME_PREFIX)] == [
-        f"{BUFFER_NAME_PREFIX}{next(iter(buffers))}"
-    ]
+    assert [n for n in names if n.startswith(BUFFER_NAME_PREFIX)] == [buffer_name(next(iter(buffers)))]
 
 
 def test_creating_the_buffers_again_keeps_the_creating_handles(cluster):

@@ -10,6 +10,7 @@ from ray.cluster_utils import Cluster
 
 from siirl.data_coordinator import (
     BUFFER_NAME_PREFIX,
+    buffer_name,
     create_data_buffers,
     find_data_buffers,
     shutdown_data_buffers,
@@ -45,9 +46,7 @@ def test_exactly_one_buffer_per_node(two_nodes):
     assert {node: ray.get(b.node_id.remote()) for node, b in buffers.items()} == {n: n for n in buffers}
     assert set(create_data_buffers()) == set(buffers)  # creating again reuses them
     names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
-    assert sorted(n for n in names if n.startswith(BUFFER_NAME_PREFIX)) == sorted(
-        f"{BUFFER_NAME_PREFIX}{n}" for n in buffers
-    )
+    assert sorted(n for n in names if n.startswith(BUFFER_NAME_PREFIX)) == sorted(buffer_name(n) for n in buffers)
     assert set(find_data_buffers()) == set(buffers)
 
 
