@@ -10,8 +10,6 @@ We use ``compose`` rather than ``@hydra.main`` so that Hydra writes nothing into
 
 from __future__ import annotations
 
-import copy
-import functools
 import os
 import tempfile
 from pathlib import Path
@@ -179,16 +177,6 @@ def _refuse_blank(overrides: list[str]) -> None:
             )
 
 
-@functools.cache
-def _schema_tree() -> DictConfig:
-    return OmegaConf.structured(SiirlConfig)
-
-
-def _typed_schema() -> DictConfig:
-    """A fresh typed tree of the schema's defaults: a copy of one built once (building it walks every dataclass)."""
-    return copy.deepcopy(_schema_tree())
-
-
 def compose_config(
     overrides: list[str] | None = None, config_path: str | None = None, config_name: str | None = None
 ) -> SiirlConfig:
@@ -207,10 +195,10 @@ def compose_config(
     config_name = layout_config_name(overrides, config_path, config_name)
     overrides = screen_overrides(translate_embodied_layout(overrides), schema_keys(SiirlConfig), groups)
     try:
+        # Hydra composes onto the typed schema (siirl_schema), and every key reaching it has passed the
+        # screen (overrides) or the tree screen (a user's YAML), so the composed tree is the typed one as is.
         cfg = _compose(overrides, config_path, config_name)
         OmegaConf.resolve(cfg)
-        # '+key=value' may add keys Hydra's struct mode lets through; the schema may not.
-        cfg = OmegaConf.merge(_typed_schema(), OmegaConf.to_container(cfg))
     except (HydraException, OmegaConfBaseException) as exc:
         if isinstance(exc.__context__, SiirlUserError):  # a preset's ${siirl_asset:...} names a missing file
             raise exc.__context__ from None
