@@ -222,8 +222,10 @@ def build_async_rollout(ctx: Any, next_shard: Callable[[], TensorDict], start_ve
     from siirl.params.async_training import async_schedule
 
     schedule = async_schedule(ctx.cfg)
+    if not schedule.is_async:  # synchronous (teams, whose agents each hold a policy, are only ever that)
+        return None
     policy = ctx.policy()
-    if not schedule.is_async or policy.rollout is None:  # synchronous, or a trainer apart from the rollout
+    if policy.rollout is None:  # a trainer apart from the rollout
         return None
     policy.free_cache = False  # the producer keeps the engine awake between the steps it overlaps
     policy.rollout.records_log_probs = True  # behaviour log-probs, for the off-policy correction
