@@ -20,12 +20,18 @@ from siirl.data_coordinator import (
     describe_shard,
     shutdown_data_buffers,
 )
+from tests.ray_testutils import own_ray
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dc_buffer_local")]
 
 
 @pytest.fixture(scope="module")
 def cluster():
+    with own_ray():
+        yield from _cluster()
+
+
+def _cluster():
     ray.init(
         address="local",  # a Ray of our own, even when another one runs on this host
         num_cpus=4,

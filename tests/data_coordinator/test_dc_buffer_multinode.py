@@ -15,6 +15,7 @@ from siirl.data_coordinator import (
     find_data_buffers,
     shutdown_data_buffers,
 )
+from tests.ray_testutils import own_ray
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dc_buffer_multinode")]
 
@@ -23,6 +24,11 @@ STORE = 100 * 1024**2
 
 @pytest.fixture(scope="module")
 def two_nodes():
+    with own_ray():
+        yield from _two_nodes()
+
+
+def _two_nodes():
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 2, "resources": {"node_a": 2}, "object_store_memory": STORE},

@@ -12,7 +12,6 @@ import json
 import time
 
 import pytest
-import ray
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("two_ray_nodes")]
 
@@ -45,14 +44,10 @@ def two_nodes(bench, one_node):
     """One two-node cluster, with warm workers of its own, for every two-node job of this module; the
     session's Ray stops meanwhile and starts again after."""
     from siirl.worker_pool import warm_workers
-    from tests.ray_testutils import start_local_ray
+    from tests.ray_testutils import own_ray
 
-    ray.shutdown()
-    try:
-        with bench.ray_nodes(2) as cluster, warm_workers():
-            yield cluster
-    finally:
-        start_local_ray()
+    with own_ray(), bench.ray_nodes(2) as cluster, warm_workers():
+        yield cluster
 
 
 @pytest.fixture(scope="module")
