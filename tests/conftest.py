@@ -57,24 +57,6 @@ def _label_jobs(request, monkeypatch):
     monkeypatch.setenv(LABEL_ENV, request.node.nodeid)
 
 
-def _heaviest_modules_first(items) -> None:
-    """Whole modules reordered, heaviest kind first: those kept in one process (``xdist_group``: a Ray
-    cluster of their own, bundles of trainings), then those that train on the session's Ray, then the rest.
-    The processes take work in this order, so the long units start early and the run ends on short tests
-    instead of one process finishing a long module while the others idle. Each module stays contiguous
-    (its module-scoped fixtures are built once)."""
-
-    def weight(item) -> int:
-        if item.get_closest_marker("xdist_group") is not None:
-            return 0
-        return 1 if "ray_session" in getattr(item, "fixturenames", ()) else 2
-
-    module_weight: dict[str, int] = {}
-    for item in items:
-        module_weight[item.nodeid.split("::")[0]] = min(module_weight.get(item.nodeid.split("::")[0], 2), weight(item))
-    items.sort(key=lambda item: module_weight[item.nodeid.split("::")[0]])
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Device-marked tests run only where that device family is really usable; tests on the session's Ray
@@ -89,7 +71,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # a test that trains on the session's Ray is in the slow tier, marked or not
         if "ray_session" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
-    _heaviest_modules_first(items)
     for marker in DEVICE_MARKERS:
         try:
             get_backend(marker)
