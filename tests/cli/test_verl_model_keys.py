@@ -125,7 +125,8 @@ def test_speed_and_serving_knobs_are_accepted_at_any_value(caplog):
             "reward_model.rollout.name=vllm", "actor_rollout_ref.nccl_timeout=1200", "actor_rollout_ref.rollout.mode=async",
         ])
     assert cfg.actor_rollout_ref.rollout.mode == "async"
-    assert sum("rollout.mode=async" in r.getMessage() for r in caplog.records) == 1
+    # verl's default rollout mode is async; the schedule is trainer.v1.trainer_mode, so it is accepted silently
+    assert sum("rollout.mode=async" in r.getMessage() for r in caplog.records) == 0
 
 
 def test_calculate_log_probs_needs_an_engine_that_records_them():
