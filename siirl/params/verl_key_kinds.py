@@ -27,3 +27,9 @@ class Inert:
     why: str
 
 SPEED = "a speed or memory knob; siiRL's log-prob path is not torch.compiled nor chunked, results are the same"
+MTP = "multi-token-prediction heads are not implemented (false only)"
+
+
+def not_wired(feature: str, *off: object) -> Inert:
+    """A verl feature siiRL does not implement: accepted only at verl's default values ``off``."""
+    return Inert(off, f"{feature} is not implemented; accepted only at verl's default")

@@ -10,7 +10,7 @@ docs/migrating-from-verl.md lists every entry; tests/cli/test_verl_tree_keys.py 
 
 from __future__ import annotations
 
-from siirl.params.verl_key_kinds import DROP, SPEED, Inert, Renamed
+from siirl.params.verl_key_kinds import DROP, MTP, SPEED, Inert, Renamed, not_wired
 from siirl.params.verl_tree_keys_2026 import INERT_2026, NOT_READ_2026, RENAMED_2026
 
 _ARR = "actor_rollout_ref."
@@ -23,16 +23,10 @@ _OPTIMIZED = (_ACTOR, "critic.")
 _PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
 _PROFILER_OPTIONS = "options of verl's per-role profiler, read only with profiler.enable=true (refused)"
 _ROUTER = "MoE router replay is not implemented (router_replay.mode=disabled only)"
-_MTP = "multi-token-prediction heads are not implemented (false only)"
 _TILED_MLP = "tiled MLP (sharded MLP activations) is not implemented (tiled_mlp.enabled=false only)"
 _SEED = "siiRL seeds every worker from trainer.seed; verl's per-engine seed is accepted only at its default 42"
 _WHOLE_STEP = "a checkpoint holds the whole step (models, optimizers, trainer state); verl's default list only"
-_NOT_WIRED = "is not implemented; accepted only at verl's default"
 _ROLE_COPY = "verl's per-role copy of a shared option (its default interpolates it); siiRL reads the shared one"
-
-
-def _not_wired(feature: str, *off: object) -> Inert:
-    return Inert(off, f"{feature} {_NOT_WIRED}")
 
 
 def _per_role() -> tuple[dict[str, Inert], dict[str, str]]:
@@ -47,7 +41,7 @@ def _per_role() -> tuple[dict[str, Inert], dict[str, str]]:
     for role, forward_only in _FSDP_ROLES.items():
         fsdp = role + "fsdp_config."
         inert[fsdp + "seed"] = Inert((42,), _SEED)
-        inert[fsdp + "full_determinism"] = _not_wired("verl's full-determinism mode", False)
+        inert[fsdp + "full_determinism"] = not_wired("verl's full-determinism mode", False)
         not_read[fsdp + "ulysses_sequence_parallel_size"] = (
             "verl fills it from the role's ulysses_sequence_parallel_size, which siiRL reads"
         )
@@ -90,68 +84,68 @@ TREE_RENAMED: dict[str, Renamed] = {
 TREE_INERT: dict[str, Inert] = {
     **_ROLE_INERT,
     **INERT_2026,
-    _ACTOR + "loss_scale_factor": _not_wired("verl's constant loss scale", None),
-    _ACTOR + "calculate_entropy": _not_wired("entropy metrics without an entropy loss", False),
+    _ACTOR + "loss_scale_factor": not_wired("verl's constant loss scale", None),
+    _ACTOR + "calculate_entropy": not_wired("entropy metrics without an entropy loss", False),
     _ACTOR + "data_loader_seed": Inert((42,), _SEED),
-    _ACTOR + "checkpoint.async_save": _not_wired("asynchronous checkpoint saving", False),
-    _MODEL + "mtp.enable": Inert((False,), _MTP),
-    _MODEL + "mtp.enable_train": Inert((False,), _MTP),
-    _MODEL + "mtp.enable_rollout": Inert((False,), _MTP),
+    _ACTOR + "checkpoint.async_save": not_wired("asynchronous checkpoint saving", False),
+    _MODEL + "mtp.enable": Inert((False,), MTP),
+    _MODEL + "mtp.enable_train": Inert((False,), MTP),
+    _MODEL + "mtp.enable_rollout": Inert((False,), MTP),
     _MODEL + "hf_config_path": Inert((None,), "the model config is read from model.path (null only)"),
-    _MODEL + "use_liger": _not_wired("Liger kernels", False),
-    _ROLLOUT + "ignore_eos": _not_wired("generating past the end-of-sequence token", False),
-    _ROLLOUT + "pipeline_model_parallel_size": _not_wired("pipeline-parallel rollout", 1),
-    _ROLLOUT + "logprobs_mode": _not_wired("choosing which log-probs the engine records", "processed_logprobs"),
-    _ROLLOUT + "scheduling_policy": _not_wired("the engine's request scheduling policy", "fcfs"),
-    _ROLLOUT + "over_sample_rate": _not_wired("over-sampling and cancelling the slowest rollouts", 0),
-    _ROLLOUT + "multi_turn.num_repeat_rollouts": _not_wired("repeating multi-turn rollouts", None),
-    _ROLLOUT + "checkpoint_engine.backend": _not_wired("choosing verl's weight-transfer backend", "naive"),
-    _ROLLOUT + "checkpoint_engine.engine_kwargs": _not_wired("weight-transfer backend options", {}),
-    _ROLLOUT + "trace.backend": _not_wired("rollout tracing (weave, mlflow)", None),
-    _ROLLOUT + "skip_rollout": _not_wired("replaying dumped rollouts", False),
+    _MODEL + "use_liger": not_wired("Liger kernels", False),
+    _ROLLOUT + "ignore_eos": not_wired("generating past the end-of-sequence token", False),
+    _ROLLOUT + "pipeline_model_parallel_size": not_wired("pipeline-parallel rollout", 1),
+    _ROLLOUT + "logprobs_mode": not_wired("choosing which log-probs the engine records", "processed_logprobs"),
+    _ROLLOUT + "scheduling_policy": not_wired("the engine's request scheduling policy", "fcfs"),
+    _ROLLOUT + "over_sample_rate": not_wired("over-sampling and cancelling the slowest rollouts", 0),
+    _ROLLOUT + "multi_turn.num_repeat_rollouts": not_wired("repeating multi-turn rollouts", None),
+    _ROLLOUT + "checkpoint_engine.backend": not_wired("choosing verl's weight-transfer backend", "naive"),
+    _ROLLOUT + "checkpoint_engine.engine_kwargs": not_wired("weight-transfer backend options", {}),
+    _ROLLOUT + "trace.backend": not_wired("rollout tracing (weave, mlflow)", None),
+    _ROLLOUT + "skip_rollout": not_wired("replaying dumped rollouts", False),
     _ROLLOUT + "enable_rollout_routing_replay": Inert((False,), _ROUTER),
-    _ROLLOUT + "quantization_config_file": _not_wired("a quantization config file for the engine", None),
-    _ROLLOUT + "mtp.enable": Inert((False,), _MTP),
-    _ROLLOUT + "mtp.enable_train": Inert((False,), _MTP),
-    _ROLLOUT + "mtp.enable_rollout": Inert((False,), _MTP),
-    _ROLLOUT + "agent.default_agent_loop": _not_wired("choosing verl's agent loop", "single_turn_agent"),
-    _ROLLOUT + "agent.agent_loop_config_path": _not_wired("verl's agent-loop config file", None),
-    _ROLLOUT + "agent.custom_async_server.path": _not_wired("a custom async rollout server", None),
+    _ROLLOUT + "quantization_config_file": not_wired("a quantization config file for the engine", None),
+    _ROLLOUT + "mtp.enable": Inert((False,), MTP),
+    _ROLLOUT + "mtp.enable_train": Inert((False,), MTP),
+    _ROLLOUT + "mtp.enable_rollout": Inert((False,), MTP),
+    _ROLLOUT + "agent.default_agent_loop": not_wired("choosing verl's agent loop", "single_turn_agent"),
+    _ROLLOUT + "agent.agent_loop_config_path": not_wired("verl's agent-loop config file", None),
+    _ROLLOUT + "agent.custom_async_server.path": not_wired("a custom async rollout server", None),
     _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
     "data.tokenizer": Inert((None,), "the tokenizer is the policy's (actor_rollout_ref.model.path; null only)"),
-    "data.train_max_samples": _not_wired("capping the number of training samples", -1),
-    "data.val_max_samples": _not_wired("capping the number of validation samples", -1),
+    "data.train_max_samples": not_wired("capping the number of training samples", -1),
+    "data.val_max_samples": not_wired("capping the number of validation samples", -1),
     "data.tool_config_path": Inert((None,), "tools come from actor_rollout_ref.rollout.multi_turn.tool_config_path"),
-    "data.return_raw_input_ids": _not_wired("returning unpadded prompt ids", False),
-    "data.return_full_prompt": _not_wired("returning the rendered prompt text", False),
-    "data.image_patch_size": _not_wired("overriding the processor's image patch size", 14),
-    "data.validation_shuffle": _not_wired("shuffling the validation set", False),
-    "data.datagen.path": _not_wired("a dynamic data generator", None),
-    "data.datagen.name": _not_wired("a dynamic data generator", None),
+    "data.return_raw_input_ids": not_wired("returning unpadded prompt ids", False),
+    "data.return_full_prompt": not_wired("returning the rendered prompt text", False),
+    "data.image_patch_size": not_wired("overriding the processor's image patch size", 14),
+    "data.validation_shuffle": not_wired("shuffling the validation set", False),
+    "data.datagen.path": not_wired("a dynamic data generator", None),
+    "data.datagen.name": not_wired("a dynamic data generator", None),
     "reward_manager.source": Inert(("register",), "choose the reward manager with reward_model.reward_manager"),
     "reward_manager.name": Inert(("naive",), "choose the reward manager with reward_model.reward_manager"),
     "reward_manager.module.path": Inert((None,), "choose the reward manager with reward_model.reward_manager"),
-    "critic.model.lora_rank": _not_wired("LoRA on the critic", 0),
-    "critic.shuffle": _not_wired("shuffling the critic's mini-batches separately", False),
+    "critic.model.lora_rank": not_wired("LoRA on the critic", 0),
+    "critic.shuffle": not_wired("shuffling the critic's mini-batches separately", False),
     "critic.data_loader_seed": Inert((42,), _SEED),
     "critic.checkpoint.save_contents": Inert((["model", "optimizer", "extra"],), _WHOLE_STEP),
     "critic.checkpoint.load_contents": Inert((["model", "optimizer", "extra"],), _WHOLE_STEP),
-    "critic.checkpoint.async_save": _not_wired("asynchronous checkpoint saving", False),
+    "critic.checkpoint.async_save": not_wired("asynchronous checkpoint saving", False),
     # verl's trees after its reward move write null on the old reward_model keys: "not set"
-    "reward_model.enable_resource_pool": _not_wired("a separate resource pool for the reward model", False, None),
-    "reward_model.micro_batch_size": _not_wired("verl's global reward-model micro-batch size", None),
+    "reward_model.enable_resource_pool": not_wired("a separate resource pool for the reward model", False, None),
+    "reward_model.micro_batch_size": not_wired("verl's global reward-model micro-batch size", None),
     "reward_model.ulysses_sequence_parallel_size": Inert(
         (1,), "a reward model runs without Ulysses sequence parallelism (ulysses_sequence_parallel_size=1 only)"
     ),
-    "trainer.rollout_data_dir": _not_wired("dumping each step's rollouts", None),
+    "trainer.rollout_data_dir": not_wired("dumping each step's rollouts", None),
     "trainer.validation_data_dir": Inert(
         (None,), "validation samples go to <trainer.output_dir>/val_generations.jsonl (trainer.log_val_generations)"
     ),
-    "trainer.esi_redundant_time": _not_wired("saving before an elastic instance expires", 0),
-    "trainer.val_only": _not_wired("a validation-only run", False),
-    "trainer.default_hdfs_dir": _not_wired("copying checkpoints to HDFS", None),
-    "transfer_queue.enable": _not_wired("verl's transfer queue", False),
-    "ray_kwargs.timeline_json_file": _not_wired("writing a Ray timeline", None),
+    "trainer.esi_redundant_time": not_wired("saving before an elastic instance expires", 0),
+    "trainer.val_only": not_wired("a validation-only run", False),
+    "trainer.default_hdfs_dir": not_wired("copying checkpoints to HDFS", None),
+    "transfer_queue.enable": not_wired("verl's transfer queue", False),
+    "ray_kwargs.timeline_json_file": not_wired("writing a Ray timeline", None),
 }
 
 TREE_NOT_READ: dict[str, str] = {

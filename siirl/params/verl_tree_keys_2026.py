@@ -6,11 +6,10 @@ verl's on-policy distillation section (``distillation.*``) is not here: it is a 
 
 from __future__ import annotations
 
-from siirl.params.verl_key_kinds import SPEED, Inert, Renamed
+from siirl.params.verl_key_kinds import MTP, SPEED, Inert, Renamed, not_wired
 
 _ARR = "actor_rollout_ref."
 _ACTOR, _REF, _ROLLOUT, _MODEL = _ARR + "actor.", _ARR + "ref.", _ARR + "rollout.", _ARR + "model."
-_NOT_WIRED = "is not implemented; accepted only at verl's default"
 _QAT = "quantization-aware training is not implemented (qat.enable=false only)"
 _TURBO = "options of verl's FSDP-Turbo engine, read only with strategy=fsdp_turbo (refused)"
 _PAD = "padding each micro-batch to a fixed length (a compile knob of verl's); siiRL packs or trims, same results"
@@ -18,13 +17,8 @@ _MEGATRON_LORA = (
     "an option of verl's Megatron LoRA (model.lora.*); FSDP LoRA is lora_rank / lora_alpha / target_modules, "
     "in verl and here"
 )
-_MTP = "multi-token-prediction heads are not implemented (false only)"
 _SKIP = "replaying dumped rollouts (verl's skip manager) is not implemented (enable=false only)"
 _ASYNC_V1 = "an option of verl's asynchronous V1 trainer modes, read only with trainer.v1.trainer_mode other than sync"
-
-
-def _not_wired(feature: str, *off: object) -> Inert:
-    return Inert(off, f"{feature} {_NOT_WIRED}")
 
 
 def _per_role() -> tuple[dict[str, Inert], dict[str, str]]:
@@ -74,22 +68,22 @@ INERT_2026: dict[str, Inert] = {
         ("dp",), "verl's choice of training engine: siiRL trains with FSDP2 or replicated, verl's dp engine (dp only)"
     ),
     _ACTOR + "checkpoint.strict": Inert((True,), "a checkpoint loads strictly, every key present (true only)"),
-    _ROLLOUT + "full_determinism": _not_wired("verl's deterministic rollout mode", False),
+    _ROLLOUT + "full_determinism": not_wired("verl's deterministic rollout mode", False),
     _ROLLOUT + "seed": Inert((42,), "siiRL seeds every worker from trainer.seed; verl's rollout seed only at 42"),
-    _ROLLOUT + "multi_turn.function_tool_path": _not_wired("tools from a Python function file", None),
-    "data.function_tool_path": _not_wired("tools from a Python function file", None),
-    _ROLLOUT + "checkpoint_engine.custom_backend_module": _not_wired("a custom weight-transfer backend", None),
-    _ROLLOUT + "disaggregation.enabled": _not_wired("prefill/decode disaggregated rollout", False),
-    "data.audio_key": _not_wired("audio inputs", "audios"),
-    "data.mm_processor_kwargs": _not_wired("extra processor arguments for images and videos", {}),
-    "critic.loss_scale_factor": _not_wired("verl's constant loss scale", None),
+    _ROLLOUT + "multi_turn.function_tool_path": not_wired("tools from a Python function file", None),
+    "data.function_tool_path": not_wired("tools from a Python function file", None),
+    _ROLLOUT + "checkpoint_engine.custom_backend_module": not_wired("a custom weight-transfer backend", None),
+    _ROLLOUT + "disaggregation.enabled": not_wired("prefill/decode disaggregated rollout", False),
+    "data.audio_key": not_wired("audio inputs", "audios"),
+    "data.mm_processor_kwargs": not_wired("extra processor arguments for images and videos", {}),
+    "critic.loss_scale_factor": not_wired("verl's constant loss scale", None),
     "critic.model.hf_config_path": Inert((None,), "the model config is read from model.path (null only)"),
-    "critic.model.custom_chat_template": _not_wired("a chat template for the critic of its own", None),
-    "critic.model.lora_adapter_path": _not_wired("LoRA on the critic", None),
-    "critic.model.use_liger": _not_wired("Liger kernels", False),
-    "critic.model.mtp.enable": Inert((False,), _MTP),
-    "critic.model.mtp.enable_train": Inert((False,), _MTP),
-    "critic.model.mtp.enable_rollout": Inert((False,), _MTP),
+    "critic.model.custom_chat_template": not_wired("a chat template for the critic of its own", None),
+    "critic.model.lora_adapter_path": not_wired("LoRA on the critic", None),
+    "critic.model.use_liger": not_wired("Liger kernels", False),
+    "critic.model.mtp.enable": Inert((False,), MTP),
+    "critic.model.mtp.enable_train": Inert((False,), MTP),
+    "critic.model.mtp.enable_rollout": Inert((False,), MTP),
     "skip.rollout.enable": Inert((False,), _SKIP),
     "skip.rollout_tq.enable": Inert((False,), _SKIP),
     "skip.async_rollout.enable": Inert((False,), _SKIP),
