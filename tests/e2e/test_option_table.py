@@ -3,6 +3,7 @@ training steps on the CPU, or (where the option needs what this machine or siiRL
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
@@ -201,8 +202,10 @@ def _launch(run_dir, overrides: list[str]) -> int:
                  "data.val_batch_size=8", *overrides])
 
 
-def _config_leaves(overrides: list[str]) -> dict[str, object]:
-    """The run's resolved config (the e2e base with ``overrides``) as flat ``dotted.key -> value``."""
+@functools.cache
+def _config_leaves(overrides: tuple[str, ...]) -> dict[str, object]:
+    """The run's resolved config (the e2e base with ``overrides``) as flat ``dotted.key -> value``; composed
+    once per process for the default and each bundle, which many rows compare against."""
     from omegaconf import OmegaConf
 
     from siirl.config_checks import load_config
@@ -253,7 +256,7 @@ def test_option_trains_two_steps_or_is_refused(name, overrides, tmp_path, ray_se
         # The option trains inside a workflow's run or its bundle: that run's resolved config carries everything
         # the option changes on its own, and it trains two steps.
         pack = WORKFLOWS[workflow] if workflow else BUNDLES[BUNDLE_OF[name]]
-        default, alone, together = _config_leaves([]), _config_leaves(overrides), _config_leaves(pack)
+        default, alone, together = _config_leaves(()), _config_leaves(tuple(overrides)), _config_leaves(tuple(pack))
         changed = {key: value for key, value in alone.items() if default.get(key) != value}
         assert {key: together.get(key) for key in changed} == changed, pack
         code, run_dir = workflow_run(workflow) if workflow else bundle_run(BUNDLE_OF[name])
