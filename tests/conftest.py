@@ -80,6 +80,24 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if item.get_closest_marker(marker) is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
+    _keep_xdist_groups_together(config, items)
+
+
+def _keep_xdist_groups_together(config, items) -> None:
+    """Tag each ``xdist_group`` test's id with its group, as pytest-xdist does under ``--dist loadgroup``:
+    pytest 9 keeps a node's id in ``_id``, and xdist (3.8) still writes ``_nodeid``, which pytest 9 no longer
+    reads, so without this every test of a group could land in another process and each process would build
+    the group's expensive fixture (a Ray cluster of its own) again."""
+    if not (hasattr(config, "workerinput") and config.getvalue("loadgroup")) or not hasattr(pytest.Item, "id"):
+        return  # not an xdist worker of loadgroup, or pytest 8, whose ids xdist tags itself
+    from _pytest.nodes import coerce_node_id
+
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(groups)
+        if groups and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)
 
 
 @pytest.fixture(autouse=True)

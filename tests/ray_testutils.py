@@ -5,9 +5,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import ray
 
+import siirl.driver
+
 REPO = Path(__file__).resolve().parent.parent
+
+
+#: Every module that stops the session's Ray for one of its own (``own_ray``) is in this group: they run one after
+#: another in one test process, so the other processes' session Ray and warm workers never stop.
+OWN_RAY_GROUP = pytest.mark.xdist_group("own_ray")
 
 
 def start_local_ray() -> None:
@@ -29,3 +37,22 @@ def own_ray() -> Iterator[None]:
         ray.shutdown()
         if was_running:
             start_local_ray()
+
+
+@contextmanager
+def ray_start_attempts() -> Iterator[list]:
+    """The launcher's attempts to start or join Ray inside the block: a refusal "before Ray" makes none. Counted
+    at the launcher's one door to Ray, so the check holds whether or not this process already runs the
+    session's Ray (``ray.is_initialized()`` would depend on which tests ran before in the process)."""
+    attempts: list = []
+    real = siirl.driver._init_ray
+
+    def counted(cfg):
+        attempts.append(cfg)
+        return real(cfg)
+
+    siirl.driver._init_ray = counted
+    try:
+        yield attempts
+    finally:
+        siirl.driver._init_ray = real

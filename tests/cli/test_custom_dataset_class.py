@@ -4,7 +4,6 @@ items); a missing file, a missing name or a class that is not a Dataset is one l
 from __future__ import annotations
 
 import pytest
-import ray
 from launch_scripts import _dataset_class, write_task_data
 
 from siirl.data_coordinator import build_train_dataloader
@@ -60,4 +59,4 @@ def test_a_missing_class_is_one_line_before_ray(tmp_path, custom, message):
     with pytest.raises(SiirlUserError, match=message) as info:
         prepare(["device=cpu", f"data.custom_cls.path={path}", f"data.custom_cls.name={custom['name']}",
                  f"trainer.output_dir={tmp_path / 'out'}"])
-    assert "\n" not in str(info.value) and not ray.is_initialized()
+    assert "\n" not in str(info.value)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import ray
-
 from siirl.config_checks import load_config
 from siirl.dag_worker.checkpoint import CheckpointManager
 from siirl.finished_run import finished_message
 from siirl.main_dag import main
+from tests.ray_testutils import ray_start_attempts
 
 
 def saved_run(run_dir, step, num_rows, global_batch_size):
@@ -20,9 +19,10 @@ def saved_run(run_dir, step, num_rows, global_batch_size):
 
 def test_a_finished_job_run_again_says_where_it_ended_and_starts_no_ray(capsys, tmp_path):
     path = saved_run(tmp_path, 3, 64, 8)
-    code = main(["device=cpu", f"trainer.output_dir={tmp_path}", "trainer.total_training_steps=3"])
+    with ray_start_attempts() as ray_starts:
+        code = main(["device=cpu", f"trainer.output_dir={tmp_path}", "trainer.total_training_steps=3"])
     out = capsys.readouterr().out.strip().splitlines()
-    assert code == 0 and not ray.is_initialized()
+    assert code == 0 and not ray_starts
     assert out == [(
         f"siirl: this job already finished: its last checkpoint ({path}) is at step 3 of 3; to train on, raise "
         "trainer.total_training_steps (or trainer.total_epochs) and run the command again, or start afresh with "

@@ -1,9 +1,9 @@
 """Advertised options either plan cleanly or end as ONE line on stderr with exit code 2, before Ray."""
 
 import pytest
-import ray
 
 from siirl.main_dag import EXIT_USER_ERROR, main
+from tests.ray_testutils import ray_start_attempts
 
 
 def run(capsys, *args):
@@ -32,10 +32,11 @@ def run(capsys, *args):
     ],
 )
 def test_refused_in_one_line_before_ray(capsys, overrides, needles):
-    code, _, err = run(capsys, *overrides)
+    with ray_start_attempts() as ray_starts:
+        code, _, err = run(capsys, *overrides)
     assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and "\n" not in err, err
     assert all(n in err for n in needles), err
-    assert not ray.is_initialized()
+    assert not ray_starts
 
 
 @pytest.mark.parametrize(

@@ -4,20 +4,20 @@ import subprocess
 import sys
 
 import pytest
-import ray
 
 from siirl.errors import SiirlUserError
 from siirl.main_dag import EXIT_USER_ERROR, main
 from siirl.run_lock import output_dir_lock
+from tests.ray_testutils import ray_start_attempts
 
 
 def test_second_job_on_a_busy_output_dir_is_refused_before_ray(tmp_path, capsys):
-    with output_dir_lock(tmp_path):
+    with output_dir_lock(tmp_path), ray_start_attempts() as ray_starts:
         code = main(["device=cpu", f"trainer.output_dir={tmp_path}", "trainer.total_training_steps=1"])
     err = capsys.readouterr().err.strip()
     assert code == EXIT_USER_ERROR and "\n" not in err, err
     assert f"trainer.output_dir={tmp_path} is in use by a running job" in err
-    assert not ray.is_initialized()
+    assert not ray_starts
 
 
 def test_the_lock_is_exclusive_and_released_on_exit(tmp_path):

@@ -5,6 +5,8 @@ Each case is one the launcher used to report as an opaque worker failure (exit 1
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 
 import pyarrow as pa
@@ -143,11 +145,17 @@ def test_missing_resume_path(capsys, tmp_path):
     assert_one_line(*run(capsys, f"trainer.resume_mode={missing}"), str(missing), "not a siiRL checkpoint")
 
 
-def test_unreachable_ray_address_fails_fast(capsys, tmp_path):
+def test_unreachable_ray_address_fails_fast(tmp_path):
+    """As a user runs it, from a shell: in this process the session's Ray may already run, and the launcher
+    joins a Ray its process already runs."""
     began = time.monotonic()
-    code = main(["device=cpu", "trainer.ray_address=127.0.0.1:1", f"trainer.output_dir={tmp_path}"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == EXIT_USER_ERROR and err[-1].startswith("siirl: error: cannot reach Ray at 127.0.0.1:1"), err
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(
+        [sys.executable, "-m", "siirl.main_dag", "device=cpu", "trainer.ray_address=127.0.0.1:1",
+         f"trainer.output_dir={tmp_path}"], check=False, env=env, capture_output=True, text=True, timeout=120,
+    )
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == EXIT_USER_ERROR and err[-1].startswith("siirl: error: cannot reach Ray at 127.0.0.1:1"), err
     assert time.monotonic() - began < 60
 
 

@@ -4,7 +4,6 @@ or refused with the reason, enum values matched without case, rollout lengths ch
 from __future__ import annotations
 
 import pytest
-import ray
 
 from siirl.config_checks import load_config
 from siirl.errors import ConfigError
@@ -12,13 +11,15 @@ from siirl.main_dag import EXIT_USER_ERROR, main
 from siirl.params.override_screen import closest_key
 from siirl.params.root import SiirlConfig
 from siirl.params.schema_keys import schema_keys
+from tests.ray_testutils import ray_start_attempts
 
 
 def _error(capsys, *overrides: str) -> list[str]:
-    code = main(["--print-config", "device=cpu", *overrides])
+    with ray_start_attempts() as ray_starts:
+        code = main(["--print-config", "device=cpu", *overrides])
     err = capsys.readouterr().err.strip()
     assert code == EXIT_USER_ERROR and err.startswith("siirl: error:") and "Traceback" not in err, err
-    assert not ray.is_initialized()
+    assert not ray_starts
     return err.splitlines()
 
 

@@ -20,9 +20,9 @@ from siirl.data_coordinator import (
     describe_shard,
     shutdown_data_buffers,
 )
-from tests.ray_testutils import own_ray
+from tests.ray_testutils import OWN_RAY_GROUP, own_ray
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dc_buffer_local")]
+pytestmark = [pytest.mark.slow, OWN_RAY_GROUP]
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ from siirl.data_coordinator import (
     find_data_buffers,
     shutdown_data_buffers,
 )
-from tests.ray_testutils import own_ray
+from tests.ray_testutils import OWN_RAY_GROUP, own_ray
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("dc_buffer_multinode")]
+pytestmark = [pytest.mark.slow, OWN_RAY_GROUP]
 
 STORE = 100 * 1024**2
 

@@ -13,6 +13,9 @@ import ray
 
 from siirl.driver import _launch_workers, _rendezvous, _reserve
 from siirl.main_dag import prepare
+from tests.ray_testutils import OWN_RAY_GROUP, own_ray
+
+pytestmark = [pytest.mark.slow, OWN_RAY_GROUP]
 
 FAKES = Path(__file__).resolve().parent / "worker_fakes"
 REPO = Path(__file__).resolve().parents[2]
@@ -20,10 +23,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def gpu_declaring_ray(monkeypatch):
-    if ray.is_initialized():
-        pytest.skip("another test holds a Ray instance in this process")
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # Ray checks declared GPUs against this list
-    monkeypatch.syspath_prepend(str(FAKES))
+    # the environment is restored before own_ray starts the session's Ray again
+    with own_ray(), monkeypatch.context() as patch:
+        patch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # Ray checks declared GPUs against this list
+        patch.syspath_prepend(str(FAKES))
+        yield from _gpu_declaring_ray()
+
+
+def _gpu_declaring_ray():
     path = os.pathsep.join([str(REPO), str(FAKES), os.environ.get("PYTHONPATH", "")])
     ray.init(
         address="local",  # a cluster of our own, even when another one runs on this host

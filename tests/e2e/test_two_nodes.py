@@ -13,7 +13,9 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("two_ray_nodes")]
+from tests.ray_testutils import OWN_RAY_GROUP
+
+pytestmark = [pytest.mark.slow, OWN_RAY_GROUP]
 
 STEPS = "trainer.total_training_steps=5"
 

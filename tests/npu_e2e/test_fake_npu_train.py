@@ -20,9 +20,11 @@ import pytest
 
 from siirl import driver
 from siirl.main_dag import main
+from tests.ray_testutils import OWN_RAY_GROUP
 
 pytestmark = [
     pytest.mark.slow,
+    OWN_RAY_GROUP,
     pytest.mark.timeout(240),
     pytest.mark.skipif(importlib.util.find_spec("torch_npu") is not None,
                        reason="a real torch_npu is installed: the NPU CI job runs this end to end on hardware"),
