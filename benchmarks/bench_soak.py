@@ -3,7 +3,8 @@
 Launches ``python -m siirl.main_dag`` (the default job: the embedded task, 32 prompts x 5 samples a step,
 250 steps an epoch) for ``--steps`` steps (default 2000: 8 epochs) into a fresh output directory, and every
 ``--every`` steps (default 50) records the driver's and every DAG worker's RSS and open file descriptors
-(psutil, workers found by ``<output_dir>/workers/rank_<r>.pid``) and the size of ``metrics.jsonl``. After the
+(psutil, workers found by ``<output_dir>/workers/rank_<r>.pid``; descriptors as the fewest of three reads 0.1 s
+apart, so a file open for one write is not counted) and the size of ``metrics.jsonl``. After the
 warm-up (the first ``--warmup`` steps, default 10% of the run) the total RSS must grow by less than
 ``--max-growth`` (5%) and every process's descriptor count must stay the same while it trains (the final
 step's sample is taken as the workers close their files).
@@ -37,10 +38,21 @@ def _process(path: Path) -> psutil.Process | None:
         return None
 
 
+#: Descriptor reads per sample and the pause between them: the fewest open is the count. A sample is taken just
+#: as a step lands in metrics.jsonl, when a worker may hold a file open for that moment's write (TensorBoard,
+#: a log, a checkpoint); a leaked descriptor stays open across every read, a write's closes within them.
+FD_READS, FD_READ_GAP_S = 3, 0.1
+
+
 def _usage(proc: psutil.Process | None) -> tuple[float, int]:
     """(RSS in MB, open fds) of ``proc``; (0, 0) once it is gone."""
     try:
-        return proc.memory_info().rss / MB, proc.num_fds()
+        rss = proc.memory_info().rss / MB
+        fds = []
+        for read in range(FD_READS):
+            time.sleep(FD_READ_GAP_S if read else 0.0)
+            fds.append(proc.num_fds())
+        return rss, min(fds)
     except (AttributeError, psutil.Error):
         return 0.0, 0
 

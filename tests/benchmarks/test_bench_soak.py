@@ -29,3 +29,24 @@ def test_flat_needs_rss_growth_under_the_bound_after_warm_up_and_constant_fds(lo
     closing = [rows[1], _row(150, 510, 3100, fds=30)]  # the final step's sample: files being closed
     assert soak.verdict(closing, warmup=100, max_growth=0.05, total=150)["flat"]
     assert "| 150 | 512 / 40 | 3120 / 40 | 3632 | 15 |" in soak.table(rows)
+
+
+def test_descriptors_are_the_fewest_of_the_reads_so_a_file_open_for_one_write_is_not_a_leak(tmp_path, load_benchmark):
+    import psutil
+
+    soak = load_benchmark("bench_soak")
+    me = psutil.Process()
+    before = soak._usage(me)[1]
+    with open(tmp_path / "held", "w"):  # open across every read: counted
+        assert soak._usage(me)[1] == before + 1
+
+    class Writing:  # a worker caught mid-write: one more descriptor on the first read only
+        reads = iter([before + 1, before, before])
+
+        def memory_info(self):
+            return me.memory_info()
+
+        def num_fds(self):
+            return next(self.reads)
+
+    assert soak._usage(Writing())[1] == before
