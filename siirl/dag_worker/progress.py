@@ -96,8 +96,13 @@ class ProgressBoard:
 
 
 def create_board() -> Any:
-    """Started by the driver before the workers (no CPU reserved: it only stores a few floats)."""
-    return ray.remote(ProgressBoard).options(name=job_scoped(BOARD_NAME), num_cpus=0).remote()
+    """Started by the driver before the workers (no CPU reserved: it only stores a few floats), on the driver's
+    own Ray node: with no CPU asked for, Ray may place it on any node, and losing that node would take the
+    progress bar and the stall watch with it while the driver needs them to name the lost node."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(ProgressBoard).options(name=job_scoped(BOARD_NAME), num_cpus=0, scheduling_strategy=here).remote()
 
 
 class ProgressReporter:
