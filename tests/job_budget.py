@@ -33,7 +33,7 @@ def over_budget(jobs: list[dict]) -> list[str]:
     return [f"{key}: {total[key]} > {limit} (tests/job_budget.py)" for key, limit in BUDGET.items() if total[key] > limit]
 
 
-def top_starters(jobs: list[dict], count: int = 8) -> str:
+def top_starters(jobs: list[dict], count: int = 16) -> str:
     """The tests whose jobs started the most DAG workers: where the next saving is."""
     started: dict[str, int] = {}
     for job in jobs:

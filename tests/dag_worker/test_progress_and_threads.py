@@ -101,3 +101,13 @@ def test_stall_watch_on_the_step_times_spares_a_slow_first_step_and_names_a_froz
     assert "rank 1 last at step 21, node old_log_prob" in warning and "stall limit 120s" in warning
     ended = watch._judge({0: (245.0, 21, "node train_actor"), 1: (250.0, 21, "node old_log_prob")}, steps)
     assert ended is not None and "rank 1" in ended and "trainer.stall_timeout_s=null" in ended
+
+
+def test_outside_ray_no_node_gives_the_cpus(monkeypatch):
+    """A process that is no Ray worker (a unit test, a plain script) sizes its threads from the host."""
+    import ray
+
+    from siirl.dag_worker.worker import ray_node_cpus
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    assert ray_node_cpus() is None

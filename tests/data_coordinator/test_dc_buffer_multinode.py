@@ -1,4 +1,5 @@
-"""Two Ray nodes on one machine: one buffer per node, samples cross nodes producer -> consumer."""
+"""Two Ray nodes on one machine: one buffer per node, samples cross nodes producer -> consumer; and a DAG
+worker sizes its threads from its node's CPUs, not the host's (the nodes have 3 and 1, the host another count)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dc_ray_workers import Worker, entries_once_settled
 from dc_testutils import RAY_RUNTIME_ENV
 from ray.cluster_utils import Cluster
 
+from siirl.dag_worker.worker import ray_node_cpus
 from siirl.data_coordinator import (
     BUFFER_NAME_PREFIX,
     buffer_name,
@@ -20,6 +22,8 @@ from tests.ray_testutils import OWN_RAY_GROUP, own_ray
 pytestmark = [pytest.mark.slow, OWN_RAY_GROUP]
 
 STORE = 100 * 1024**2
+#: Neither is this host's core count (2 on the development host): a probe reading the host would differ.
+NODE_A_CPUS, NODE_B_CPUS = 3, 1
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +35,9 @@ def two_nodes():
 def _two_nodes():
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 2, "resources": {"node_a": 2}, "object_store_memory": STORE},
+        head_node_args={"num_cpus": NODE_A_CPUS, "resources": {"node_a": 3}, "object_store_memory": STORE},
     )
-    cluster.add_node(num_cpus=2, resources={"node_b": 2}, object_store_memory=STORE)
+    cluster.add_node(num_cpus=NODE_B_CPUS, resources={"node_b": 3}, object_store_memory=STORE)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, runtime_env=RAY_RUNTIME_ENV)
     buffers = create_data_buffers()
@@ -88,3 +92,11 @@ def test_producers_on_both_nodes_feed_consumers_on_both_nodes(two_nodes):
     assert not set(parts[0]["uid"]) & set(parts[1]["uid"])
     assert parts[0]["node_id"] != parts[1]["node_id"]
     assert entries_once_settled(buffers, {node: {} for node in buffers}) == {node: {} for node in buffers}
+
+
+def test_each_node_reports_the_cpus_ray_gave_it(two_nodes):
+    probe = ray.remote(num_cpus=0)(ray_node_cpus)  # the workers above hold the nodes' CPUs; a spare node_a/b unit each
+    on_a = probe.options(resources={"node_a": 0.01}).remote()
+    on_b = probe.options(resources={"node_b": 0.01}).remote()
+    assert ray.get([on_a, on_b], timeout=120) == [NODE_A_CPUS, NODE_B_CPUS]
+    assert ray_node_cpus() == NODE_A_CPUS  # the driver runs on the head node (node_a)

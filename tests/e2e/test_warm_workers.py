@@ -5,8 +5,6 @@ fresh launches: the same seeded job gives the same per-step numbers on new worke
 just ran a different algorithm.
 """
 
-from siirl.worker_pool import pooled_jobs
-
 from .e2e_helpers import read_metrics, run_main
 
 COMPARED = ("actor/pg_loss", "actor/grad_norm", "reward/mean", "response_length/mean")
@@ -18,14 +16,14 @@ def _steps(run_dir):
 
 def test_warm_workers_train_as_new_ones(tmp_path, ray_session):
     pool = ray_session
-    pool.close()  # its actors hold the worker names a job without the pool gives its own
-    with pooled_jobs(None):  # new workers, ended with the job
-        assert run_main(tmp_path / "new", "trainer.total_training_steps=2") == 0
-    # The warm workers first run a different job (PPO with a critic), then the same one as above.
+    pool.close()  # the pool's next job starts new workers, exactly as a job without a pool does
+    reused = pool.reused
+    assert run_main(tmp_path / "new", "trainer.total_training_steps=2") == 0
+    assert pool.reused == reused  # it ran on new workers
+    # The same workers, now warm, first run a different job (PPO with a critic), then the same one as above.
     assert run_main(tmp_path / "other", "trainer.total_training_steps=1", "critic.enable=true",
                     "algorithm.adv_estimator=gae") == 0
-    reused = pool.reused
     assert run_main(tmp_path / "warm", "trainer.total_training_steps=2") == 0
-    assert pool.reused == reused + 1  # the job really ran on the warm workers
+    assert pool.reused == reused + 2  # both really ran on the warm workers
     assert _steps(tmp_path / "warm") == _steps(tmp_path / "new")
     assert len(_steps(tmp_path / "new")) == 2
