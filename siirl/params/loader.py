@@ -10,6 +10,8 @@ We use ``compose`` rather than ``@hydra.main`` so that Hydra writes nothing into
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -104,9 +106,24 @@ def _user_config(config_path: str, config_name: str) -> dict[str, Any]:
     folder = Path(config_path).expanduser().resolve()
     if not (folder / f"{config_name.removesuffix('.yaml')}.yaml").is_file():
         raise ConfigError(f"--config-name {config_name}: no such file in --config-path {folder}")
-    check_config_folder(folder)
-    with initialize_config_dir(config_dir=str(folder), version_base=None):
-        tree = OmegaConf.to_container(compose(config_name=config_name.removesuffix(".yaml")))
+    return copy.deepcopy(_composed_file(str(folder), config_name.removesuffix(".yaml"), _yaml_fingerprint(folder)))
+
+
+def _yaml_fingerprint(folder: Path) -> tuple:
+    """Every YAML file under ``folder`` with its size and modification time: an edited tree composes anew."""
+    return tuple(sorted((str(path), stat.st_mtime_ns, stat.st_size)
+                        for path in folder.rglob("*.yaml") for stat in [path.stat()]))
+
+
+@functools.lru_cache(maxsize=16)
+def _composed_file(folder: str, name: str, fingerprint: tuple) -> dict[str, Any]:
+    """One YAML tree checked (every file parsed for what a user file may not hold) and composed by Hydra: a
+    second or two for verl's trees, most of a launch's config time. Once per process for jobs that share the
+    tree: a sweep of many jobs over one tree (an option sweep in a notebook, the test suite's replays of
+    published scripts). A tree that fails its check is not kept, and is checked again next time."""
+    check_config_folder(Path(folder))
+    with initialize_config_dir(config_dir=folder, version_base=None):
+        tree = OmegaConf.to_container(compose(config_name=name))
     tree.pop("hydra", None)
     _listify_paths(tree)
     return tree
