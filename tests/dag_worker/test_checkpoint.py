@@ -7,11 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from dist_testutils import spawn
+from dist_testutils import RANKS_GROUP, spawn
 
 from siirl.dag_worker.checkpoint import CheckpointManager, rng_state, set_rng_state
 from siirl.engine.manifest import read_verified
 from siirl.errors import CheckpointError, SiirlUserError
+
+pytestmark = [RANKS_GROUP]
 
 
 class Component:

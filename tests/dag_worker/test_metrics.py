@@ -4,10 +4,12 @@ import json
 from pathlib import Path
 
 import pytest
-from dist_testutils import spawn
+from dist_testutils import RANKS_GROUP, spawn
 
 from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
+
+pytestmark = [RANKS_GROUP]
 
 
 def test_jsonl_and_tensorboard_sinks(tmp_path):

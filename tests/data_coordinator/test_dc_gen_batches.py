@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from dist_testutils import RANKS_GROUP, spawn
 from tensordict import TensorDict
 
 from siirl.algorithms import GenerationBudgetExceeded
@@ -21,6 +22,8 @@ from siirl.data_coordinator.gen_batches import (
     rebalance_moves,
 )
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
+
+pytestmark = [RANKS_GROUP]
 
 
 class ThreadExchange:
@@ -174,32 +177,23 @@ def test_bad_usage():
         collector.take()
 
 
-def _gloo_rank(rank: int, init_file: str, out_dir: str) -> None:
+def _gloo_rank(rank: int, world_size: int, out_dir: str) -> None:
     import json
 
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
-    try:
-        collector = KeptGroupCollector(4, 5, DistExchange())
-        chunks = [[["a"], []], [["b", "c"], ["d"]]]
-        for count, chunk in enumerate(chunks, start=1):
-            if collector.add(_kept(chunk[rank])):
-                break
-        result = {"chunks": count, "uids": batch_uids(collector.take())}
-        with open(f"{out_dir}/rank{rank}.json", "w") as f:
-            json.dump(result, f)
-    finally:
-        dist.destroy_process_group()
+    collector = KeptGroupCollector(4, 5, DistExchange())
+    chunks = [[["a"], []], [["b", "c"], ["d"]]]
+    for count, chunk in enumerate(chunks, start=1):
+        if collector.add(_kept(chunk[rank])):
+            break
+    result = {"chunks": count, "uids": batch_uids(collector.take())}
+    with open(f"{out_dir}/rank{rank}.json", "w") as f:
+        json.dump(result, f)
 
 
-@pytest.mark.slow  # two spawned interpreters importing torch: tens of seconds on a small host
 def test_ranks_agree_over_torch_distributed(tmp_path):
     import json
 
-    import torch.multiprocessing as mp
-
-    mp.spawn(_gloo_rank, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=True)
+    spawn(_gloo_rank, 2, str(tmp_path))
     results = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert results == [
         {"chunks": 2, "uids": ["a", "a", "b", "b"]},

@@ -7,13 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-from dist_testutils import spawn
+from dist_testutils import RANKS_GROUP, spawn
 
 from siirl.device import backend_class
 from siirl.device.weight_sync import SyncTicket, make_weight_sync, weight_sync_group
 from siirl.device.weight_sync.buckets import pack, unpack
 from siirl.device.weight_sync.engine_loaders import hf_loader
 from siirl.errors import ConfigError
+
+pytestmark = [RANKS_GROUP]
 
 
 def tiny_model(seed: int) -> torch.nn.Module:
@@ -106,16 +108,17 @@ def _broadcast_ranks(rank: int, world_size: int, version: int) -> None:
     group = weight_sync_group(list(range(world_size)), backend_class("cpu")())
     wire = []
     real = dist.broadcast
-    dist.broadcast = lambda tensor, src, group: (wire.append(tensor.numel() * tensor.element_size()),
-                                                 real(tensor, src=src, group=group))[1]
-    sync = make_weight_sync("gloo", group=group, src=0, bucket_mb=0.01, dtype=torch.bfloat16)
-    model = tiny_model(rank)
-    payload = model_bytes(model, torch.bfloat16)
-    if rank == 0:
-        stats = sync.send(model.named_parameters(), version).stats
-    else:
-        stats = sync.receive(hf_loader(params(model)))
-        assert_same_weights(tiny_model(0), model, torch.bfloat16)
+    with pytest.MonkeyPatch.context() as patch:  # the rank process runs later jobs: undone when this one ends
+        patch.setattr(dist, "broadcast", lambda tensor, src, group: (
+            wire.append(tensor.numel() * tensor.element_size()), real(tensor, src=src, group=group))[1])
+        sync = make_weight_sync("gloo", group=group, src=0, bucket_mb=0.01, dtype=torch.bfloat16)
+        model = tiny_model(rank)
+        payload = model_bytes(model, torch.bfloat16)
+        if rank == 0:
+            stats = sync.send(model.named_parameters(), version).stats
+        else:
+            stats = sync.receive(hf_loader(params(model)))
+            assert_same_weights(tiny_model(0), model, torch.bfloat16)
     assert stats.version == version and stats.bytes == payload and stats.buckets == len(wire) > 1
     assert payload <= sum(wire) < payload + 16 * stats.tensors  # each bucket crossed once, on every rank
     dist.barrier()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from dist_testutils import spawn
+from dist_testutils import RANKS_GROUP, spawn
 from engine_testutils import actor_config, make_batch, model_config
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
@@ -19,6 +19,8 @@ from siirl.engine.manifest import write_manifest
 from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.workers import ActorWorker, ReferenceWorker
 from siirl.params.model import RefConfig, RolloutConfig
+
+pytestmark = [RANKS_GROUP]
 
 ROWS, WORLD = 16, 2
 ACTOR = {

@@ -7,12 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from dist_testutils import spawn
+from dist_testutils import RANKS_GROUP, spawn
 from engine_testutils import actor_config, model_config
 from torch.distributed.fsdp import FSDPModule
 
 from siirl.config_checks import load_config
 from siirl.engine.workers import ActorWorker
+
+pytestmark = [RANKS_GROUP]
 
 WORLD = 2
 MIXED = {"param_dtype": "bf16", "reduce_dtype": "fp16", "buffer_dtype": "fp32"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from dist_testutils import spawn
+from dist_testutils import RANKS_GROUP, spawn
 from engine_testutils import actor_config, make_batch, model_config
 from safetensors.torch import load_file, save_file
 from torch.distributed.fsdp import FSDPModule
@@ -18,6 +18,8 @@ from torch.distributed.fsdp._fully_shard._fsdp_param import ShardedState
 from siirl.engine.workers import ActorWorker, ReferenceWorker
 from siirl.params.fsdp import FSDPConfig, host_offload
 from siirl.params.model import RefConfig
+
+pytestmark = [RANKS_GROUP]
 
 ROWS, WORLD = 16, 2
 ACTOR = {"ppo_mini_batch_size": ROWS // 2, "ppo_max_token_len_per_gpu": 30, "grad_clip": 0.5}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from dist_testutils import spawn
+from dist_testutils import RANKS_GROUP, spawn
 from engine_testutils import actor_config, make_batch
 from safetensors.torch import load_file, save_file
 
@@ -16,6 +16,8 @@ from siirl.engine.manifest import write_manifest
 from siirl.engine.workers import ActorWorker, ReferenceWorker
 from siirl.engine.workers.reference import BaseModelReference
 from siirl.params.model import ModelConfig, PolicyModelConfig, RefConfig
+
+pytestmark = [RANKS_GROUP]
 
 ROWS, WORLD = 16, 2
 

@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from dist_testutils import spawn
+from dist_testutils import RANKS_GROUP, spawn
 from engine_testutils import actor_config, critic_config, make_batch, model_config, save_tiny_model
 
 from siirl.engine.workers import ActorWorker, CriticWorker
 from siirl.engine.workers.fsdp import full_named_parameters
 from siirl.engine.workers.ulysses import kv_repeats
+
+pytestmark = [RANKS_GROUP]
 
 WORLD = 2
 ACTOR = {
