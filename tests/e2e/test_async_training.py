@@ -38,8 +38,10 @@ def test_separate_rollout_rank_streams_to_the_trainer(tmp_path, ray_session):
                     "async_training.staleness_threshold=1", "trainer.total_training_steps=2") == 0
     steps = {r["step"]: r for r in read_metrics(run) if r["step"] > 0}
     assert [steps[s]["async/staleness_max"] for s in (1, 2)] == [0, 1]
-    assert steps[2]["async/engine_version"] == 1  # step 1's update reached the rollout rank
+    # step 1's update reached the rollout rank (the broadcast took time there); its engine loads it at its next
+    # piece of generation, which may begin before or after step 2's batch is taken: version 0 or 1 at that moment
     assert steps[2]["async/weight_sync_s"] > 0 and "timing_s/handoff" in steps[2]
+    assert steps[2]["async/engine_version"] in (0, 1)
     assert "val/score" in steps[2] and steps[2]["val/prompts"] > 0  # validated on the rollout rank
 
 
