@@ -110,9 +110,17 @@ def _user_config(config_path: str, config_name: str) -> dict[str, Any]:
 
 
 def _yaml_fingerprint(folder: Path) -> tuple:
-    """Every YAML file under ``folder`` with its size and modification time: an edited tree composes anew."""
-    return tuple(sorted((str(path), stat.st_mtime_ns, stat.st_size)
-                        for path in folder.rglob("*.yaml") for stat in [path.stat()]))
+    """Every YAML file under ``folder`` with its size and modification time: an edited tree composes anew. A
+    file that cannot be read (a dangling link) is only named here: the folder check says what is wrong with it."""
+    return tuple(sorted((str(path), _stamp(path)) for path in folder.rglob("*.yaml")))
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 @functools.lru_cache(maxsize=16)

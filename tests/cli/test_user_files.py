@@ -62,6 +62,24 @@ def test_a_fifo_in_the_config_folder_is_refused_not_waited_on(capsys, tmp_path):
     assert "pipe.yaml is a FIFO" in err, err
 
 
+def test_a_dangling_link_in_the_config_folder_is_one_line(capsys, tmp_path):
+    (tmp_path / "run.yaml").write_text("trainer:\n  total_epochs: 1\n")
+    (tmp_path / "gone.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    err = one_line_refusal(capsys, "--plan", f"--config-path={tmp_path}", "--config-name=run")
+    assert "gone.yaml: file not found" in err, err
+
+
+def test_an_edited_config_tree_is_composed_again(capsys, tmp_path):
+    """The launcher keeps a composed tree for later jobs of its process while the tree's files are unchanged."""
+    from siirl.params.loader import compose_config
+
+    run = tmp_path / "run.yaml"
+    run.write_text("trainer:\n  total_epochs: 1\n")
+    assert compose_config(["device=cpu"], str(tmp_path), "run").trainer.total_epochs == 1
+    run.write_text("trainer:\n  total_epochs: 22\n")
+    assert compose_config(["device=cpu"], str(tmp_path), "run").trainer.total_epochs == 22
+
+
 def test_alias_bound_counts_expansion_not_text():
     """Aliases re-used a few times are fine; the limit is on the tree they expand to."""
     assert parse_user_yaml("a: &a [1, 2]\nb: [*a, *a, *a]\n", "x")["b"] == [[1, 2]] * 3
