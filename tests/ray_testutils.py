@@ -46,13 +46,6 @@ def ray_start_attempts() -> Iterator[list]:
     session's Ray (``ray.is_initialized()`` would depend on which tests ran before in the process)."""
     attempts: list = []
     real = siirl.driver._init_ray
-
-    def counted(cfg):
-        attempts.append(cfg)
-        return real(cfg)
-
-    siirl.driver._init_ray = counted
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(siirl.driver, "_init_ray", lambda cfg: attempts.append(cfg) or real(cfg))
         yield attempts
-    finally:
-        siirl.driver._init_ray = real
