@@ -112,6 +112,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     from siirl.dag_worker.env_setup import inner_rollout_config, wrap_rollout
     from siirl.dag_worker.policy import Policy
     from siirl.engine.rollout import make_rollout_engine
+    from siirl.engine.rollout.bounded import bound_generation
     from siirl.engine.rollout.env_session import single_sample_config
     from siirl.engine.workers import ActorWorker
 
@@ -133,6 +134,8 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
             backend=ctx.backend, max_response_length=_response_limit(cfg), tokenizer=ctx.tokenizer,
             local_rank=ctx.local_device,
         )
+        bound_generation(engine, arr.rollout.name, arr.rollout.generation_timeout_s, lambda: ctx.step,
+                         pin=lambda: ctx.backend.set_device(ctx.local_device))
         policy.rollout = engine if agent else wrap_rollout(engine, cfg, ctx.tokenizer)
         # Exact only while the rollout copy is this worker's actor, synced before every rollout.
         policy.old_log_probs_from_rollout = str(arr.actor.old_log_prob_source) == "rollout" and policy.rollout is engine

@@ -267,6 +267,11 @@ class RolloutConfig:
     log_prob_max_token_len_per_gpu: int = 8192
     #: Bucket size (MB) for streaming weights from the trainer into the engine.
     weight_sync_bucket_mb: int = 512
+    #: Seconds one generation call of the engine may take (``generate``; with partial rollouts, each piece):
+    #: past it the step fails in one line naming the engine, the step and this key. null (default) = no
+    #: bound: a healthy generation's length depends on the model, the batch and the response length, and the
+    #: stall watchdog (``trainer.stall_timeout_s``) already ends a rank that hangs.
+    generation_timeout_s: Optional[float] = None  # noqa: UP045
     #: auto | safetensors | pt | dummy: how vLLM / SGLang load the model dir (see ROLLOUT_LOAD_FORMATS).
     load_format: str = "auto"
     #: verl's memory-saving LoRA sync (merge and send one layer at a time). siiRL always syncs parameter

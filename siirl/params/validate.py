@@ -92,6 +92,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "actor_rollout_ref.rollout.max_model_len": (lambda v: v is None or v > 0, "> 0 (or null)"),
     "actor_rollout_ref.rollout.max_num_batched_tokens": (lambda v: v is None or v > 0, "> 0 (or null)"),
     "actor_rollout_ref.rollout.max_num_seqs": (lambda v: v is None or v > 0, "> 0 (or null)"),
+    "actor_rollout_ref.rollout.generation_timeout_s": (
+        lambda v: v is None or 0 < v < math.inf, "null (no bound) or finite and > 0"
+    ),
     "trainer.nnodes": _POSITIVE,
     "trainer.log_level": _one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     "trainer.cpu_threads_per_worker": _NON_NEGATIVE,
