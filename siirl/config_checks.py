@@ -139,7 +139,7 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
     if rollout.calculate_log_probs and sampled_log_prob_quality(cfg) == "unsupported":
         raise ConfigError(
             f"bad config: actor_rollout_ref.rollout.calculate_log_probs=true needs the log-probs the engine samples "
-            f"with, which the '{rollout.name}' rollout engine does not record (the hf engine does)"
+            f"with, which the '{rollout.name}' rollout engine does not record (the hf and vllm engines do)"
         )
     ROLLOUT_ENGINES.get(rollout.name).check_rollout_config(rollout)
 

@@ -319,7 +319,9 @@ def compute_old_log_prob(
     full, batch, policy = batch, _rows(batch, agent), ctx.policy(agent)
     recorded = "rollout_log_probs" in batch.keys()  # noqa: SIM118
     if policy.old_log_probs_from_rollout and recorded:
-        out = {"old_log_probs": batch["rollout_log_probs"], "entropys": batch["rollout_entropys"]}
+        out = {"old_log_probs": batch["rollout_log_probs"]}
+        if "rollout_entropys" in batch.keys():  # noqa: SIM118 (vLLM records no entropies: no entropy metric)
+            out["entropys"] = batch["rollout_entropys"]
     else:
         out = policy.actor.compute_log_prob(batch)
     batch["old_log_probs"] = out["old_log_probs"]

@@ -80,6 +80,9 @@ def test_script_plans_or_is_refused_in_one_line(name, task_data, monkeypatch):
         assert len(lines) == 1 or (lines[0].endswith("cannot be applied:") and len(lines) > 2), error
         if expected["outcome"] == "refused":
             assert expected["feature"] in documented, f"{expected['feature']} is not in the docs' Unsupported list"
+            if "devices" in expected:  # sized for more devices than the replay's: refused at its own size
+                own_size = [*replay.overrides, f"trainer.n_gpus_per_node={expected['devices']}"]
+                error = _outcome(dataclasses.replace(replay, overrides=own_size), monkeypatch) or "it plans"
             assert expected["feature"] in error, error
         elif expected["outcome"] == "broken":  # the published script fails in bash itself, verl's run too
             assert expected["why"] and expected["error_contains"] in error, error
@@ -92,6 +95,17 @@ def test_script_plans_or_is_refused_in_one_line(name, task_data, monkeypatch):
         else:  # pending: refused on a verl key not implemented yet, named in the expectations
             assert any(f"'{part}'" in error or f"{part}=" in error or f"key: {part}" in error
                        or f"unknown key {part}" in error for part in _pending_names(expected["unknown_keys"])), error
+
+
+@pytest.mark.parametrize("name", ["verl_2026_08/examples/ascend_extras/grpo_trainer/run_qwen3_next_80b_fsdp",
+                                  "verl_2026_08/examples/ascend_extras/gspo_trainer/run_qwen3_32b_fsdp"])
+def test_ascend_scripts_recording_vllm_log_probs_plan_with_the_cpu_for_the_npu(name, task_data, monkeypatch):
+    """Only the Ascend stack stands between them and a plan: rollout.calculate_log_probs=true on vLLM is taken."""
+    folder, data = task_data
+    (replay,) = replays(name, folder, data, [f"trainer.output_dir={folder / 'out'}"])
+    assert "actor_rollout_ref.rollout.calculate_log_probs=True" in replay.overrides
+    size = [f"trainer.n_gpus_per_node={EXPECTED[name].get('devices', 2)}", "trainer.device=cpu"]
+    assert _outcome(dataclasses.replace(replay, overrides=[*replay.overrides, *size]), monkeypatch) is None
 
 
 def test_vision_scripts_replay_on_a_tiny_qwen2_5_vl_and_geo3k_rows(task_data):

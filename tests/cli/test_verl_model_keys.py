@@ -130,10 +130,19 @@ def test_speed_and_serving_knobs_are_accepted_at_any_value(caplog):
     assert sum("rollout.mode=async" in r.getMessage() for r in caplog.records) == 0
 
 
-def test_calculate_log_probs_needs_an_engine_that_records_them():
-    assert load_config(["device=cpu", "actor_rollout_ref.rollout.calculate_log_probs=True"]).actor_rollout_ref.rollout.calculate_log_probs
-    with pytest.raises(ConfigError, match="'vllm' rollout engine does not record"):
-        load_config(["device=cuda", "actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.calculate_log_probs=True"])
+@pytest.mark.parametrize("engine", [["device=cpu"], ["device=cuda", "actor_rollout_ref.rollout.name=vllm"],
+                                    ["device=npu", "actor_rollout_ref.rollout.name=vllm"]])
+def test_calculate_log_probs_on_the_engines_that_record_them(engine):
+    """hf records while sampling; vLLM (and vLLM-Ascend, the same ``LLM``) returns them with the samples."""
+    cfg = load_config([*engine, "actor_rollout_ref.rollout.calculate_log_probs=True"])
+    assert cfg.actor_rollout_ref.rollout.calculate_log_probs
+    assert cfg.actor_rollout_ref.actor.old_log_prob_source == ("rollout" if engine == ["device=cpu"] else "recompute")
+
+
+def test_calculate_log_probs_is_refused_on_an_engine_that_records_none():
+    with pytest.raises(ConfigError, match="'sglang' rollout engine does not record") as info:
+        load_config(["device=cuda", "actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.calculate_log_probs=True"])
+    assert "\n" not in str(info.value)
 
 
 def test_rollout_probs_diff_is_verls_metric():

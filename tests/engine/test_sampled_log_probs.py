@@ -55,8 +55,9 @@ KEY = "actor_rollout_ref.actor.old_log_prob_source"
 
 
 def _device(overrides: list[str]) -> str:
-    """vLLM is a GPU engine: on device=cpu the run would roll out with hf instead."""
-    return "device=cuda" if "actor_rollout_ref.rollout.name=vllm" in overrides else "device=cpu"
+    """vLLM and SGLang are GPU engines: on device=cpu the run would roll out with hf instead."""
+    gpu = {"actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.name=sglang"}
+    return "device=cuda" if gpu & set(overrides) else "device=cpu"
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,8 @@ def _device(overrides: list[str]) -> str:
         ([f"{KEY}=recompute"], "recompute"),
         (["actor_rollout_ref.model.dtype=bfloat16"], "recompute"),  # auto stays exact-only
         (["actor_rollout_ref.model.dtype=bfloat16", f"{KEY}=rollout"], "rollout"),  # asked for: allowed
-        (["actor_rollout_ref.rollout.name=vllm"], "recompute"),
+        (["actor_rollout_ref.rollout.name=vllm"], "recompute"),  # vLLM's numbers are approximate
+        (["actor_rollout_ref.rollout.name=vllm", f"{KEY}=rollout"], "rollout"),  # asked for: allowed
         (["actor_rollout_ref.rollout.multi_turn.enable=true"], "recompute"),
     ],
 )
@@ -79,7 +81,7 @@ def test_auto_resolves_to_exact_sources_only(overrides, resolved):
     ("overrides", "message"),
     [
         ([f"{KEY}=sometimes"], "expected one of auto, recompute, rollout"),
-        ([f"{KEY}=rollout", "actor_rollout_ref.rollout.name=vllm"], "the 'vllm' rollout engine cannot provide"),
+        ([f"{KEY}=rollout", "actor_rollout_ref.rollout.name=sglang"], "the 'sglang' rollout engine cannot provide"),
         ([f"{KEY}=rollout", "actor_rollout_ref.rollout.multi_turn.enable=true"], "environment-driven rollouts"),
     ],
 )
@@ -119,3 +121,20 @@ def test_old_log_prob_node_uses_the_recording_instead_of_a_forward(from_rollout)
     expected = batch["rollout_log_probs"] if from_rollout else torch.full((2, 3), -2.0)
     torch.testing.assert_close(out.batch["old_log_probs"], expected)
     assert out.metrics["actor/entropy"] == pytest.approx(0.4 if from_rollout else 1.0)
+
+
+def test_old_log_probs_from_a_rollout_without_entropies():
+    """vLLM returns no entropies: the recorded log-probs are still used, only the entropy metric goes."""
+    from siirl.dag_worker.builtin_nodes import compute_old_log_prob
+    from siirl.dag_worker.context import WorkerContext
+    from siirl.dag_worker.policy import Policy
+
+    recorded = torch.tensor([[-0.5, -0.25, 0.0]])
+    batch = TensorDict({"responses": torch.ones(1, 3, dtype=torch.long), "response_mask": torch.tensor([[1, 1, 0]]),
+                        "rollout_log_probs": recorded}, batch_size=[1])
+    policy = Policy(_CountingActor(), None, kl_ctrl=None, old_log_probs_from_rollout=True)
+    ctx = WorkerContext(cfg=None, plan=None, rank=0, backend=None, tokenizer=None, graph=None,
+                        models={"actor": policy})
+    out = compute_old_log_prob(batch, ctx=ctx)
+    assert policy.actor.calls == 0 and "actor/entropy" not in out.metrics
+    torch.testing.assert_close(out.batch["old_log_probs"], recorded)

@@ -29,7 +29,8 @@ class RolloutEngine(ABC):
     """Generates responses with its own copy of the policy."""
 
     #: Set by the worker when the PPO old log-probs come from the rollout: sampling then also writes
-    #: ``rollout_log_probs`` / ``rollout_entropys`` (rows, R), 0 past each response.
+    #: ``rollout_log_probs`` (rows, R), 0 past each response, and ``rollout_entropys`` alike where the
+    #: engine sees the whole distribution (hf; vLLM returns the sampled tokens' log-probs only).
     records_log_probs: bool = False
     #: The engine serves the policy's LoRA adapter over its own copy of the base weights
     #: (``sync_lora_adapter``) rather than taking merged full weights (``sync_weights``).

@@ -8,9 +8,16 @@ The recorder is a logits processor. ``generate`` runs the model's own processors
 siiRL's neutral sampling settings) and the sampling warpers (temperature, top-k, top-p) after every
 custom processor, so it sees the raw logits and records log-softmax(logits / temperature): the full
 distribution, exactly what the actor computes, whatever top-k / top-p later cut.
+
+vLLM computes them itself (``SamplingParams(logprobs=0)``) and returns, per generated token, a map holding
+the sampled token's ``Logprob``; :func:`chosen_log_probs` reads the sampled one out. vLLM reports no
+entropies (only the top-k log-probs of each step, never the whole distribution).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from transformers import LogitsProcessor
@@ -45,3 +52,13 @@ class SampledLogProbs(LogitsProcessor):
         if len(self.log_probs) != steps:
             raise RuntimeError(f"recorded {len(self.log_probs)} sampling steps for {steps} generated tokens")
         return torch.stack(self.log_probs, dim=1).cpu(), torch.stack(self.entropies, dim=1).cpu()
+
+
+def chosen_log_probs(token_ids: Sequence[int], steps: Sequence[Mapping[int, Any]] | None) -> list[float]:
+    """The log-prob of each of ``token_ids`` from an engine's per-step maps ``{token_id: Logprob}`` (vLLM's
+    ``CompletionOutput.logprobs``, whose map for a step always holds the token sampled there)."""
+    if steps is None:
+        raise RuntimeError("the engine returned no log-probs; the request must ask for them (logprobs=0)")
+    if len(steps) != len(token_ids):
+        raise RuntimeError(f"the engine returned log-probs for {len(steps)} of {len(token_ids)} generated tokens")
+    return [float(step[token].logprob) for token, step in zip(token_ids, steps)]

@@ -94,9 +94,15 @@ def prompt_token_lists(batch: TensorDict) -> list[list[int]]:
 
 
 def responses_to_batch(
-    batch: TensorDict, samples: Sequence[Sequence[int]], n: int, pad_id: int, max_response_length: int
+    batch: TensorDict,
+    samples: Sequence[Sequence[int]],
+    n: int,
+    pad_id: int,
+    max_response_length: int,
+    log_probs: Sequence[Sequence[float]] | None = None,
 ) -> TensorDict:
-    """The ``RolloutEngine.generate`` output for ``samples`` (prompt i's n samples at rows i*n .. i*n+n-1)."""
+    """The ``RolloutEngine.generate`` output for ``samples`` (prompt i's n samples at rows i*n .. i*n+n-1);
+    with the sampled tokens' ``log_probs`` also ``rollout_log_probs`` (0 past each response)."""
     rows = batch.batch_size[0] * n
     if len(samples) != rows:
         raise RuntimeError(
@@ -113,6 +119,13 @@ def responses_to_batch(
     if "position_ids" in set(expanded.keys()):
         prompts["position_ids"] = expanded["position_ids"].cpu()
     out = assemble_sequences(prompts, responses, lengths, pad_id)
+    if log_probs is not None:
+        recorded = torch.zeros(rows, max_response_length, dtype=torch.float32)
+        for row, values in enumerate(log_probs):
+            kept = list(values)[:max_response_length]
+            if kept:
+                recorded[row, : len(kept)] = torch.tensor(kept, dtype=torch.float32)
+        out["rollout_log_probs"] = recorded * out["response_mask"].to(torch.float32)
     for key, value in out.items():
         expanded[key] = value
     return expanded

@@ -16,6 +16,15 @@ sampling_params=SamplingParams(...))`` -> ``RequestOutput.outputs[i].token_ids``
 policy ``multi_modal_data={"image": [...]}`` per request and ``SamplingParams(logit_bias=...)`` (see
 ``vision_requests``).
 
+Sampled log-probs (``records_log_probs``: verl's ``rollout.calculate_log_probs``, bypass mode, asynchronous
+training) come from vLLM itself: the engine is built with ``logprobs_mode="processed_logprobs"`` (verl's
+default; vLLM >= 0.10.1), so ``SamplingParams(logprobs=0)`` returns per token the log-prob of the
+distribution sampled from, after temperature and top-k / top-p. With those two off (verl's default) that is
+log-softmax(logits / T), what the actor recomputes, up to vLLM's kernels and dtype (hence "approximate");
+with them on it is the truncated distribution's. Older releases return the log-probs before temperature,
+right only at temperature 1; recording at another temperature is refused there. No entropies come back
+(``rollout_entropys`` is not written): vLLM returns a few top log-probs per step, never the distribution.
+
 Under LoRA (``actor_rollout_ref.model.lora_rank``) the engine keeps the base weights it loaded
 (``rollout.load_format``) and serves the policy's adapter: ``enable_lora`` / ``max_lora_rank`` /
 ``max_loras=1`` in the engine arguments, and every request carries ``LoRARequest(name, id, path)`` of the
@@ -24,6 +33,7 @@ adapter last synced (a new id and folder per sync; vLLM caches adapters by id).
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 from collections.abc import Callable, Iterable
@@ -41,6 +51,7 @@ from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.engine_knobs import rollout_dtype, vllm_knobs
 from siirl.engine.rollout.lora_adapters import AdapterFolders
+from siirl.engine.rollout.sampled_log_probs import chosen_log_probs
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vision_requests import NEVER, image_requests, vision_token_ids
 from siirl.engine.rollout.vllm_batch import (
@@ -77,6 +88,11 @@ def max_lora_rank(rank: int) -> int:
 
 def _accepts(fn: Callable, name: str) -> bool:
     return name in inspect.signature(fn).parameters
+
+
+def _has_logprobs_mode(vllm: Any) -> bool:
+    """vLLM >= 0.10.1 lets the engine return the log-probs of the processed (sampled-from) distribution."""
+    return hasattr(importlib.import_module(f"{vllm.__name__}.engine.arg_utils").EngineArgs, "logprobs_mode")
 
 
 @ROLLOUT_ENGINES.register("vllm")
@@ -124,8 +140,12 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         staged = bool(rollout_cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
         self.memory = StagedMemory(self._wake, staged=staged)
         self._loader = vllm_loader(self.llm)
-        self.train_params = self._sampling_params(SamplingParams.from_config(rollout_cfg))
-        self.val_params = self._sampling_params(SamplingParams.from_config(rollout_cfg.val_kwargs))
+        #: validate? -> siiRL's sampling settings (the vLLM ones below are built from them)
+        self.sampling = {
+            False: SamplingParams.from_config(rollout_cfg), True: SamplingParams.from_config(rollout_cfg.val_kwargs)
+        }
+        self.train_params = self._sampling_params(self.sampling[False])
+        self.val_params = self._sampling_params(self.sampling[True])
         logger.info(
             "vLLM rollout engine ready (tp=%d, dtype=%s, sleep=%s)",
             self.tp_size,
@@ -150,6 +170,9 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             "seed": 0,
             **vllm_knobs(self.cfg, self.max_response_length),
         }
+        self.processed_logprobs = _has_logprobs_mode(self.vllm)
+        if self.processed_logprobs:
+            args["logprobs_mode"] = "processed_logprobs"
         if self.lora_rank:
             args.update(enable_lora=True, max_lora_rank=max_lora_rank(self.lora_rank), max_loras=1)
         if dist.is_available() and dist.is_initialized():
@@ -168,7 +191,13 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             )
         return args
 
-    def _sampling_params(self, params: SamplingParams) -> Any:
+    @classmethod
+    def sampled_log_probs(cls, dtype: torch.dtype) -> str:
+        """vLLM's own kernels (and, with top-k / top-p, the truncated distribution): never bit-equal to the
+        actor's forward, so ``old_log_prob_source=auto`` keeps recomputing."""
+        return "approximate"
+
+    def _sampling_params(self, params: SamplingParams, record: bool = False) -> Any:
         greedy = params.greedy
         return self.vllm.SamplingParams(
             n=params.n,
@@ -179,6 +208,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             stop=self.stop_strings or None,
             stop_token_ids=list(self.eos_ids),
             detokenize=bool(self.stop_strings),
+            logprobs=0 if record else None,
             **({"logit_bias": dict.fromkeys(self.never_sampled, NEVER)} if self.never_sampled else {}),
         )
 
@@ -237,18 +267,29 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
 
     # ----- generation -----
 
+    def _params(self, validate: bool) -> tuple[Any, bool]:
+        """The request's vLLM sampling parameters, and whether they ask for the sampled tokens' log-probs."""
+        sampling = self.sampling[validate]
+        record = self.records_log_probs and not sampling.greedy
+        if not record:
+            return (self.val_params if validate else self.train_params), False
+        if not self.processed_logprobs and sampling.temperature != 1.0:
+            raise ConfigError(
+                f"recording sampled log-probs at temperature {sampling.temperature} needs vLLM >= 0.10.1 "
+                f"(logprobs_mode); vLLM {getattr(self.vllm, '__version__', '?')} returns them before temperature"
+            )
+        return self._sampling_params(sampling, record=True), True
+
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
         prompts = prompt_token_lists(batch)
-        params = self.val_params if validate else self.train_params
+        params, record = self._params(validate)
         self._prepare_generation()
         requests = image_requests(batch, prompts, self.hf_config)
         if self.lora_rank and self._lora_request is None:
             raise RuntimeError("vLLM LoRA engine: generate before the first sync_lora_adapter")
         lora = {"lora_request": self._lora_request} if self._lora_request is not None else {}
         outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=False, **lora)
-        samples = [
-            list(completion.token_ids)
-            for request in outputs
-            for completion in sorted(request.outputs, key=lambda c: c.index)
-        ]
-        return responses_to_batch(batch, samples, params.n, self.pad_id, self.max_response_length)
+        completions = [c for request in outputs for c in sorted(request.outputs, key=lambda c: c.index)]
+        samples = [list(completion.token_ids) for completion in completions]
+        log_probs = [chosen_log_probs(c.token_ids, c.logprobs) for c in completions] if record else None
+        return responses_to_batch(batch, samples, params.n, self.pad_id, self.max_response_length, log_probs)

@@ -85,7 +85,7 @@ class Engine:
                 generator=torch.Generator().manual_seed(seed * 100003 + rid), images=processed, logit_bias=bias,
             )
             slots = [i * params["n"] + k for i in dict.fromkeys(indices) for k in range(params["n"])]
-            for slot, (tokens, reason) in zip(slots, samples):
+            for slot, (tokens, reason, _) in zip(slots, samples):
                 finish = {"type": "stop", "matched": tokens[-1]} if reason == "stop" else {
                     "type": "length", "length": len(tokens)}
                 out = {"output_ids": tokens, "meta_info": {

@@ -1,7 +1,10 @@
 """The model inside the fake inference engines: a real Hugging Face causal LM loaded from the model dir.
 
 It samples token by token with the engines' documented semantics (temperature 0 = greedy, top-k <= 0
-and top-p 1 = off, stop on any stop token, which is kept in the output) and loads weights by their HF
+and top-p 1 = off, stop on any stop token, which is kept in the output), reports each step's log-probs as
+vLLM's ``logprobs_mode`` defines them (``raw_logprobs``: log-softmax of the model's logits before any
+processing; ``processed_logprobs``: of the distribution sampled from, after logit bias, temperature and
+top-k / top-p, cut tokens at -inf), and loads weights by their HF
 names the way the engines' loaders do: an unknown name is a ``KeyError``, a wrong shape an error.
 Both fake packages (vllm, sglang) use it, so the numbers can be compared with the HF rollout engine.
 """
@@ -71,8 +74,10 @@ class TinyLM:
         generator: torch.Generator,
         images: dict[str, torch.Tensor] | None = None,
         logit_bias: dict[int, float] | None = None,
-    ) -> list[tuple[list[int], str]]:
-        """``n`` samples of one prompt (decoded side by side): (generated ids, "stop" | "length") each;
+        logprobs_mode: str | None = None,
+    ) -> list[tuple[list[int], str, list[torch.Tensor]]]:
+        """``n`` samples of one prompt (decoded side by side): (generated ids, "stop" | "length", the
+        ``logprobs_mode`` log-probs over the vocabulary of each generated step, empty for None) each;
         ``images``: the prompt's processed images (``pixel_values``, ``image_grid_thw``), prompt expanded."""
         ids = torch.tensor([prompt] * n, dtype=torch.long)
         extra = {}
@@ -82,29 +87,34 @@ class TinyLM:
         for token, value in (logit_bias or {}).items():
             bias[token] = max(-100.0, min(100.0, value))
         outs: list[list[int]] = [[] for _ in range(n)]
+        steps: list[list[torch.Tensor]] = [[] for _ in range(n)]
         reasons = ["length"] * n
         for _ in range(max_tokens):
             if extra:
                 extra["mm_token_type_ids"] = (ids == self.model.config.image_token_id).int()
-            logits = self.model(input_ids=ids, **extra).logits[:, -1].float() + bias
+            raw = self.model(input_ids=ids, **extra).logits[:, -1].float()
+            logits = raw + bias
             if temperature == 0.0:
-                tokens = logits.argmax(-1)
+                tokens, probs = logits.argmax(-1), torch.softmax(logits, dim=-1)
             else:
-                tokens = self._draw(logits, temperature, top_p, top_k, generator)
+                probs = self._distribution(logits, temperature, top_p, top_k)
+                tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            reported = torch.log_softmax(raw, dim=-1) if logprobs_mode == "raw_logprobs" else probs.log()
             for row, token in enumerate(tokens.tolist()):
                 if reasons[row] != "stop":
                     outs[row].append(token)
+                    if logprobs_mode is not None:
+                        steps[row].append(reported[row])
                     if token in stop_token_ids:
                         reasons[row] = "stop"
             if all(reason == "stop" for reason in reasons):
                 break
             ids = torch.cat([ids, tokens[:, None]], dim=1)
-        return list(zip(outs, reasons))
+        return list(zip(outs, reasons, steps))
 
     @staticmethod
-    def _draw(
-        logits: torch.Tensor, temperature: float, top_p: float, top_k: int, generator: torch.Generator
-    ) -> torch.Tensor:
+    def _distribution(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
+        """The normalised probabilities sampled from: logits / temperature, then top-k, then top-p."""
         logits = logits / temperature
         if top_k > 0:
             kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
@@ -114,4 +124,4 @@ class TinyLM:
             sorted_probs, order = probs.sort(dim=-1, descending=True)
             drop = sorted_probs.cumsum(-1) - sorted_probs > top_p
             probs = probs.scatter(-1, order, sorted_probs.masked_fill(drop, 0.0))
-        return torch.multinomial(probs / probs.sum(-1, keepdim=True), 1, generator=generator).squeeze(-1)
+        return probs / probs.sum(-1, keepdim=True)

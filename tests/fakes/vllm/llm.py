@@ -6,8 +6,10 @@ a ``lora_request`` needs ``enable_lora`` and runs its adapter folder over the ba
 ``distributed_executor_backend="external_launcher"`` needs an initialised ``torch.distributed`` world
 divisible by the TP size; a ``quantization`` engine loads new weights only inside the weight-update window
 (``collective_rpc("start_weight_update")`` ... ``"finish_weight_update"``; fp8 rounds them on closing);
-sleep mode must be enabled to sleep; generating while weights or KV cache are released, or loading weights
-while they are released, fails; ``wake_up(tags=...)`` brings back parts.
+``SamplingParams(logprobs=k)`` returns per generated token the sampled token's and the top ``k`` log-probs
+(``vllm.logprobs``) as ``logprobs_mode`` defines them (``raw_logprobs`` by default, as in vLLM), ``k`` at most
+``max_logprobs``; sleep mode must be enabled to sleep; generating while weights or KV cache are released, or
+loading weights while they are released, fails; ``wake_up(tags=...)`` brings back parts.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch
 import torch.distributed as dist
 from vllm._adapter import applied, deltas, read_adapter
 from vllm._tiny_lm import TinyLM
+from vllm.logprobs import Logprob
 from vllm.outputs import CompletionOutput, RequestOutput
 from vllm.sampling_params import SamplingParams
 
@@ -35,7 +38,10 @@ ENGINE_ARGS: dict[str, Any] = {
     "max_model_len": None, "max_num_batched_tokens": None, "max_num_seqs": None, "enable_chunked_prefill": None,
     "enable_prefix_caching": None, "disable_log_stats": False, "compilation_config": None,
     "disable_mm_preprocessor_cache": False, "quantization": None,
+    "logprobs_mode": "raw_logprobs", "max_logprobs": 20,
 }
+#: What ``CompletionOutput.logprobs`` holds (vLLM >= 0.10.1); the fake reports the two log-prob modes.
+LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
 #: Some of vLLM's ``QUANTIZATION_METHODS`` (an unknown method is refused when the engine is configured).
 QUANTIZATION_METHODS = ("fp8", "torchao", "awq", "gptq", "bitsandbytes", "compressed-tensors", "modelopt")
 MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -130,6 +136,8 @@ class LLM:
             raise ValueError(f"Unknown quantization method: {self.args['quantization']}")
         if load_format not in LOAD_FORMATS:
             raise ValueError(f"unknown load_format {load_format!r}")
+        if self.args["logprobs_mode"] not in LOGPROBS_MODES:
+            raise ValueError(f"logprobs_mode={self.args['logprobs_mode']!r}: the fake reports {LOGPROBS_MODES}")
         if max_lora_rank not in MAX_LORA_RANKS:
             raise ValueError(f"max_lora_rank={max_lora_rank} is not one of {MAX_LORA_RANKS}")
         self.lm = TinyLM(model, dtype)
@@ -175,6 +183,9 @@ class LLM:
             raise RuntimeError(f"generate while {sorted(self.released)} are released by sleep(); wake_up first")
         params = sampling_params or SamplingParams()
         update = self._adapter_update(lora_request)
+        if params.logprobs is not None and params.logprobs > self.args["max_logprobs"]:
+            raise ValueError(f"Requested sample logprobs of {params.logprobs}, which is greater than max allowed: "
+                             f"{self.args['max_logprobs']}")
         if self.skip_tokenizer_init and (params.stop or params.detokenize):
             raise ValueError("stop strings / detokenize need the tokenizer (skip_tokenizer_init=True)")
         CALLS.append(("generate", {"prompts": [list(p["prompt_token_ids"]) for p in prompts], "params": params,
@@ -209,13 +220,32 @@ class LLM:
                 ids, params.n, temperature=params.temperature, top_p=params.top_p,
                 top_k=params.top_k, max_tokens=params.max_tokens, stop_token_ids=params.stop_token_ids,
                 generator=generator, images=images, logit_bias=params.logit_bias,
+                logprobs_mode=None if params.logprobs is None else self.args["logprobs_mode"],
             )
             completions = [
-                CompletionOutput(index, "", tokens, None, None, reason, tokens[-1] if reason == "stop" else None)
-                for index, (tokens, reason) in enumerate(samples)
+                self._completion(index, tokens, reason, steps, params.logprobs)
+                for index, (tokens, reason, steps) in enumerate(samples)
             ]
             outputs.append(RequestOutput(str(request_id), None, list(prompt["prompt_token_ids"]), None, completions))
         return outputs
+
+    @staticmethod
+    def _completion(
+        index: int, tokens: list[int], reason: str, steps: list[torch.Tensor], top: int | None
+    ) -> CompletionOutput:
+        """With ``logprobs=top`` requested, each token's ``{token_id: Logprob}``: the sampled one first, then the
+        step's ``top`` most likely (vLLM's ``SampleLogprobs``), and the sum of the sampled ones."""
+        logprobs = None
+        if top is not None:
+            logprobs = []
+            for token, step in zip(tokens, steps):
+                order = step.argsort(descending=True)
+                ranks = torch.empty_like(order).scatter_(0, order, torch.arange(1, len(order) + 1))
+                chosen = [token, *(t for t in order[:top].tolist() if t != token)]
+                logprobs.append({t: Logprob(float(step[t]), int(ranks[t])) for t in chosen})
+        cumulative = None if logprobs is None else sum(step[t].logprob for t, step in zip(tokens, logprobs))
+        stop = tokens[-1] if reason == "stop" else None
+        return CompletionOutput(index, "", tokens, cumulative, logprobs, reason, stop)
 
     def _multimodal(self, prompt: dict) -> tuple[list[int], dict | None]:
         """As vLLM's input processing: images in ``multi_modal_data`` need the tokenizer and processor."""

@@ -1,0 +1,1 @@
+"""``vllm.engine``: engine configuration."""
