@@ -132,7 +132,7 @@ def test_group_uses_the_device_family_collective_library(monkeypatch):
     made = []
     monkeypatch.setattr(dist, "new_group", lambda ranks, backend: made.append((ranks, backend)))
     for family in ("cpu", "cuda", "npu"):
-        weight_sync_group((0, 2, 3), backend_class(family)())
+        weight_sync_group((0, 2, 3), backend_class(family)(), nodes={0: "a", 2: "b", 3: "c"})
     assert made == [([0, 2, 3], "gloo"), ([0, 2, 3], "nccl"), ([0, 2, 3], "hccl")]
 
 

@@ -3,7 +3,8 @@
 Modelled behaviour: ``ServerArgs`` fields checked (an unknown one is a ``TypeError``); sampling
 parameters checked like SGLang's ``SamplingParams`` (an unknown key is a ``TypeError``, stop strings
 need the tokenizer); memory release/resume need ``enable_memory_saver``; generating while weights or KV
-cache are released, or updating weights while they are released, fails.
+cache are released, or updating weights while they are released, fails; weight updates over a
+``torch.distributed`` group are ``_weights_group``'s.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import itertools
 from typing import Any
 
 import torch
+from sglang._weights_group import DistributedWeights
 from transformers import AutoTokenizer
 from vllm._tiny_lm import TinyLM  # the same tiny-model core as the fake vllm (tests/fakes)
 
@@ -28,7 +30,9 @@ SAMPLING_KEYS = {"n", "max_new_tokens", "temperature", "top_p", "top_k", "min_p"
 MEMORY_TAGS = ("weights", "kv_cache")
 
 
-class Engine:
+class Engine(DistributedWeights):
+    _calls = CALLS
+
     def __init__(self, **kwargs: Any) -> None:
         unknown = sorted(set(kwargs) - set(SERVER_ARGS))
         if unknown:
@@ -41,6 +45,7 @@ class Engine:
             args["tokenizer_path"] or args["model_path"]
         )
         self.released: set[str] = set()
+        self._weight_groups = {}
         self._rids = itertools.count()
 
     def _check_sampling(self, params: dict[str, Any]) -> dict[str, Any]:

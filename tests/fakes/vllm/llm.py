@@ -14,6 +14,7 @@ loading weights while they are released, fails; ``wake_up(tags=...)`` brings bac
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 from collections.abc import Callable, Sequence
@@ -37,7 +38,7 @@ SLEEP_TAGS = ("weights", "kv_cache")
 ENGINE_ARGS: dict[str, Any] = {
     "max_model_len": None, "max_num_batched_tokens": None, "max_num_seqs": None, "enable_chunked_prefill": None,
     "enable_prefix_caching": None, "disable_log_stats": False, "compilation_config": None,
-    "disable_mm_preprocessor_cache": False, "quantization": None,
+    "disable_mm_preprocessor_cache": False, "quantization": None, "worker_extension_cls": "",
     "logprobs_mode": "raw_logprobs", "max_logprobs": 20,
 }
 #: What ``CompletionOutput.logprobs`` holds (vLLM >= 0.10.1); the fake reports the two log-prob modes.
@@ -67,10 +68,23 @@ class _Model:
 
 class _Worker:
     """The worker methods ``collective_rpc`` reaches: vLLM's weight-update window (vLLM >= 0.22), inside which
-    quantized layers take checkpoint-format weights and are quantized again when it closes."""
+    quantized layers take checkpoint-format weights and are quantized again when it closes; and, as vLLM
+    does, the methods of ``worker_extension_cls`` (a qualified class name mixed into the worker class), which
+    see the worker's ``rank`` (the global rank under the external launcher), ``device`` and ``model_runner``."""
 
     def __init__(self, llm: LLM) -> None:
         self._llm = llm
+        external = llm.args["distributed_executor_backend"] == "external_launcher"
+        self.rank = self.local_rank = dist.get_rank() if external else 0
+        self.device = torch.device("cpu")
+        self.model_runner = SimpleNamespace(model=llm.model)
+
+    @staticmethod
+    def with_extension(qualname: str) -> type:
+        if not qualname:
+            return _Worker
+        module, _, name = qualname.rpartition(".")
+        return type("Worker", (_Worker, getattr(importlib.import_module(module), name)), {})
 
     def start_weight_update(self, is_checkpoint_format: bool = True) -> None:
         if self._llm.updating:
@@ -149,7 +163,7 @@ class LLM:
         self.quantize()
         self._adapters: dict[int, dict[str, torch.Tensor]] = {}
         self.model = _Model(self, self.lm)
-        self._worker = _Worker(self)
+        self._worker = _Worker.with_extension(self.args["worker_extension_cls"])(self)
         self._seed = 0 if seed is None else seed
         self._request_ids = itertools.count()
         runner = SimpleNamespace(model=self.model)
@@ -168,6 +182,8 @@ class LLM:
 
     def collective_rpc(self, method: str | Callable[..., Any], timeout: float | None = None, args: tuple = (),
                        kwargs: dict[str, Any] | None = None) -> list[Any]:
+        if isinstance(method, str) and not hasattr(_Worker, method):  # an extension method: recorded
+            CALLS.append(("collective_rpc", {"method": method, "args": args, "kwargs": kwargs}))
         call = method if callable(method) else getattr(self._worker, method)
         return [call(*args, **(kwargs or {}))]
 
