@@ -280,6 +280,7 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
     from siirl.data_coordinator.custom_dataset import dataset_class
     from siirl.data_coordinator.dataloader import preview_scan
+    from siirl.data_coordinator.image_grid import patch_size_mismatch
     from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.workers.model_loading import load_tokenizer
     from siirl.engine.workers.vision import load_image_processor
@@ -287,6 +288,9 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     dp = _data_dp_size(plan)
     model = data_tokenizer_model(cfg)
     tokenizer, images = load_tokenizer(model), load_image_processor(model)
+    mismatch = patch_size_mismatch(images, cfg.data.image_patch_size)  # None for a text policy
+    if mismatch:
+        logger.warning(mismatch)
     for build, files in ((build_train_dataloader, cfg.data.train_files), (build_val_dataloader, cfg.data.val_files)):
         if not files:
             continue

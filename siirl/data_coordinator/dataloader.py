@@ -116,7 +116,9 @@ class DistributedDataLoader:
         #: ``data.custom_cls``: the user's dataset supplies the rows (and filters them), else the parquet files.
         self._dataset = build_dataset(cls, self._files, tokenizer, config) if cls is not None else None
         self._rows = ParquetRows(self._files, [config.prompt_key]) if cls is None else None
-        self._images = ImagePrompts(image_processor) if image_processor is not None else None
+        self._images = (
+            ImagePrompts(image_processor, config.image_patch_size) if image_processor is not None else None
+        )
         self._encoder = PromptEncoder(
             tokenizer,
             config.max_prompt_length,

@@ -4,7 +4,9 @@ A row's ``data.image_key`` cell is a list of images, each ``{"bytes": ...}`` / `
 Face ``Image`` feature's layout, as verl writes it) or a plain path. Every ``<image>`` in the rendered prompt
 becomes the vision block of the Qwen-VL family, ``<|vision_start|>`` + one ``<|image_pad|>`` per merged patch
 + ``<|vision_end|>``, so token counts (and the over-long filter) see what the model sees. The count comes from
-the image size alone, so scanning a dataset decodes no pixels.
+the image size alone, so scanning a dataset decodes no pixels. With ``data.image_patch_size`` set, each image
+is first resized onto verl's patch grid (``image_grid``); sizes, tokens and pixels are then those of the resized
+image, and the resized image is what an inference engine receives.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import torch
 
 from siirl.data_coordinator.errors import DataError
+from siirl.data_coordinator.image_grid import grid_size, merge_size
 
 PLACEHOLDER = "<image>"
 VISION_START, IMAGE_PAD, VISION_END = "<|vision_start|>", "<|image_pad|>", "<|vision_end|>"
@@ -77,19 +80,27 @@ def expand_placeholders(text: str, pads: Sequence[int], where: str) -> str:
 class ImagePrompts:
     """Expands ``<image>`` placeholders and builds the pixel inputs, with the policy's image processor."""
 
-    def __init__(self, image_processor: Any) -> None:
+    def __init__(self, image_processor: Any, patch_size: int | None = None) -> None:
         self.image_processor = image_processor
-        self.merge = int(getattr(image_processor, "merge_size", 1)) ** 2
+        self.merge = merge_size(image_processor) ** 2
+        #: ``data.image_patch_size``; ``None``: the image processor alone resizes, onto its own grid.
+        self.patch_size = patch_size
+
+    def resized(self, size: tuple[int, int]) -> tuple[int, int]:
+        """The (width, height) an image of ``size`` is given before the image processor sees it."""
+        if self.patch_size is None:
+            return size
+        return grid_size(*size, self.patch_size, merge_size(self.image_processor))
 
     def tokens_per_image(self, size: tuple[int, int]) -> int:
         width, height = size
         return self.image_processor.get_number_of_image_patches(height, width) // self.merge
 
     def sizes(self, cell: Any, where: str) -> list[tuple[int, int]]:
-        """(width, height) of each image of a row, each file checked for integrity."""
+        """(width, height) of each image of a row as the image processor receives it, each file checked."""
         sizes = []
         for i, value in enumerate(image_list(cell, where)):
-            sizes.append(open_image(value, where, i, decode=False).size)
+            sizes.append(self.resized(open_image(value, where, i, decode=False).size))
         return sizes
 
     def expand(self, text: str, sizes: Sequence[tuple[int, int]], where: str) -> str:
@@ -102,6 +113,14 @@ class ImagePrompts:
         values = image_list(cell, where)
         if not values:
             return {}, {}
-        images = [open_image(v, where, i, decode=True) for i, v in enumerate(values)]
+        images = [self._decoded(v, where, i) for i, v in enumerate(values)]
         out = self.image_processor(images=images, return_tensors="pt")
         return {"pixel_values": out["pixel_values"], "image_grid_thw": out["image_grid_thw"]}, {"image": images}
+
+    def _decoded(self, value: Any, where: str, index: int):
+        """One image decoded to RGB and resized onto the patch grid (bicubic, as verl's resize)."""
+        from PIL import Image
+
+        image = open_image(value, where, index, decode=True)
+        size = self.resized(image.size)
+        return image if size == image.size else image.resize(size, Image.Resampling.BICUBIC)

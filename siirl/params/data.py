@@ -32,6 +32,10 @@ class DataConfig:
     #: Column of each row's images (verl's: a list of ``{bytes}`` / ``{path}`` / paths); read when the
     #: policy has a vision tower, each ``<image>`` in the prompt becoming that image's vision tokens.
     image_key: str = "images"
+    #: verl's: images are resized so their sides are multiples of this patch size times the processor's
+    #: merge size (Qwen2.5-VL 14, Qwen3-VL / Qwen3.5 16), within 4 to 16384 vision tokens, before the image
+    #: processor; null = the image processor alone resizes, onto its own patch grid.
+    image_patch_size: int | None = None
     #: Column of each row's videos (verl's); a row with videos is refused (video input is not built).
     video_key: str = "videos"
     reward_fn_key: str = "data_source"

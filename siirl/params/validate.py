@@ -106,6 +106,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.log_val_generations": _NON_NEGATIVE,
     "trainer.use_legacy_worker_impl": _one_of("auto", "enable", "disable"),
     "data.filter_overlong_prompts_workers": _POSITIVE,
+    "data.image_patch_size": (lambda v: v is None or v > 0, "> 0 (or null: the image processor's own)"),
     "actor_rollout_ref.rollout.multi_turn.max_turns": _POSITIVE,
     "actor_rollout_ref.rollout.multi_turn.max_observation_length": _POSITIVE,
     "actor_rollout_ref.rollout.multi_turn.max_user_turns": (lambda v: v is None or v >= 0, "null or >= 0"),

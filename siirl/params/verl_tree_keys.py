@@ -118,7 +118,6 @@ TREE_INERT: dict[str, Inert] = {
     "data.tool_config_path": Inert((None,), "tools come from actor_rollout_ref.rollout.multi_turn.tool_config_path"),
     "data.return_raw_input_ids": not_wired("returning unpadded prompt ids", False),
     "data.return_full_prompt": not_wired("returning the rendered prompt text", False),
-    "data.image_patch_size": not_wired("overriding the processor's image patch size", 14),
     "data.validation_shuffle": not_wired("shuffling the validation set", False),
     "data.datagen.path": not_wired("a dynamic data generator", None),
     "data.datagen.name": not_wired("a dynamic data generator", None),

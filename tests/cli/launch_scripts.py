@@ -1,8 +1,7 @@
 """Replay published launch scripts: their fixtures' overrides with machine paths swapped for the embedded
-model and task data (a tiny Qwen2.5-VL and geo3k-format image rows for vision-language scripts, rows naming
-the gsm8k interaction for scripts with verl interactions), plus the
-size overrides the compatibility promise allows. Shared by the plan test and
-the training test."""
+model and task data (a tiny Qwen2.5-VL, or a tiny Qwen3.5 for Qwen3.5 ones, and geo3k-format image rows for
+vision-language scripts, rows naming the gsm8k interaction for scripts with verl interactions), plus the
+size overrides the compatibility promise allows. Shared by the plan test and the training test."""
 
 from __future__ import annotations
 
@@ -34,6 +33,8 @@ ADDED = ["device=cpu", "trainer.n_gpus_per_node=2", "trainer.nnodes=1"]
 _FLAGS = ("--config-path", "--config-name")
 #: A vision-language model's name in a script's model path ("Qwen2.5-VL-7B-Instruct", "qwen3_vl").
 _VL_MODEL = re.compile(r"(?i)(?<![a-z])vl(?![a-z])")
+#: A Qwen3.5 model's name in a script's model path ("Qwen3.5-2B"); its vision tower has 16-pixel patches.
+_QWEN3_5_MODEL = re.compile(r"(?i)qwen3[._]5")
 #: verl's geo3k preprocessing names its rows' source so; its default reward routes on it.
 GEO3K_SOURCE = "hiyouga/geometry3k"
 
@@ -211,6 +212,25 @@ def tiny_qwen2_5_vl(folder: Path) -> str:
     return str(path)
 
 
+def names_qwen3_5(invocation: dict) -> bool:
+    """The script's policy is a Qwen3.5 (its model path says so)."""
+    models = [o.partition("=")[2] for o in invocation["overrides"] if invocation["swap"].get(o.partition("=")[0]) == "model"]
+    return any(_QWEN3_5_MODEL.search(model) for model in models)
+
+
+def tiny_qwen3_5(folder: Path) -> str:
+    """A random tiny Qwen3.5 (``tests/qwen3_5_testutils.py``: 16-pixel patches, merge 2) with the embedded
+    VLM's tokenizer, standing in for a vision script's Qwen3.5: verl's Qwen3.5 scripts resize images onto its
+    32-pixel grid (``data.image_patch_size=16``). Random weights: these replays plan, they do not train."""
+    path = folder / "tiny_qwen3_5"
+    if not (path / "config.json").is_file():
+        from qwen3_5_testutils import save_tiny_qwen3_5
+        from transformers import AutoTokenizer
+
+        save_tiny_qwen3_5(path, AutoTokenizer.from_pretrained(default_vlm_model_path()))
+    return str(path)
+
+
 def _reward_function(folder: Path) -> str:
     """A score function file standing in for a script's ``custom_reward_function.path``."""
     path = folder / "reward_function.py"
@@ -325,7 +345,8 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
     for n, invocation in enumerate(load_fixture(name)["invocations"]):
         values = dict(text_values)
         if is_vision_script(invocation):
-            values.update(model=tiny_qwen2_5_vl(folder), train_data=data["vl_train"], val_data=data["vl_val"])
+            model = tiny_qwen3_5(folder) if names_qwen3_5(invocation) else tiny_qwen2_5_vl(folder)
+            values.update(model=model, train_data=data["vl_train"], val_data=data["vl_val"])
         elif _sets(invocation, "multi_turn.tool_config_path"):  # a VL script's config brings its own template
             values["model"] = tool_template_model(folder)
         elif splits_more_than_the_heads(invocation):
