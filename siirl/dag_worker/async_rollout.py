@@ -1,23 +1,29 @@
 """Colocated asynchronous rollout: a producer thread samples the next steps' batches while the worker trains.
 
 The task graph is unchanged; its first node, the rollout, takes the batch of step ``j`` from this producer
-instead of generating it (``take``). The producer draws step ``j``'s prompts from this worker's shard and
-samples them with the weights it last received, tagging every response token with the policy version that
-sampled it (``siirl.engine.rollout.partial``). After every ``trigger_parameter_sync_step`` updates the loop
-publishes the actor's weights (``publish``: a snapshot through the device layer's weight sync, taken on the
-training thread, where the all-gather of sharded weights is collective); the producer loads the newest
-snapshot before each batch, or, with partial rollouts, before each piece of ``chunk_tokens`` tokens, so
-in-flight responses continue under the new weights.
+instead of generating it (``take``). The producer draws prompts from this worker's shard and samples them
+with the weights it last received, tagging every response token with the policy version that sampled it
+(``siirl.engine.rollout.partial``). After every ``trigger_parameter_sync_step`` updates the loop publishes
+the actor's weights (``publish``: a snapshot through the device layer's weight sync, taken on the training
+thread, where the all-gather of sharded weights is collective); the producer loads the newest snapshot
+before each batch, or, with partial rollouts, before each piece.
+
+Partial rollouts: the producer keeps more than a step's prompt groups in flight (``RolloutPool``); a step's
+batch is the first groups to finish, and a piece of generation stops as soon as they have, or when newer
+weights are published, so a long response no longer holds its step: it goes on, under the newer weights,
+into a later step's batch.
 
 Staleness: a trained token's age is the version being trained (``step - 1`` updates applied) minus the
 version that sampled it. The producer starts step ``j``'s batch only once it holds weights of version at
-least ``j - 1 - max_lag``, and versions only grow, so every token of every trained sample is at most
-``max_lag`` old; ``take`` checks it again on every token. A partial rollout's later tokens are newer still.
+least ``j - 1 - max_lag``, and versions only grow; a group carried over holding a token older than that is
+sampled again from its prompt (``async/restarted_groups``). So every token of every trained sample is at
+most ``max_lag`` old; ``take`` checks it again on every token.
 
 Metrics (per step): ``async/staleness_mean|max`` over trained tokens, ``async/partial_fraction`` (samples
 whose tokens span several versions), ``async/rollout_idle_s`` (the producer waiting for fresh enough
 weights), ``async/trainer_idle_s`` (the rollout node waiting for its batch), ``async/weight_sync_s``
-(snapshot plus load), ``async/generate_s`` (the producer's time sampling the step's batch).
+(snapshot plus load), ``async/generate_s`` (the producer's time sampling the step's batch),
+``async/carried_groups`` (groups still in flight when it was taken), ``async/restarted_groups``.
 """
 
 from __future__ import annotations
@@ -33,8 +39,12 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from siirl.dag_worker.drawn_prompts import TAG_STRIDE, DrawLedger
+from siirl.data_coordinator.tensordict_ops import select_rows
 from siirl.device.weight_sync import SyncTicket, WeightSync
-from siirl.engine.rollout.partial import VERSION_KEY, generate_partial, generate_tagged
+from siirl.engine.rollout.bounded import generating_for
+from siirl.engine.rollout.partial import VERSION_KEY, generate_tagged
+from siirl.engine.rollout.rollout_pool import RolloutPool
 from siirl.params.async_training import AsyncSchedule
 
 logger = logging.getLogger(__name__)
@@ -76,14 +86,19 @@ class AsyncRollout:
         next_shard: Callable[[], TensorDict],
         loader_state: Callable[[], Any],
         start_version: int = 0,
+        trained_ahead: list[list[int]] | None = None,
     ) -> None:
         self.engine, self.schedule, self.sync = engine, schedule, sync
         self._next_shard, self._loader_state = next_shard, loader_state
         self._engine_lock = threading.Lock()  # one user of the engine at a time: a piece, or validation
         self._draw_lock = threading.Lock()  # the loader: drawn by the producer, read by checkpoints
         self._changed = threading.Condition()
-        self._ready: deque[tuple[int, TensorDict, float]] = deque()  # (step, batch, seconds generating)
-        self._states: dict[int, Any] = {}
+        # (step, batch, its prompts' tags, the producer's metrics of that batch)
+        self._ready: deque[tuple[int, TensorDict, torch.Tensor, dict[str, float]]] = deque()
+        self._ledger = DrawLedger(trained_ahead)
+        self._pool = RolloutPool(engine) if schedule.partial_rollout else None
+        self._groups_per_step = 0  # prompts per draw, known at the first draw
+        self._restarted = 0
         self._pending: SyncTicket | None = None
         self.engine_version = self.published = self.trained = start_version
         self._next = start_version + 1  # the step whose batch is drawn next
@@ -123,23 +138,48 @@ class AsyncRollout:
             self.engine_version = ticket.version
             self._weight_sync += stats.seconds
 
-    def _generate(self, batch: TensorDict) -> TensorDict:
-        if self.schedule.partial_rollout:
-            return generate_partial(self.engine, batch, self.schedule.chunk_tokens, self._piece)
-        return generate_tagged(self.engine, batch, self._piece)
+    def _draw(self) -> tuple[TensorDict, torch.Tensor]:
+        """The next shard of prompts, less those a resumed run trained already, and their tags."""
+        keep = torch.empty(0, dtype=torch.long)
+        while not len(keep):  # a draw the run trained whole before it resumed is skipped
+            with self._draw_lock:
+                state = self._loader_state()
+                batch = self._next_shard()
+                draw, keep = self._ledger.drew(state, batch.batch_size[0])
+        self._groups_per_step = self._groups_per_step or batch.batch_size[0]
+        return select_rows(batch, keep), draw * TAG_STRIDE + keep
+
+    def _produce(self, step: int) -> tuple[TensorDict, torch.Tensor]:
+        """Step ``step``'s batch and its prompts' tags. With partial rollouts it is the first groups to finish
+        in the pool; the others go on into later steps' batches."""
+        if self._pool is None:
+            batch, tags = self._draw()
+            return generate_tagged(self.engine, batch, self._piece), tags
+        self._restarted += self._pool.restart(step - 1 - self.schedule.max_lag)  # tokens past the bound
+        while not self._groups_per_step or self._pool.finished_groups < self._groups_per_step:
+            # keep more than a step's groups in flight, so the step's batch need not wait for its slowest
+            while self._pool.unfinished_groups <= self._groups_per_step:
+                self._pool.add(*self._draw())
+            with self._piece() as version:
+                self._pool.advance(version, self.schedule.chunk_tokens, self._groups_per_step, self._pause)
+        return self._pool.take(self._groups_per_step)
+
+    def _pause(self) -> bool:
+        """Asked after every token of a piece: newer weights wait to be loaded, or the job ends."""
+        return self._stopping or self._pending is not None
 
     def _run(self) -> None:
         try:
             while True:
                 step = self._next
                 self._wait_for_weights(step)
-                with self._draw_lock:
-                    self._states[step] = self._loader_state()
-                    batch = self._next_shard()
                 began = time.perf_counter()
-                out = self._generate(batch)
+                with generating_for(step):
+                    out, tags = self._produce(step)
                 with self._changed:
-                    self._ready.append((step, out, time.perf_counter() - began))
+                    produced = {"async/generate_s": time.perf_counter() - began,
+                                "async/carried_groups": float(self._pool.unfinished_groups if self._pool else 0)}
+                    self._ready.append((step, out, tags, produced))
                     self._next = step + 1
                     self._changed.notify_all()
         except _Stopped:
@@ -159,10 +199,9 @@ class AsyncRollout:
             self._changed.wait_for(lambda: self._ready or self._error is not None)
             if not self._ready:  # batches finished before a failure still train
                 raise RuntimeError(f"asynchronous rollout failed: {self._error}") from self._error
-            produced_for, out, generating = self._ready.popleft()
-        with self._draw_lock:  # a checkpoint after this step needs only the next steps' loader states
-            for old in [s for s in self._states if s <= step]:
-                del self._states[old]
+            produced_for, out, tags, produced = self._ready.popleft()
+        with self._draw_lock:  # what a checkpoint after this step must not draw again
+            self._ledger.trained(tags)
         if produced_for != step:
             raise RuntimeError(f"asynchronous rollout: step {step} got the batch drawn for step {produced_for}")
         metrics = token_staleness(out[VERSION_KEY], step - 1)
@@ -173,12 +212,14 @@ class AsyncRollout:
             )
         metrics.update({
             "async/trainer_idle_s": time.perf_counter() - began,
-            "async/generate_s": generating,
             "async/rollout_idle_s": self._rollout_idle,
             "async/weight_sync_s": self._weight_sync,
             "async/engine_version": float(self.engine_version),
+            **produced,
+            "async/restarted_groups": float(self._restarted),
         })
         self._rollout_idle = self._weight_sync = 0.0
+        self._restarted = 0
         return out, metrics
 
     def publish(self, version: int, named_tensors: Callable[[], Iterable[tuple[str, Any]]]) -> None:
@@ -202,10 +243,11 @@ class AsyncRollout:
             if version is not None:
                 self.engine_version = max(self.engine_version, version)
 
-    def loader_state(self, step: int) -> Any:
-        """The loader's state before step ``step``'s prompts were drawn (a resume draws them again)."""
+    def resume_point(self) -> tuple[Any, list[list[int]]]:
+        """What a checkpoint saves: the loader's state before the oldest draw with an untrained prompt, and
+        the slots already trained per draw from there (siirl.dag_worker.drawn_prompts)."""
         with self._draw_lock:
-            return self._states[step] if step in self._states else self._loader_state()
+            return self._ledger.resume_point(self._loader_state())
 
     def close(self) -> None:
         with self._changed:
@@ -215,9 +257,12 @@ class AsyncRollout:
             self._thread.join(CLOSE_TIMEOUT_S)
 
 
-def build_async_rollout(ctx: Any, next_shard: Callable[[], TensorDict], start_version: int) -> AsyncRollout | None:
+def build_async_rollout(
+    ctx: Any, next_shard: Callable[[], TensorDict], start_version: int, trained_ahead: list[list[int]] | None = None
+) -> AsyncRollout | None:
     """The producer of an asynchronous run on a rank that rolls out (None otherwise), its engine already
-    holding the weights of ``start_version`` (siirl.dag_worker.async_weights)."""
+    holding the weights of ``start_version`` (siirl.dag_worker.async_weights); ``trained_ahead``: from the
+    checkpoint it resumes (:meth:`AsyncRollout.resume_point`)."""
     from siirl.device.weight_sync import make_weight_sync
     from siirl.params.async_training import async_schedule
 
@@ -231,7 +276,8 @@ def build_async_rollout(ctx: Any, next_shard: Callable[[], TensorDict], start_ve
     policy.rollout.records_log_probs = True  # behaviour log-probs, for the off-policy correction
     sync = make_weight_sync("object_store", bucket_mb=ctx.cfg.actor_rollout_ref.rollout.weight_sync_bucket_mb)
     producer = AsyncRollout(
-        policy.rollout, schedule, sync, next_shard, ctx.train_loader.state_dict, start_version=start_version
+        policy.rollout, schedule, sync, next_shard, ctx.train_loader.state_dict, start_version=start_version,
+        trained_ahead=trained_ahead,
     )
     producer.start()
     logger.info(

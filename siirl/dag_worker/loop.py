@@ -54,6 +54,7 @@ class TrainingLoop:
         self.samples_per_step = int(self.cfg.data.train_batch_size) * int(self.cfg.actor_rollout_ref.rollout.n)
         self.train_iter = None
         self.weights = None  # an asynchronous run's weight route (siirl.dag_worker.async_weights)
+        self._trained_ahead: list[list[int]] = []  # a resumed asynchronous run: prompts drawn ahead, trained
         self.handoffs = ctx.handoffs
         #: Workers whose first node is fed by another placement group read no training data.
         self.loads_data = not (self.handoffs and self.handoffs.receives(self.nodes[0].node_id))
@@ -186,8 +187,9 @@ class TrainingLoop:
 
     def _worker_state(self, step: int) -> dict:
         producer = self.ctx.async_rollout  # it drew the prompts of the steps it runs ahead on
-        loader = producer.loader_state(step + 1) if producer is not None else self.ctx.train_loader.state_dict()
-        return {"step": step, "dataloader": loader, "rng": rng_state(),
+        loader, trained_ahead = (producer.resume_point() if producer is not None
+                                 else (self.ctx.train_loader.state_dict(), []))
+        return {"step": step, "dataloader": loader, "trained_ahead": trained_ahead, "rng": rng_state(),
                 "kl_ctrl": self.ctx.kl_ctrl_state()}
 
     def _resume(self) -> int:
@@ -198,6 +200,7 @@ class TrainingLoop:
             return 0
         state = self.ckpt.load(path, self.ctx.checkpoint_components())
         self.ctx.train_loader.load_state_dict(state["dataloader"])
+        self._trained_ahead = state.get("trained_ahead", [])
         set_rng_state(state["rng"])
         self.ctx.load_kl_ctrl_state(state.get("kl_ctrl"))
         self.ctx.mark_policies_stale()
@@ -229,7 +232,7 @@ class TrainingLoop:
         self.weights = weight_route(self.ctx)
         if self.weights is not None:
             self.weights.initial(start)
-        self.ctx.async_rollout = build_async_rollout(self.ctx, self._next_batch, start)
+        self.ctx.async_rollout = build_async_rollout(self.ctx, self._next_batch, start, self._trained_ahead)
         try:
             self._train(start, total, summary)
         finally:

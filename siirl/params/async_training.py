@@ -31,8 +31,9 @@ class AsyncTrainingConfig:
     require_batches: int = 1
     #: In-flight generations continue across a weight sync, keeping their tokens and log-probs.
     partial_rollout: bool = False
-    #: siiRL: tokens generated between two checks for new weights (the hf engine generates in chunks).
-    chunk_tokens: int = 8
+    #: siiRL: at most this many tokens per piece of a partial rollout (each piece re-reads its rows' prefixes);
+    #: null: a piece runs until the step's groups have finished or newer weights are published.
+    chunk_tokens: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
 
 
 @dataclass
@@ -73,7 +74,7 @@ class AsyncSchedule:
     max_lag: int
     partial_rollout: bool
     sync_every: int
-    chunk_tokens: int
+    chunk_tokens: int | None
 
     @property
     def is_async(self) -> bool:
@@ -103,4 +104,5 @@ def async_schedule(cfg: Any) -> AsyncSchedule:
         lag = int(v1_bound)
     else:
         lag = (math.ceil(float(section.staleness_threshold)) + 1) * every - 1
-    return AsyncSchedule(mode, lag, bool(section.partial_rollout) and mode != "sync", every, int(section.chunk_tokens))
+    return AsyncSchedule(mode, lag, bool(section.partial_rollout) and mode != "sync", every,
+                         None if section.chunk_tokens is None else int(section.chunk_tokens))

@@ -1,5 +1,5 @@
 """The producer of colocated asynchronous training against a fake engine: which weights sample which
-step, the staleness bound, partial rollouts across a sync, failures and shutdown."""
+step, the staleness bound, failures and shutdown (partial rollouts: test_partial_pool.py)."""
 
 import threading
 import time
@@ -20,11 +20,10 @@ WIDTH = 6
 class FakeEngine:
     """Responses of WIDTH tokens; the token value is the first weight's value when it was sampled."""
 
-    def __init__(self, on_piece=None) -> None:
+    def __init__(self) -> None:
         self.weight = torch.zeros(1)
         self.train_params = SimpleNamespace(n=1)
         self.max_response_length, self.pad_id, self.micro_batch_size = WIDTH, 0, 8
-        self.pieces, self.on_piece = 0, on_piece
 
     def sync_weights(self, named):
         for _, tensor in named:
@@ -35,14 +34,6 @@ class FakeEngine:
         responses = torch.full((rows, WIDTH), int(self.weight.item()))
         return TensorDict({"responses": responses, "response_mask": torch.ones(rows, WIDTH, dtype=torch.long)},
                           batch_size=[rows])
-
-    def continue_sequences(self, piece, steps, repeats):
-        self.pieces += 1
-        if self.on_piece is not None:
-            self.on_piece(self.pieces)
-        rows = piece.batch_size[0]
-        tokens = torch.full((rows, steps), int(self.weight.item()))
-        return tokens, torch.full((rows,), steps), torch.zeros(rows, dtype=torch.bool), None, None
 
 
 def _prompts():
@@ -64,9 +55,9 @@ class Loader:
         return {"drawn": self.drawn}
 
 
-def _producer(engine, loader, max_lag, partial=False):
+def _producer(engine, loader, max_lag):
     sync = ObjectStoreSync(bucket_mb=1, put=lambda x: x, get=lambda x: x)
-    producer = AsyncRollout(engine, AsyncSchedule("colocate_async", max_lag, partial, 1, 2), sync,
+    producer = AsyncRollout(engine, AsyncSchedule("colocate_async", max_lag, False, 1, None), sync,
                             loader.next_shard, loader.state)
     producer.start()
     return producer
@@ -113,30 +104,6 @@ def test_no_trained_token_is_older_than_the_bound(max_lag):
         assert taken[max_lag][1]["async/staleness_max"] == max_lag  # drawn ahead with the start weights
 
 
-def test_partial_rollout_continues_under_the_new_weights():
-    built = threading.Event()
-
-    def sync_mid_response(piece):  # during step 2's second piece, step 1's update is published
-        if piece == 5:
-            built.wait(10)
-            producer.publish(1, _weights(1))
-
-    engine = FakeEngine(on_piece=sync_mid_response)
-    producer = _producer(engine, Loader(), max_lag=1, partial=True)
-    built.set()
-    try:
-        first, _ = producer.take(1)
-        second, metrics = producer.take(2)
-    finally:
-        producer.close()
-    assert (first[VERSION_KEY] == 0).all()
-    # pieces of 2 tokens: the piece running at the sync finishes under version 0, the next loads version 1
-    assert second[VERSION_KEY][0].tolist() == [0, 0, 0, 0, 1, 1]
-    assert torch.equal(second["responses"], second[VERSION_KEY])
-    assert metrics["async/partial_fraction"] == 1.0 and metrics["async/staleness_max"] == 1.0
-    assert metrics["async/staleness_mean"] == pytest.approx(2 / 3)
-
-
 def test_a_failed_rollout_fails_the_step():
     producer = _producer(FakeEngine(), Loader(fail_at=2), max_lag=1)
     try:
@@ -153,7 +120,7 @@ def test_checkpoint_state_is_before_the_prompts_drawn_ahead():
     try:
         producer.take(1)
         assert _settle(lambda: loader.drawn == 2)
-        assert producer.loader_state(2) == {"drawn": 1}  # a resume after step 1 draws step 2's prompts again
+        assert producer.resume_point() == ({"drawn": 1}, [[]])  # a resume after step 1 draws step 2's again
     finally:
         producer.close()
 

@@ -7,7 +7,7 @@ update the trainer streams its full parameters into it with ``sync_weights`` (in
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -40,18 +40,20 @@ logger = logging.getLogger(__name__)
 
 
 class FinishTracker(StoppingCriteria):
-    """Records the step at which each row ends (end-of-sequence token or stop string) and stops it.
+    """Records the step at which each row ends (end-of-sequence token or stop string) and stops it;
+    ``pause(finished rows)`` returning True stops the whole call after the current token.
 
     ``generate`` pads finished rows with the pad id, which may equal the end-of-sequence id, so the
     response length cannot be recovered from the tokens afterwards; this criterion remembers it.
     """
 
     def __init__(
-        self, prompt_width: int, eos_ids: list[int], stop: StopStringCriteria | None, rows: int
+        self, prompt_width: int, eos_ids: list[int], stop: StopStringCriteria | None, rows: int,
+        pause: Callable[[torch.Tensor], bool] | None = None,
     ) -> None:
         self.prompt_width = prompt_width
         self.eos_ids = torch.tensor(eos_ids, dtype=torch.long)
-        self.stop = stop
+        self.stop, self.pause = stop, pause
         self.finished_at = torch.full((rows,), -1, dtype=torch.long)
 
     def __call__(
@@ -63,7 +65,10 @@ class FinishTracker(StoppingCriteria):
             done |= self.stop(input_ids, scores).cpu()
         newly = done & (self.finished_at < 0)
         self.finished_at[newly] = step
-        return (self.finished_at >= 0).to(input_ids.device)
+        finished = self.finished_at >= 0
+        if self.pause is not None and self.pause(finished):  # every row stops where it is, unfinished ones too
+            return torch.ones_like(finished).to(input_ids.device)
+        return finished.to(input_ids.device)
 
     def lengths(self, generated: int) -> torch.Tensor:
         """Response length per row: up to and including the finishing token, else all generated tokens."""
@@ -190,13 +195,14 @@ class HFRolloutEngine(RolloutEngine):
 
     @torch.no_grad()
     def _sample(
-        self, prompts: TensorDict, config: GenerationConfig, recorder: SampledLogProbs | None, repeats: int
+        self, prompts: TensorDict, config: GenerationConfig, recorder: SampledLogProbs | None, repeats: int,
+        pause: Callable[[torch.Tensor], bool] | None = None,
     ) -> tuple[torch.Tensor, FinishTracker]:
         """The new tokens for ``prompts`` (rows in runs of ``repeats`` identical prompts) and who finished."""
         ids, mask = _without_common_left_padding(prompts["input_ids"], prompts["attention_mask"])
         ids, mask = ids.to(self.device), mask.to(self.device)
         stop = StopStringCriteria(self.tokenizer, self.stop_strings) if self.stop_strings else None
-        tracker = FinishTracker(ids.shape[1], self.eos_ids, stop, ids.shape[0])
+        tracker = FinishTracker(ids.shape[1], self.eos_ids, stop, ids.shape[0], pause)
         images = rollout_images(self.model, prompts, ids, mask)
         share = repeats > 1 and ids.shape[1] > 1 and not (images is not None and images.last_token_is_image())
         shared = {"past_key_values": self._shared_prompt_cache(ids, mask, repeats, images)} if share else {}
@@ -228,16 +234,18 @@ class HFRolloutEngine(RolloutEngine):
         return fields
 
     def continue_sequences(
-        self, prompts: TensorDict, max_new_tokens: int, repeats: int = 1
+        self, prompts: TensorDict, max_new_tokens: int, repeats: int = 1,
+        pause: Callable[[torch.Tensor], bool] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """At most ``max_new_tokens`` more sampled tokens after each left-padded row of ``prompts`` (the
         prompt plus what was generated so far): ``(tokens, lengths, finished, log_probs, entropies)``, the
-        last two None unless the engine records log-probs. A partial rollout generates in such pieces."""
+        last two None unless the engine records log-probs. A partial rollout generates in such pieces;
+        ``pause(finished rows)``, asked after every token, ends the piece early for every row."""
         params = self.train_params
         config = self._generation_config(params)
         config.max_new_tokens = max_new_tokens
         recorder = SampledLogProbs(params.temperature) if self.records_log_probs and not params.greedy else None
-        generated, tracker = self._sample(prompts, config, recorder, repeats)
+        generated, tracker = self._sample(prompts, config, recorder, repeats, pause)
         lengths = tracker.lengths(generated.shape[1])
         log_probs, entropies = recorder.finish(generated) if recorder is not None else (None, None)
         return generated, lengths, tracker.finished_at >= 0, log_probs, entropies
