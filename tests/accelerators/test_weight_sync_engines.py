@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.distributed as dist
 from dist_testutils import RANKS_GROUP, spawn
-from transformers import Qwen2ForCausalLM
 
 from siirl.device import backend_class
 from siirl.device.weight_sync import make_weight_sync, weight_sync_group
@@ -19,8 +18,6 @@ from siirl.device.weight_sync.buckets import bucket_bytes, iter_buckets
 from siirl.device.weight_sync.engine_group import GROUP_NAME
 from siirl.device.weight_sync.engine_receivers import ENGINE_RECEIVERS
 from siirl.device.weight_sync.vllm_worker import WORKER_EXTENSION
-
-from .accel_testutils import tiny_qwen2_config
 
 pytestmark = [RANKS_GROUP]
 BUCKET_MB = 0.002
@@ -55,6 +52,15 @@ def _joined(name: str, calls: list) -> list:
 
 
 def _engine_ranks(rank: int, world_size: int, name: str, model_dir: str) -> None:
+    """Imports transformers only here: tests/fakes, on this job's path, also holds a fake torch_npu, which
+    transformers imports when it finds one and which renames torch's PrivateUse1 device for good. It is
+    hidden for the job, as later jobs of this rank process need torch intact."""
+    patch = pytest.MonkeyPatch()
+    patch.setitem(sys.modules, "torch_npu", None)
+    from transformers import Qwen2ForCausalLM
+
+    from tests.accelerators.accel_testutils import tiny_qwen2_config
+
     torch.manual_seed(7)
     trainer = Qwen2ForCausalLM(tiny_qwen2_config())
     group = weight_sync_group(range(world_size), backend_class("cpu")())
@@ -82,6 +88,7 @@ def _engine_ranks(rank: int, world_size: int, name: str, model_dir: str) -> None
     finally:  # the rank process runs later jobs: the fake packages go with this one
         for module in [m for m in sys.modules if m.split(".")[0] in ("sglang", "vllm")]:
             sys.modules.pop(module)
+        patch.undo()
 
 
 @pytest.mark.parametrize("name", ["sglang", "vllm"])
