@@ -96,6 +96,8 @@ def long_tail_partial(tmp: Path, steps: int) -> dict:
     return {"sync_samples_per_s": samples_per_s(sync), "partial_samples_per_s": samples_per_s(partial),
             "ratio": samples_per_s(partial) / samples_per_s(sync),
             "partial_fraction": _mean(partial, lambda r: r["async/partial_fraction"]),
+            "carried_groups": _mean(partial, lambda r: r["async/carried_groups"]),
+            "restarted_groups": _mean(partial, lambda r: r["async/restarted_groups"]),
             "staleness_max": max(r["async/staleness_max"] for r in partial)}
 
 
@@ -124,7 +126,9 @@ def main(argv: list[str] | None = None) -> None:
         lt = result["long_tail"]
         print(f"{'2. long-tail task, colocated, partial rollouts':<52}{lt['sync_samples_per_s']:>9.2f}"
               f"{lt['partial_samples_per_s']:>9.2f}{lt['ratio']:>7.2f}x{'':>8}")
-        print(f"   partial fraction {lt['partial_fraction']:.2f}; staleness max {lt['staleness_max']:.0f}")
+        print(f"   partial fraction {lt['partial_fraction']:.2f}; groups carried into the next step "
+              f"{lt['carried_groups']:.1f}, sampled again {lt['restarted_groups']:.1f} per step and worker; "
+              f"staleness max {lt['staleness_max']:.0f}")
     print(json.dumps(result))
 
 

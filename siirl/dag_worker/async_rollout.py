@@ -157,12 +157,22 @@ class AsyncRollout:
             return generate_tagged(self.engine, batch, self._piece), tags
         self._restarted += self._pool.restart(step - 1 - self.schedule.max_lag)  # tokens past the bound
         while not self._groups_per_step or self._pool.finished_groups < self._groups_per_step:
-            # keep more than a step's groups in flight, so the step's batch need not wait for its slowest
-            while self._pool.unfinished_groups <= self._groups_per_step:
+            while self._wants_prompts(step):
                 self._pool.add(*self._draw())
             with self._piece() as version:
                 self._pool.advance(version, self.schedule.chunk_tokens, self._groups_per_step, self._pause)
         return self._pool.take(self._groups_per_step)
+
+    def _wants_prompts(self, step: int) -> bool:
+        """Fewer groups in the pool than step ``step`` takes; or, so that its batch need not wait for its
+        slowest, no more than that still running while a row started now could still train at the next step
+        (a producer already as far ahead as the bound allows would have to sample it again, and is not what
+        the trainer waits for)."""
+        per_step, pool = self._groups_per_step, self._pool
+        if not per_step or pool.unfinished_groups + pool.finished_groups < per_step:
+            return True
+        can_carry = self.engine_version >= step - self.schedule.max_lag
+        return can_carry and pool.unfinished_groups <= per_step
 
     def _pause(self) -> bool:
         """Asked after every token of a piece: newer weights wait to be loaded, or the job ends."""

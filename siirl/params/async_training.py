@@ -31,9 +31,10 @@ class AsyncTrainingConfig:
     require_batches: int = 1
     #: In-flight generations continue across a weight sync, keeping their tokens and log-probs.
     partial_rollout: bool = False
-    #: siiRL: at most this many tokens per piece of a partial rollout (each piece re-reads its rows' prefixes);
-    #: null: a piece runs until the step's groups have finished or newer weights are published.
-    chunk_tokens: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: siiRL: at most this many tokens per piece of a partial rollout (finished rows leave between pieces;
+    #: each piece re-reads its rows' prefixes); null: a piece runs until the step's groups have finished or
+    #: newer weights are published.
+    chunk_tokens: Optional[int] = 8  # noqa: UP045 - OmegaConf reads Optional
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Partial rollouts in the producer, against a fake engine whose responses have the lengths their prompts
-ask for: a long response no longer holds its step, it crosses a weight sync, it is sampled again when it
-would pass the staleness bound, and a checkpoint taken while prompts train out of order resumes without
+ask for: a long response no longer holds its step, it crosses a weight sync, nothing is carried where it
+could not train, a group past the staleness bound is sampled again, and a checkpoint taken while prompts train out of order resumes without
 losing or repeating one."""
 
 from types import SimpleNamespace
@@ -12,6 +12,7 @@ from tensordict import TensorDict
 from siirl.dag_worker.async_rollout import AsyncRollout
 from siirl.device.weight_sync import ObjectStoreSync
 from siirl.engine.rollout.partial import VERSION_KEY
+from siirl.engine.rollout.rollout_pool import RolloutPool
 from siirl.params.async_training import AsyncSchedule
 
 WIDTH, PROMPT = 8, 3
@@ -118,18 +119,31 @@ def test_a_carried_response_continues_under_the_new_weights():
     assert metrics["async/partial_fraction"] == 1.0 and metrics["async/staleness_max"] == 1.0
 
 
-def test_a_group_that_would_pass_the_bound_is_sampled_again():
+def test_at_the_bound_the_producer_carries_nothing_over():
+    """With no staleness allowed a row started now could not train at the next step: the pool holds just the
+    step's groups, and the step waits for its long response as a synchronous one does."""
     producer = _producer(LengthEngine(), Loader(), max_lag=0)
     try:
-        producer.take(1)
-        producer.publish(1, _weights(1))
-        second, metrics = producer.take(2)
+        first, metrics = producer.take(1)
     finally:
         producer.close()
-    # with no staleness allowed, the long responses begun under version 0 start over under version 1
-    assert metrics["async/restarted_groups"] == 2
-    assert (second[VERSION_KEY][second["response_mask"].bool()] == 1).all()
-    assert metrics["async/staleness_max"] == 0
+    assert _asked_lengths(first) == [2, 6] and metrics["async/carried_groups"] == 0
+
+
+def test_a_group_holding_a_token_past_the_bound_is_sampled_again():
+    pool, loader = RolloutPool(LengthEngine()), Loader()
+    pool.add(loader.next_shard(), tags=torch.tensor([0, 1]))
+    pool.advance(0, max_tokens=2)  # the short response ends; the long one has 2 of its 6 tokens
+    first, _ = pool.take(1)
+    pool.add(loader.next_shard(), tags=torch.tensor([2, 3]))
+    pool.advance(1, max_tokens=1)  # under version 1: the long one's third token, the new rows' first
+    assert pool.restart(oldest_version=1) == 1  # only the long one holds version-0 tokens
+    pool.advance(1)
+    out, tags = pool.take(3)
+    assert first["response_mask"].sum().item() == 2 and tags.tolist() == [1, 2, 3]
+    assert out["response_mask"].sum(-1).tolist() == [6, 2, 6]
+    assert (out[VERSION_KEY][out["response_mask"].bool()] == 1).all()  # started over under version 1
+    assert pool.unfinished_groups == pool.finished_groups == 0 and pool.restart(oldest_version=5) == 0
 
 
 @pytest.mark.parametrize("max_lag", [1, 2])
