@@ -16,7 +16,11 @@ from siirl.errors import ConfigError
 from siirl.params.async_training import TRAINER_MODES, async_schedule
 
 #: Engines whose generation can stop at a chunk boundary and continue under new weights.
-PARTIAL_ROLLOUT_ENGINES = ("hf",)
+PARTIAL_ROLLOUT_ENGINES = ("hf", "vllm", "sglang")
+#: Of those, the ones whose batch ``generate`` cannot stop after an arbitrary token (no pause for newer weights
+#: or finished groups): a piece ends only at ``async_training.chunk_tokens``, so a null cap would make every
+#: piece a whole response and the partial rollout synchronous.
+CHUNK_CAPPED_ENGINES = ("vllm", "sglang")
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +64,13 @@ def _refusal(cfg: Any, mode: str | None) -> str | None:
     if cfg.algorithm.filter_groups.enable:
         return "dynamic sampling (algorithm.filter_groups.enable) restarts a step for more groups, not implemented in asynchronous training"
     name = str(cfg.actor_rollout_ref.rollout.name)
-    if async_schedule(cfg).partial_rollout and name not in PARTIAL_ROLLOUT_ENGINES:
-        return f"async_training.partial_rollout with the '{name}' rollout engine is not implemented (hf only)"
+    schedule = async_schedule(cfg)
+    if schedule.partial_rollout and name not in PARTIAL_ROLLOUT_ENGINES:
+        return (f"async_training.partial_rollout with the '{name}' rollout engine is not implemented "
+                f"({', '.join(PARTIAL_ROLLOUT_ENGINES)} only)")
+    if schedule.partial_rollout and schedule.chunk_tokens is None and name in CHUNK_CAPPED_ENGINES:
+        return (f"async_training.chunk_tokens=null with partial rollouts on the '{name}' rollout engine: its "
+                "generate cannot stop mid-piece, so a piece ends only at chunk_tokens; set it (e.g. 8)")
     return None
 
 

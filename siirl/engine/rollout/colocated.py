@@ -4,6 +4,7 @@ from the trainer, and dropping prefix caches computed with the previous weights.
 from __future__ import annotations
 
 import logging
+import sys
 from abc import abstractmethod
 from collections.abc import Iterable
 
@@ -24,6 +25,9 @@ class ColocatedRolloutEngine(RolloutEngine):
     bucket_mb: int
     dtype: torch.dtype
     _cache_stale: bool = False
+    #: Rows per ``continue_sequences`` call of a partial rollout: all of a piece's, as the engine batches and
+    #: schedules its requests itself (the Hugging Face engine takes ``rollout.micro_batch_size``).
+    micro_batch_size: int = sys.maxsize
 
     @abstractmethod
     def _load(self, bucket: NamedTensors) -> None:

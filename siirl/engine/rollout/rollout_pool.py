@@ -49,6 +49,7 @@ class RolloutPool:
         self._rows: TensorDict | None = None
         self._next_group = 0
         self.recorded = False  # whether the engine returned sampled log-probs
+        self.recorded_entropies = False  # and entropies (vLLM and SGLang return none)
 
     def _set_rows(self, rows: TensorDict | None) -> None:
         self._rows = rows
@@ -145,8 +146,10 @@ class RolloutPool:
         rows["_versions"][at_row, at_col] = version
         if log_probs is not None:
             rows["_log_probs"][at_row, at_col] = log_probs[write].float()
-            rows["_entropies"][at_row, at_col] = entropies[write].float()
             self.recorded = True
+        if entropies is not None:
+            rows["_entropies"][at_row, at_col] = entropies[write].float()
+            self.recorded_entropies = True
         rows["_length"][rows_now] = made + kept
         rows["_done"][rows_now] = finished.bool() | (made + kept >= width)
 
@@ -165,6 +168,7 @@ class RolloutPool:
         in_response = out["response_mask"].bool()
         if self.recorded:
             out["rollout_log_probs"] = out["_log_probs"] * in_response
+        if self.recorded_entropies:
             out["rollout_entropys"] = out["_entropies"] * in_response
         out[VERSION_KEY] = torch.where(in_response, out["_versions"], -1)
         return out.exclude(*_STATE), tags

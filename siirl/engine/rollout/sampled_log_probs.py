@@ -11,7 +11,8 @@ distribution, exactly what the actor computes, whatever top-k / top-p later cut.
 
 vLLM computes them itself (``SamplingParams(logprobs=0)``) and returns, per generated token, a map holding
 the sampled token's ``Logprob``; :func:`chosen_log_probs` reads the sampled one out. vLLM reports no
-entropies (only the top-k log-probs of each step, never the whole distribution).
+entropies (only the top-k log-probs of each step, never the whole distribution). SGLang returns, with
+``return_logprob=True``, one ``(logprob, token_id, text)`` per generated token: :func:`listed_log_probs`.
 """
 
 from __future__ import annotations
@@ -54,11 +55,26 @@ class SampledLogProbs(LogitsProcessor):
         return torch.stack(self.log_probs, dim=1).cpu(), torch.stack(self.entropies, dim=1).cpu()
 
 
+def _check_steps(token_ids: Sequence[int], steps: Sequence[Any] | None, ask: str) -> None:
+    if steps is None:
+        raise RuntimeError(f"the engine returned no log-probs; the request must ask for them ({ask})")
+    if len(steps) != len(token_ids):
+        raise RuntimeError(f"the engine returned log-probs for {len(steps)} of {len(token_ids)} generated tokens")
+
+
 def chosen_log_probs(token_ids: Sequence[int], steps: Sequence[Mapping[int, Any]] | None) -> list[float]:
     """The log-prob of each of ``token_ids`` from an engine's per-step maps ``{token_id: Logprob}`` (vLLM's
     ``CompletionOutput.logprobs``, whose map for a step always holds the token sampled there)."""
-    if steps is None:
-        raise RuntimeError("the engine returned no log-probs; the request must ask for them (logprobs=0)")
-    if len(steps) != len(token_ids):
-        raise RuntimeError(f"the engine returned log-probs for {len(steps)} of {len(token_ids)} generated tokens")
+    _check_steps(token_ids, steps, "logprobs=0")
     return [float(step[token].logprob) for token, step in zip(token_ids, steps)]
+
+
+def listed_log_probs(token_ids: Sequence[int], steps: Sequence[Sequence[Any]] | None) -> list[float]:
+    """The log-prob of each of ``token_ids`` from an engine's ``(logprob, token_id, text)`` per generated token
+    (SGLang's ``meta_info["output_token_logprobs"]`` with ``return_logprob=True``); a listed token other than
+    the generated one means the two lists do not line up."""
+    _check_steps(token_ids, steps, "return_logprob=True")
+    for position, (token, step) in enumerate(zip(token_ids, steps)):
+        if int(step[1]) != int(token):
+            raise RuntimeError(f"log-prob entry {position} is for token {step[1]}, the engine generated {token}")
+    return [float(step[0]) for step in steps]

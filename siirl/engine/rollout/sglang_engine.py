@@ -12,14 +12,22 @@ sampling_params={...})`` -> ``[{"output_ids": [...], "meta_info": {...}}, ...]``
 ``release_memory_occupation(tags=...)`` / ``resume_memory_occupation(tags=...)``; for a vision-language
 policy ``Engine.generate(..., image_data=[[images] per request])`` with collapsed image placeholders and
 ``sampling_params["logit_bias"]`` (see ``vision_requests``).
+
+Partial rollouts (``continue_sequences``) send each row's prompt plus its tokens so far, capped at the piece's
+length (``max_new_tokens``); a request ends only there or at its end, so a piece cannot stop early for newer
+weights and runs ``async_training.chunk_tokens`` tokens. Recording, it asks ``return_logprob=True`` and reads
+``meta_info["output_token_logprobs"]``: by SGLang's default log-softmax(logits / T), before any top-k / top-p
+cut (``SGLANG_RETURN_ORIGINAL_LOGPROB`` would give them before temperature).
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 from typing import Any
 
+import torch
 import torch.distributed as dist
 from tensordict import TensorDict
 from transformers import AutoConfig, PreTrainedTokenizerBase
@@ -30,9 +38,11 @@ from siirl.device.weight_sync.engine_loaders import sglang_loader
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
 from siirl.engine.rollout.engine_knobs import rollout_dtype, sglang_knobs
+from siirl.engine.rollout.sampled_log_probs import listed_log_probs
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA, NEVER, image_requests, vision_token_ids
 from siirl.engine.rollout.vllm_batch import (
+    continuation,
     dtype_name,
     engine_model_paths,
     eos_token_ids,
@@ -181,3 +191,27 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
         )
         samples = [list(out["output_ids"]) for out in outputs]
         return responses_to_batch(batch, samples, params.n, self.pad_id, self.max_response_length)
+
+    def continue_sequences(
+        self, prompts: TensorDict, max_new_tokens: int, repeats: int = 1, pause: Callable[..., bool] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, None]:
+        """A piece of a partial rollout, as the Hugging Face engine's: at most ``max_new_tokens`` more tokens
+        after each left-padded row (prompt plus what it has so far), one request per row as in ``generate``
+        (SGLang's prefix cache shares a prompt read by its ``repeats`` identical rows). A row has finished when
+        ``meta_info["finish_reason"]["type"]`` is ``"stop"`` (end-of-sequence token or stop string), not
+        ``"length"`` (the cap).
+
+        ``pause`` is accepted and never asked: ``Engine.generate`` returns whole requests, so a piece ends at
+        ``max_new_tokens`` (``async_training.chunk_tokens``, which the config checks require for SGLang)."""
+        record = self.records_log_probs and not self.train_params.greedy
+        sampling = {**self._sampling_params(self.train_params), "max_new_tokens": max_new_tokens}
+        self._prepare_generation()
+        asked = {"return_logprob": True} if record else {}
+        outputs = self.engine.generate(input_ids=prompt_token_lists(prompts), sampling_params=sampling, **asked)
+        samples = [list(out["output_ids"]) for out in outputs]
+        finished = [out["meta_info"]["finish_reason"]["type"] == "stop" for out in outputs]
+        log_probs = None
+        if record:
+            log_probs = [listed_log_probs(ids, out["meta_info"].get("output_token_logprobs"))
+                         for ids, out in zip(samples, outputs)]
+        return continuation(samples, finished, self.pad_id, log_probs)

@@ -3,7 +3,8 @@ one, the end-of-sequence ids, the optional package and the environment they are 
 
 These engines take each prompt as a plain list of token ids (left padding stripped) and answer with the
 generated ids per sample; the batch on both sides follows the ``RolloutEngine`` contract, assembled
-with the same helpers as the Hugging Face engine.
+with the same helpers as the Hugging Face engine. A piece of a partial rollout comes back as the Hugging Face
+engine's ``continue_sequences`` answers (``continuation``).
 """
 
 from __future__ import annotations
@@ -93,6 +94,30 @@ def prompt_token_lists(batch: TensorDict) -> list[list[int]]:
     return prompts
 
 
+def padded_rows(rows: Sequence[Sequence[float]], width: int, fill: float, dtype: torch.dtype) -> torch.Tensor:
+    """``(len(rows), width)``: each row's first ``width`` values, then ``fill``."""
+    out = torch.full((len(rows), width), fill, dtype=dtype)
+    for index, row in enumerate(rows):
+        kept = list(row)[:width]
+        if kept:
+            out[index, : len(kept)] = torch.tensor(kept, dtype=dtype)
+    return out
+
+
+def continuation(
+    samples: Sequence[Sequence[int]], finished: Sequence[bool], pad_id: int,
+    log_probs: Sequence[Sequence[float]] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, None]:
+    """``continue_sequences``' answer (see the Hugging Face engine) from the engine's per-row token lists:
+    tokens padded to the longest, lengths, which rows ended (end-of-sequence token or stop string, not the
+    piece's cap), and the sampled tokens' log-probs; no entropies (these engines return no distribution)."""
+    width = max((len(s) for s in samples), default=0)
+    tokens = padded_rows(samples, width, pad_id, torch.long)
+    lengths = torch.tensor([len(s) for s in samples], dtype=torch.long)
+    recorded = None if log_probs is None else padded_rows(log_probs, width, 0.0, torch.float32)
+    return tokens, lengths, torch.tensor(list(finished), dtype=torch.bool), recorded, None
+
+
 def responses_to_batch(
     batch: TensorDict,
     samples: Sequence[Sequence[int]],
@@ -109,22 +134,14 @@ def responses_to_batch(
             f"the engine returned {len(samples)} samples for {batch.batch_size[0]} prompts x n={n}"
         )
     lengths = torch.tensor([min(len(s), max_response_length) for s in samples], dtype=torch.long)
-    responses = torch.full((rows, max_response_length), pad_id, dtype=torch.long)
-    for row, sample in enumerate(samples):
-        kept = list(sample)[:max_response_length]
-        if kept:
-            responses[row, : len(kept)] = torch.tensor(kept, dtype=torch.long)
+    responses = padded_rows(samples, max_response_length, pad_id, torch.long)
     expanded = expand_prompts(batch, n)
     prompts = expanded.select(*PROMPT_KEYS).cpu()
     if "position_ids" in set(expanded.keys()):
         prompts["position_ids"] = expanded["position_ids"].cpu()
     out = assemble_sequences(prompts, responses, lengths, pad_id)
     if log_probs is not None:
-        recorded = torch.zeros(rows, max_response_length, dtype=torch.float32)
-        for row, values in enumerate(log_probs):
-            kept = list(values)[:max_response_length]
-            if kept:
-                recorded[row, : len(kept)] = torch.tensor(kept, dtype=torch.float32)
+        recorded = padded_rows(log_probs, max_response_length, 0.0, torch.float32)
         out["rollout_log_probs"] = recorded * out["response_mask"].to(torch.float32)
     for key, value in out.items():
         expanded[key] = value

@@ -25,6 +25,10 @@ with them on it is the truncated distribution's. Older releases return the log-p
 right only at temperature 1; recording at another temperature is refused there. No entropies come back
 (``rollout_entropys`` is not written): vLLM returns a few top log-probs per step, never the distribution.
 
+Partial rollouts (``continue_sequences``) send each row's prompt plus its tokens so far as a new token prompt
+capped at the piece's length: vLLM stops a request only at its end or its ``max_tokens``, so a piece cannot
+end early for newer weights and runs ``async_training.chunk_tokens`` tokens.
+
 Under LoRA (``actor_rollout_ref.model.lora_rank``) the engine keeps the base weights it loaded
 (``rollout.load_format``) and serves the policy's adapter: ``enable_lora`` / ``max_lora_rank`` /
 ``max_loras=1`` in the engine arguments, and every request carries ``LoRARequest(name, id, path)`` of the
@@ -55,6 +59,7 @@ from siirl.engine.rollout.sampled_log_probs import chosen_log_probs
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vision_requests import NEVER, image_requests, vision_token_ids
 from siirl.engine.rollout.vllm_batch import (
+    continuation,
     dtype_name,
     engine_model_paths,
     eos_token_ids,
@@ -197,14 +202,18 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         actor's forward, so ``old_log_prob_source=auto`` keeps recomputing."""
         return "approximate"
 
-    def _sampling_params(self, params: SamplingParams, record: bool = False) -> Any:
+    def _sampling_params(
+        self, params: SamplingParams, record: bool = False, n: int | None = None, max_tokens: int | None = None
+    ) -> Any:
+        """vLLM's parameters for ``params``; ``n`` / ``max_tokens`` override the samples per prompt and the
+        response length (a piece of a partial rollout)."""
         greedy = params.greedy
         return self.vllm.SamplingParams(
-            n=params.n,
+            n=params.n if n is None else n,
             temperature=0.0 if greedy else params.temperature,
             top_p=1.0 if greedy else params.top_p,
             top_k=-1 if greedy or params.top_k <= 0 else params.top_k,
-            max_tokens=self.max_response_length,
+            max_tokens=self.max_response_length if max_tokens is None else max_tokens,
             stop=self.stop_strings or None,
             stop_token_ids=list(self.eos_ids),
             detokenize=bool(self.stop_strings),
@@ -267,29 +276,57 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
 
     # ----- generation -----
 
-    def _params(self, validate: bool) -> tuple[Any, bool]:
-        """The request's vLLM sampling parameters, and whether they ask for the sampled tokens' log-probs."""
-        sampling = self.sampling[validate]
+    def _records(self, sampling: SamplingParams) -> bool:
+        """Whether a request with ``sampling`` asks for the sampled tokens' log-probs (refused where this vLLM
+        would return them before temperature)."""
         record = self.records_log_probs and not sampling.greedy
-        if not record:
-            return (self.val_params if validate else self.train_params), False
-        if not self.processed_logprobs and sampling.temperature != 1.0:
+        if record and not self.processed_logprobs and sampling.temperature != 1.0:
             raise ConfigError(
                 f"recording sampled log-probs at temperature {sampling.temperature} needs vLLM >= 0.10.1 "
                 f"(logprobs_mode); vLLM {getattr(self.vllm, '__version__', '?')} returns them before temperature"
             )
+        return record
+
+    def _params(self, validate: bool) -> tuple[Any, bool]:
+        """The request's vLLM sampling parameters, and whether they ask for the sampled tokens' log-probs."""
+        sampling = self.sampling[validate]
+        if not self._records(sampling):
+            return (self.val_params if validate else self.train_params), False
         return self._sampling_params(sampling, record=True), True
 
-    def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
-        prompts = prompt_token_lists(batch)
-        params, record = self._params(validate)
+    def _run(self, requests: list[dict[str, Any]], params: Any, record: bool) -> tuple[list, list | None]:
+        """vLLM's completions in row order (request i's ``n`` at i*n .. i*n+n-1) and, when ``record``, the
+        log-probs of their sampled tokens."""
         self._prepare_generation()
-        requests = image_requests(batch, prompts, self.hf_config)
         if self.lora_rank and self._lora_request is None:
             raise RuntimeError("vLLM LoRA engine: generate before the first sync_lora_adapter")
         lora = {"lora_request": self._lora_request} if self._lora_request is not None else {}
         outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=False, **lora)
         completions = [c for request in outputs for c in sorted(request.outputs, key=lambda c: c.index)]
-        samples = [list(completion.token_ids) for completion in completions]
         log_probs = [chosen_log_probs(c.token_ids, c.logprobs) for c in completions] if record else None
+        return completions, log_probs
+
+    def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
+        prompts = prompt_token_lists(batch)
+        params, record = self._params(validate)
+        completions, log_probs = self._run(image_requests(batch, prompts, self.hf_config), params, record)
+        samples = [list(completion.token_ids) for completion in completions]
         return responses_to_batch(batch, samples, params.n, self.pad_id, self.max_response_length, log_probs)
+
+    def continue_sequences(
+        self, prompts: TensorDict, max_new_tokens: int, repeats: int = 1, pause: Callable[..., bool] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, None]:
+        """A piece of a partial rollout, as the Hugging Face engine's: at most ``max_new_tokens`` more tokens
+        after each left-padded row (prompt plus what it has so far), one request per run of ``repeats``
+        identical rows with ``n=repeats`` (vLLM reads the prompt once for them). A row has finished when vLLM
+        says ``finish_reason="stop"`` (end-of-sequence token or stop string), not ``"length"`` (the cap).
+
+        ``pause`` is accepted and never asked: ``LLM.generate`` returns whole requests, so a piece ends at
+        ``max_new_tokens`` (``async_training.chunk_tokens``, which the config checks require for vLLM)."""
+        sampling = self.sampling[False]
+        record = self._records(sampling)
+        params = self._sampling_params(sampling, record, n=repeats, max_tokens=max_new_tokens)
+        requests = [{"prompt_token_ids": ids} for ids in prompt_token_lists(prompts)[::repeats]]
+        completions, log_probs = self._run(requests, params, record)
+        samples = [list(completion.token_ids) for completion in completions]
+        return continuation(samples, [c.finish_reason == "stop" for c in completions], self.pad_id, log_probs)

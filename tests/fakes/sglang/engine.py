@@ -4,7 +4,10 @@ Modelled behaviour: ``ServerArgs`` fields checked (an unknown one is a ``TypeErr
 parameters checked like SGLang's ``SamplingParams`` (an unknown key is a ``TypeError``, stop strings
 need the tokenizer); memory release/resume need ``enable_memory_saver``; generating while weights or KV
 cache are released, or updating weights while they are released, fails; weight updates over a
-``torch.distributed`` group are ``_weights_group``'s.
+``torch.distributed`` group are ``_weights_group``'s; ``return_logprob=True`` adds
+``meta_info["output_token_logprobs"]``, one ``(logprob, token_id, None)`` per generated token (no text unless
+``return_text_in_logprobs``): by SGLang's default log-softmax(logits / T) with any logit bias, before the
+top-k / top-p cut.
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ class Engine(DistributedWeights):
                 "stop_token_ids": [], **params}
 
     def generate(
-        self, prompt=None, sampling_params: dict | None = None, input_ids=None, image_data=None, **_: Any
+        self, prompt=None, sampling_params: dict | None = None, input_ids=None, image_data=None,
+        return_logprob: bool = False, **_: Any
     ):
         if self.released:
             raise RuntimeError(f"generate while {sorted(self.released)} are released; resume_memory_occupation first")
@@ -70,7 +74,8 @@ class Engine(DistributedWeights):
         images = list(image_data) if image_data is not None else [None] * len(batch)
         if any(images) and self.tokenizer is None:
             raise ValueError("image_data needs the tokenizer and processor (skip_tokenizer_init=True)")
-        CALLS.append(("generate", {"input_ids": batch, "sampling_params": dict(params), "image_data": image_data}))
+        CALLS.append(("generate", {"input_ids": batch, "sampling_params": dict(params), "image_data": image_data,
+                                   "return_logprob": return_logprob}))
         seed = self.server_args["random_seed"] or 0
         bias = {int(token): value for token, value in (params.get("logit_bias") or {}).items()}
         # Identical requests (a prompt sent n times, with the same images) are decoded side by side.
@@ -88,14 +93,18 @@ class Engine(DistributedWeights):
                 prompt_ids, len(indices), temperature=params["temperature"], top_p=params["top_p"],
                 top_k=params["top_k"], max_tokens=params["max_new_tokens"], stop_token_ids=params["stop_token_ids"],
                 generator=torch.Generator().manual_seed(seed * 100003 + rid), images=processed, logit_bias=bias,
+                logprobs_mode="temperature_logprobs" if return_logprob else None,
             )
             slots = [i * params["n"] + k for i in dict.fromkeys(indices) for k in range(params["n"])]
-            for slot, (tokens, reason, _) in zip(slots, samples):
+            for slot, (tokens, reason, steps) in zip(slots, samples):
                 finish = {"type": "stop", "matched": tokens[-1]} if reason == "stop" else {
                     "type": "length", "length": len(tokens)}
                 out = {"output_ids": tokens, "meta_info": {
                     "id": f"{rid}-{slot}", "finish_reason": finish, "prompt_tokens": len(ids),
                     "completion_tokens": len(tokens)}}
+                if return_logprob:
+                    out["meta_info"]["output_token_logprobs"] = [
+                        (float(step[token]), token, None) for token, step in zip(tokens, steps)]
                 if self.tokenizer is not None:
                     out["text"] = self.tokenizer.decode(tokens)
                 results[slot] = out

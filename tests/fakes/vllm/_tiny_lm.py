@@ -4,7 +4,8 @@ It samples token by token with the engines' documented semantics (temperature 0 
 and top-p 1 = off, stop on any stop token, which is kept in the output), reports each step's log-probs as
 vLLM's ``logprobs_mode`` defines them (``raw_logprobs``: log-softmax of the model's logits before any
 processing; ``processed_logprobs``: of the distribution sampled from, after logit bias, temperature and
-top-k / top-p, cut tokens at -inf), and loads weights by their HF
+top-k / top-p, cut tokens at -inf; SGLang's default ``temperature_logprobs``: of logit bias and temperature
+only, before top-k / top-p cut), and loads weights by their HF
 names the way the engines' loaders do: an unknown name is a ``KeyError``, a wrong shape an error.
 Both fake packages (vllm, sglang) use it, so the numbers can be compared with the HF rollout engine.
 """
@@ -99,7 +100,12 @@ class TinyLM:
             else:
                 probs = self._distribution(logits, temperature, top_p, top_k)
                 tokens = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-            reported = torch.log_softmax(raw, dim=-1) if logprobs_mode == "raw_logprobs" else probs.log()
+            if logprobs_mode == "raw_logprobs":
+                reported = torch.log_softmax(raw, dim=-1)
+            elif logprobs_mode == "temperature_logprobs":
+                reported = torch.log_softmax(logits / (temperature or 1.0), dim=-1)
+            else:
+                reported = probs.log()
             for row, token in enumerate(tokens.tolist()):
                 if reasons[row] != "stop":
                     outs[row].append(token)
