@@ -16,7 +16,7 @@ from __future__ import annotations
 #: trainings) stay in one process whatever the count.
 BUDGET = {
     "jobs": 120,
-    # +4 workers, +2 Ray: tests/e2e/test_nothing_outside_run_dir.py launches two jobs with their own HOME and TMPDIR;
+    # +2 workers, +1 Ray: tests/e2e/test_nothing_outside_run_dir.py launches a job with its own HOME and TMPDIR;
     # +2 workers, +2 Ray connections: tests/e2e/test_shared_cluster.py's two launchers join the session's Ray
     # +2 workers, +1 Ray: tests/e2e/test_faults.py kills the rollout rank of a separate_async job (its own Ray)
     "workers_started": 64,
