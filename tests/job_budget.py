@@ -10,7 +10,7 @@ says why beside it.
 from __future__ import annotations
 
 #: Ledger field -> most the whole suite may spend.
-#: Measured on the 2-core host with two processes: 101 jobs, 49 worker start-ups, 11 Rays started (a fresh-clone
+#: Measured on the 2-core host with two processes: 100 jobs, 47 worker start-ups, 10 Rays started (a fresh-clone
 #: `.ci/run`). Each more process (`-n 4` on a 4-core host) starts its own session Ray and pool (+1 Ray, +2 workers
 #: at least, more where one of its jobs changes the pool's shape), hence the margin; the groups (own Ray, shared
 #: trainings) stay in one process whatever the count.
