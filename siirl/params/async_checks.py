@@ -34,9 +34,9 @@ def _check_values(cfg: Any) -> None:
     threshold = float(section.staleness_threshold)
     if not (0 <= threshold < math.inf):
         raise ConfigError(f"bad config: async_training.staleness_threshold must be finite and >= 0, got {threshold}")
-    for key in ("trigger_parameter_sync_step", "chunk_tokens"):
+    for key in ("trigger_parameter_sync_step", "chunk_tokens"):  # the schema lets only chunk_tokens be null
         value = getattr(section, key)
-        if (value is not None or key != "chunk_tokens") and int(value) < 1:
+        if value is not None and int(value) < 1:
             raise ConfigError(f"bad config: async_training.{key} must be >= 1, got {value}")
     if int(section.require_batches) != 1:
         raise ConfigError(

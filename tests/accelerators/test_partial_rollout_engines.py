@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from siirl.config_checks import load_config
-from siirl.engine.rollout.partial import VERSION_KEY, generate_partial, generate_tagged
+from siirl.engine.rollout.partial import VERSION_KEY, generate_tagged
 from siirl.errors import ConfigError
+from tests.partial_testutils import generate_partial
 
 from . import test_sglang_engine, test_vllm_engine
 from .accel_testutils import EOS, prompt_batch

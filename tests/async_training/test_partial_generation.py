@@ -8,7 +8,8 @@ from tensordict import TensorDict
 
 from siirl.config_checks import load_config
 from siirl.engine.rollout.hf import HFRolloutEngine
-from siirl.engine.rollout.partial import VERSION_KEY, generate_partial, generate_tagged
+from siirl.engine.rollout.partial import VERSION_KEY, generate_tagged
+from tests.partial_testutils import generate_partial
 
 PROBLEMS = [(1, 2), (13, 29), (7, 0), (97, 70)]
 

@@ -1,11 +1,10 @@
 """Generation that records which policy version sampled every token, and can cross a weight sync.
 
-``generate_tagged`` runs the engine's whole generation under one version. ``generate_partial`` (verl's and
-AReaL's partial / interruptible rollout) samples at most ``chunk_tokens`` tokens per row at a time; before
-each piece ``chunk()`` is entered, which may load newer weights and says which version the piece samples
-with. Unfinished rows keep their tokens and sampled log-probs and continue, prompt plus prefix re-read by
-the new weights, so one response may span versions (``siirl.engine.rollout.rollout_pool``, which also
-carries unfinished groups from one step's batch into the next).
+``generate_tagged`` runs the engine's whole generation under one version, entering ``chunk()``, which may
+load newer weights and says which version it samples with. Partial rollouts (verl's and AReaL's
+interruptible rollout) sample in pieces under the same guard, each piece possibly under newer weights, so
+one response may span versions: ``siirl.engine.rollout.rollout_pool``, which also carries unfinished groups
+from one step's batch into the next.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from contextlib import AbstractContextManager
 import torch
 from tensordict import TensorDict
 
-from siirl.engine.rollout.rollout_pool import VERSION_KEY, RolloutPool
+from siirl.engine.rollout.rollout_pool import VERSION_KEY
 
 #: ``chunk()``: a context entered around each piece of generation, yielding the version it samples with.
 ChunkGuard = Callable[[], AbstractContextManager[int]]
@@ -32,15 +31,3 @@ def generate_tagged(engine, batch: TensorDict, chunk: ChunkGuard) -> TensorDict:
     """The engine's own generation under one ``chunk()`` (no sync can land mid-response)."""
     with chunk() as version:
         return tag_versions(engine.generate(batch), version)
-
-
-def generate_partial(engine, batch: TensorDict, chunk_tokens: int, chunk: ChunkGuard) -> TensorDict:
-    """``engine.generate``'s output (plus :data:`VERSION_KEY`), sampled ``chunk_tokens`` at a time: a pool
-    holding only ``batch``, run until every response ends."""
-    pool = RolloutPool(engine)
-    pool.add(batch)
-    while pool.unfinished_groups:
-        with chunk() as version:
-            pool.advance(version, max_tokens=chunk_tokens)
-    out, _ = pool.take(pool.finished_groups)
-    return out

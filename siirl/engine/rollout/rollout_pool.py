@@ -134,10 +134,7 @@ class RolloutPool:
         piece = TensorDict({"input_ids": ids, "attention_mask": mask}, batch_size=[ids.shape[0]])
         # whole groups of n identical prompts: the engine reads each prompt once for its n rows
         repeats = self.n if fresh else 1
-        call = self.engine.continue_sequences
-        new, got, finished, log_probs, entropies = (
-            call(piece, steps, repeats) if stop is None else call(piece, steps, repeats, pause=stop)
-        )
+        new, got, finished, log_probs, entropies = self.engine.continue_sequences(piece, steps, repeats, pause=stop)
         kept = torch.minimum(got.long(), width - made)
         offsets = torch.arange(new.shape[1])[None, :]
         write = offsets < kept[:, None]
