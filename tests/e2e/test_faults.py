@@ -70,16 +70,6 @@ def test_killed_rollout_worker_of_an_async_job_fails_it_within_60s(tmp_path):
     assert "worker output (prints, library warnings)" in stderr
 
 
-@pytest.fixture
-def failing_job(ray_session):
-    """Overrides for a job meant to fail inside its DAG workers: one worker of its own, so the session's warm
-    pool, which a failed job's workers would leave (siirl.worker_pool), stays warm for the next test."""
-    from siirl.worker_pool import pooled_jobs
-
-    with pooled_jobs(None):
-        yield ["trainer.n_devices_per_node=1"]
-
-
 def _last_error_line(capsys) -> str:
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("siirl:")]
     assert lines, "no siirl: line on stderr"
@@ -92,18 +82,18 @@ def _reward_file(tmp_path: Path, body: str) -> Path:
     return path
 
 
-def test_user_error_in_a_worker_is_one_line_exit_2(tmp_path, capsys, failing_job):
+def test_user_error_in_a_worker_is_one_line_exit_2(tmp_path, capsys, ray_session):
     from .e2e_helpers import run_main
 
     rewards = _reward_file(tmp_path, "return 'correct'")
-    code = run_main(tmp_path / "run", f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1", *failing_job)
+    code = run_main(tmp_path / "run", f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1")
     line = _last_error_line(capsys)
     assert code == 2, line
     assert line.startswith("siirl: error: score function for 'siirl/arith_add' returned 'correct'"), line
     assert "DAG worker rank" in line
 
 
-def test_internal_error_in_a_worker_names_type_message_and_log(tmp_path, capsys, failing_job):
+def test_internal_error_in_a_worker_names_type_message_and_log(tmp_path, capsys, ray_session):
     from .e2e_helpers import run_main
 
     # a score that explodes when read: an exception escaping the worker's own code, not a failed score call
@@ -112,7 +102,7 @@ def test_internal_error_in_a_worker_names_type_message_and_log(tmp_path, capsys,
                        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
                        "    return Exploding()\n")
     run_dir = tmp_path / "run"
-    code = run_main(run_dir, f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1", *failing_job)
+    code = run_main(run_dir, f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1")
     line = _last_error_line(capsys)
     assert code == 1, line
     assert "failed: RuntimeError: verifier exploded" in line, line
@@ -121,13 +111,13 @@ def test_internal_error_in_a_worker_names_type_message_and_log(tmp_path, capsys,
     assert Path(log).parent == run_dir / "logs" and 'rewards.py", line 3' in text and "\x1b[" not in text
 
 
-def test_a_worker_killed_by_its_score_function_is_named_with_it_and_the_step(tmp_path, capsys, failing_job):
+def test_a_worker_killed_by_its_score_function_is_named_with_it_and_the_step(tmp_path, capsys, ray_session):
     """A score function that calls os._exit takes its DAG worker's process with it: the one line names the
     function and the step, read from the worker's marker (siirl.user_code), not just "the actor died"."""
     from .e2e_helpers import run_main
 
     rewards = _reward_file(tmp_path, "import os; os._exit(3)")
-    code = run_main(tmp_path / "run", f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1", *failing_job)
+    code = run_main(tmp_path / "run", f"custom_reward_function.path={rewards}", "trainer.total_training_steps=1")
     line = _last_error_line(capsys)
     assert code == 1, line
     assert "died while running reward function FileRewardFunction(" in line and str(rewards) in line, line
@@ -213,7 +203,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_diverged_weights_end_the_job_naming_the_step(tmp_path, capsys, failing_job):
+def test_diverged_weights_end_the_job_naming_the_step(tmp_path, capsys, ray_session):
     """Updates whose gradient is not finite (a loss that turns NaN after the first update) are skipped and
     counted, and the third in a row ends the job in one line instead of training on NaN."""
     from .e2e_helpers import run_main
@@ -221,7 +211,7 @@ def test_diverged_weights_end_the_job_naming_the_step(tmp_path, capsys, failing_
     run_dir = tmp_path / "run"
     code = run_main(run_dir, "actor_rollout_ref.actor.policy_loss.loss_mode=tests.e2e.diverging_loss:nan_after_first_update",
                     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=64", "actor_rollout_ref.actor.use_dynamic_bsz=false",
-                    "trainer.total_training_steps=8", "trainer.max_nonfinite_steps=2", *failing_job)
+                    "trainer.total_training_steps=8", "trainer.max_nonfinite_steps=2")
     line = _last_error_line(capsys)
     assert code == 2 and line.startswith("siirl: error: step 3: the actor_rollout_ref.actor update was skipped 2"), line
     records = [json.loads(text) for text in (run_dir / "metrics.jsonl").read_text().splitlines()]
