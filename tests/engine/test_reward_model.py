@@ -170,7 +170,7 @@ def test_input_tokenizer_rerenders_the_chat(tmp_path, single_process_group):
     assert same.input_tokenizer is None  # the same tokenizer: token ids are scored as they are
 
 
-def test_missing_path_names_the_key(tiny_model_dir):
+def test_missing_path_names_the_key(tiny_model_dir, single_process_group):
     with pytest.raises(ModelLoadError, match=r"^reward_model\.model\.path is empty") as info:
         RewardModelWorker(rm_config(""), "cpu")
     assert "\n" not in str(info.value)
