@@ -43,9 +43,8 @@ ROWS = (8, 32, 128, 256)
 STREAMS = ((2, None), (3, None), (2, 8), (3, 8))
 
 
-def decode_and_prefill_ms(rows: int, prompt: int = 30, tokens: int = 20) -> tuple[float, float]:
+def decode_and_prefill_ms(model, rows: int, prompt: int = 30, tokens: int = 20) -> tuple[float, float]:
     """(ms per decode step, ms to read the prompts) for ``rows`` rows, by the difference of two lengths."""
-    model = AutoModelForCausalLM.from_pretrained(asset_path(MODEL), dtype=torch.float32).eval()
     ids = torch.randint(3, 20, (rows, prompt), generator=torch.Generator().manual_seed(0))
 
     def timed(new: int) -> float:
@@ -115,8 +114,9 @@ def main(argv: list[str] | None = None) -> dict:
     result: dict = {"benchmark": "rollout_tail", "prompts": args.prompts, "samples": SAMPLES,
                     "load_average_1m_before": os.getloadavg()[0]}
     result["decode_ms"], result["prefill_ms"] = {}, {}
+    model = AutoModelForCausalLM.from_pretrained(asset_path(MODEL), dtype=torch.float32).eval()
     for rows in ROWS:
-        result["decode_ms"][rows], result["prefill_ms"][rows] = decode_and_prefill_ms(rows)
+        result["decode_ms"][rows], result["prefill_ms"][rows] = decode_and_prefill_ms(model, rows)
     result |= sampling_s(args.prompts, args.batches)
     print(f"hf engine, one thread, {MODEL}; load {result['load_average_1m_before']:.1f} before the run")
     print(f"{'rows':>6}{'ms per decode step':>20}{'ms to read 30-token prompts':>30}")
