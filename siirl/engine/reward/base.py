@@ -20,8 +20,9 @@ import torch
 from tensordict import TensorDictBase
 
 from siirl import user_code
+from siirl.bounded_call import BoundedCalls
 from siirl.engine.reward.batch_fields import get_ground_truths, get_list, get_str_list
-from siirl.engine.reward.bounded import MAX_ABS_SCORE, BoundedCaller, FailureLog, RewardTimeout
+from siirl.engine.reward.bounded import MAX_ABS_SCORE, FailureLog, RewardTimeout
 from siirl.errors import RewardFunctionError, SiirlUserError
 
 logger = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ class RewardManager(ABC):
         #: ``services`` (e.g. the code sandbox) reach the built-in scorers; a custom function gets none, as in verl.
         self.compute_score = compute_score or partial(self.default_score_fn(), **(services or {}))
         #: Every score-function call is bounded by ``timeout_s``; a late one scores 0 and is counted.
-        self.caller = BoundedCaller(timeout_s)
+        self.caller = BoundedCalls(timeout_s, RewardTimeout, "siirl-reward")
         self.failures = FailureLog(type(self).__name__)
 
     def default_score_fn(self) -> Callable[..., Any]:
@@ -114,7 +115,7 @@ class RewardManager(ABC):
         return self.failures.pop_metrics()
 
     def close(self) -> None:
-        """Release what the manager started (the bounded-call thread; subclasses add pools)."""
+        """Release what the manager started (the bounded-call threads; subclasses add pools)."""
         self.caller.close()
 
     def collect_inputs(self, batch: TensorDictBase, tokenizer: Any) -> RewardInputs:
@@ -153,7 +154,7 @@ class RewardManager(ABC):
         try:
             return self.caller.call(self.compute_score, *args, **kwargs)
         except RewardTimeout as exc:
-            self.failures.record("timeouts", f"{what}: {exc}", samples=_samples(what))
+            self.failures.record("timeouts", f"{what}: score function {exc}", samples=_samples(what))
         except SiirlUserError:
             raise
         except Exception as exc:  # noqa: BLE001 - the user's function may raise anything; counted, not fatal

@@ -1,18 +1,12 @@
-"""Bounded in-process reward calls and the failure counts every manager reports.
+"""The failure counts every reward manager reports, and the error of a late in-process score call.
 
-``BoundedCaller`` runs a score function on a daemon thread and stops waiting after ``timeout_s``. Python
-cannot stop a thread, so a call that never returns keeps its thread, but nobody waits for it: the caller
-gets a timeout (the sample scores 0), the next call runs on a fresh thread, and a daemon thread never
-keeps the process alive at exit. Use the ``parallel`` manager when a stuck call must also be killed.
+In-process score calls are bounded by :class:`siirl.bounded_call.BoundedCalls` (a late call scores 0; its
+thread is abandoned, not stopped). Use the ``parallel`` manager when a stuck call must also be killed.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-from collections.abc import Callable
-from typing import Any
 
 from siirl.errors import RewardFunctionError
 
@@ -80,69 +74,3 @@ class FailureLog:
         metrics = {f"reward/{kind}": float(n) for kind, n in self.counts.items()}
         self.counts = dict.fromkeys(FAILURE_KINDS, 0)
         return metrics
-
-
-class _Job:
-    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> None:
-        self.fn, self.args, self.kwargs = fn, args, kwargs
-        self.done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
-
-
-def _serve(jobs: queue.SimpleQueue) -> None:
-    while True:
-        job = jobs.get()
-        if job is None:
-            return
-        try:
-            job.value = job.fn(*job.args, **job.kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller, which re-raises it
-            job.error = exc
-        job.done.set()
-
-
-#: Why the calls after a hung one score 0 without running.
-SKIPPED_AFTER_HANG = "not run: an earlier call of this step hung"
-
-
-class BoundedCaller:
-    """``call(fn, *args, **kwargs)`` returns fn's value, re-raises its exception, or raises
-    ``RewardTimeout`` after ``timeout_s``.
-
-    A step costs at most ``timeout_s`` of waiting on a stuck function, not ``timeout_s`` per sample: once a
-    call of the step (see :meth:`start_step`) has timed out, its later calls raise ``RewardTimeout`` at once."""
-
-    def __init__(self, timeout_s: float) -> None:
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-        self.timeout_s = timeout_s
-        self._jobs: queue.SimpleQueue | None = None
-        self._hung = False
-
-    def start_step(self) -> None:
-        """The calls that follow belong to a new step (a new batch): they run again."""
-        self._hung = False
-
-    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self._hung:
-            raise RewardTimeout(SKIPPED_AFTER_HANG)
-        if self._jobs is None:
-            self._jobs = queue.SimpleQueue()
-            threading.Thread(target=_serve, args=(self._jobs,), name="siirl-reward", daemon=True).start()
-        job = _Job(fn, args, kwargs)
-        self._jobs.put(job)
-        if not job.done.wait(self.timeout_s):
-            # Abandon the stuck thread: it serves nothing else; it exits if the call ever returns.
-            self._jobs.put(None)
-            self._jobs = None
-            self._hung = True
-            raise RewardTimeout(f"score function timed out after {self.timeout_s:g}s")
-        if job.error is not None:
-            raise job.error
-        return job.value
-
-    def close(self) -> None:
-        if self._jobs is not None:
-            self._jobs.put(None)
-            self._jobs = None

@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
-from siirl.engine.reward.bounded import SKIPPED_AFTER_HANG
+from siirl.bounded_call import SKIPPED_AFTER_HANG
 
 _POLL_S = 0.02
 _MAX_FAILED_STARTS = 2  # rounds in a row in which workers died before starting any call

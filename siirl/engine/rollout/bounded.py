@@ -7,10 +7,9 @@ and ``continue_sequences`` (a piece of a partial rollout) on one engine instance
 caller is covered whatever the engine: the rollout node, validation, an engine that wraps this one
 (multi-turn, environments) and the asynchronous producer.
 
-Python cannot stop a thread. Each call runs on a daemon thread of its own while the caller waits at most the
-bound; past it the caller raises :class:`GenerationTimeout`, which fails the step through the worker's usual
-error path. The stuck thread is left behind: nobody waits for it, and a daemon thread never keeps the process
-from exiting. The engine, left mid-call, refuses every later call at once with the same error.
+Each call is a :class:`siirl.bounded_call.BoundedCalls` call; past the bound the caller raises
+:class:`GenerationTimeout`, which fails the step through the worker's usual error path. The engine, left
+mid-call, refuses every later call at once with the same error.
 """
 
 from __future__ import annotations
@@ -20,6 +19,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from siirl.bounded_call import BoundedCalls
 
 #: The key named in the error, so the user knows what to raise (or unset).
 TIMEOUT_KEY = "actor_rollout_ref.rollout.generation_timeout_s"
@@ -51,37 +52,25 @@ class _Bound:
     def __init__(
         self, engine_name: str, timeout_s: float, step: Callable[[], int], pin: Callable[[], None] | None
     ) -> None:
-        self.engine_name, self.timeout_s, self.step, self.pin = engine_name, timeout_s, step, pin
+        self.engine_name, self.step = engine_name, step
+        self.calls = BoundedCalls(timeout_s, GenerationTimeout, "siirl-rollout", on_thread_start=pin)
         self.hung: str | None = None
-
-    def _run(self, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], box: dict[str, Any]) -> None:
-        try:
-            if self.pin is not None:
-                self.pin()
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-            box["error"] = exc
 
     def call(self, method: str, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
         if self.hung is not None:
             raise GenerationTimeout(self.hung)
         step = getattr(_local, "step", None)
         step = self.step() if step is None else step
-        box: dict[str, Any] = {}
-        thread = threading.Thread(
-            target=self._run, args=(fn, args, kwargs, box), name=f"siirl-rollout-{method}", daemon=True
-        )
-        thread.start()
-        thread.join(self.timeout_s)
-        if thread.is_alive():
+        try:
+            return self.calls.call(fn, *args, **kwargs)
+        except GenerationTimeout:
+            if self.calls.hung is None:
+                raise
             self.hung = (
                 f"rollout engine {self.engine_name!r}: {method} at step {step} timed out after "
-                f"{self.timeout_s:g}s ({TIMEOUT_KEY})"
+                f"{self.calls.timeout_s:g}s ({TIMEOUT_KEY})"
             )
-            raise GenerationTimeout(self.hung)
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+            raise GenerationTimeout(self.hung) from None
 
 
 def _bounded(bound: _Bound, method: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -101,8 +90,8 @@ def bound_generation(
 ) -> None:
     """Bound each generation call of ``engine`` by ``timeout_s`` seconds (None: no bound; the stall watchdog
     alone ends a hung generation). ``step()`` is the worker's step, named in the error unless the calling
-    thread says otherwise (:func:`generating_for`). ``pin()`` runs first on each call's thread: the current
-    accelerator device is per thread, and a new thread would start on device 0."""
+    thread says otherwise (:func:`generating_for`). ``pin()`` runs first on each new calling thread: the
+    current accelerator device is per thread, and a new thread would start on device 0."""
     if timeout_s is None:
         return
     bound = _Bound(engine_name, float(timeout_s), step, pin)
