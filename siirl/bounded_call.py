@@ -27,20 +27,46 @@ Job = tuple[Callable[..., Any], tuple, dict[str, Any]]
 Outcome = tuple[Any, "BaseException | None"]
 
 
-class _Call:
-    def __init__(self, job: Job) -> None:
-        self.job = job
-        self.done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
+class _Turns:
+    """Calls of one function run one after the other on one thread, each bounded from its own start: a batch
+    of score calls costs one hand-off between threads, not one per sample. Stops after an error of a
+    ``stop_on`` type (a user error that the remaining calls would only repeat)."""
+
+    def __init__(self, fn: Callable[..., Any], calls: list[tuple[tuple, dict[str, Any]]], stop_on: tuple) -> None:
+        self.fn, self.calls, self.stop_on = fn, calls, stop_on
+        self.outcomes: list[Outcome] = []
+        self.changed = threading.Condition()
+        self.started = time.monotonic()
+        self.finished = self.abandoned = False
 
     def run(self) -> None:
-        fn, args, kwargs = self.job
-        try:
-            self.value = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller, which re-raises it
-            self.error = exc
-        self.done.set()
+        for args, kwargs in self.calls:
+            try:
+                outcome: Outcome = (self.fn(*args, **kwargs), None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, which re-raises it
+                outcome = (None, exc)
+            with self.changed:
+                if self.abandoned:
+                    return
+                self.outcomes.append(outcome)
+                self.started = time.monotonic()
+                self.changed.notify()
+            if isinstance(outcome[1], self.stop_on):
+                break
+        with self.changed:
+            self.finished = True
+            self.changed.notify()
+
+    def wait(self, timeout_s: float) -> bool:
+        """True once every call has returned; False (and abandoned) as soon as one has run ``timeout_s``."""
+        with self.changed:
+            while not self.finished:
+                left = self.started + timeout_s - time.monotonic()
+                if left <= 0:
+                    self.abandoned = True
+                    return False
+                self.changed.wait(left)
+            return True
 
 
 class _Server:
@@ -53,8 +79,8 @@ class _Server:
     def _serve(self, on_start: Callable[[], None] | None) -> None:
         if on_start is not None:
             on_start()
-        while (call := self.calls.get()) is not None:
-            call.run()
+        while (turns := self.calls.get()) is not None:
+            turns.run()
 
 
 def _stop_idle(idle: list[_Server], lock: threading.Lock) -> None:
@@ -99,21 +125,36 @@ class BoundedCalls:
         """Run every job at once, each on its own thread, and wait at most ``timeout_s`` for them:
         ``(value, None)`` per finished job, ``(None, error)`` per failed or late one."""
         if self.hung is not None:
-            return [(None, self.timeout_error(SKIPPED_AFTER_HANG))] * len(jobs)
-        started = [(self._server(), _Call(job)) for job in jobs]
-        for server, call in started:
-            server.calls.put(call)
-        deadline = time.monotonic() + self.timeout_s
-        outcomes: list[Outcome] = []
-        for server, call in started:
-            if call.done.wait(max(0.0, deadline - time.monotonic())):
-                self._release(server)
-                outcomes.append((call.value, call.error))
-            else:
-                server.calls.put(None)  # abandoned: it exits if the call ever returns
-                self.hung = self.late()
-                outcomes.append((None, self.hung))
-        return outcomes
+            return [self._skipped()] * len(jobs)
+        started = [self._start(_Turns(fn, [(args, kwargs)], ())) for fn, args, kwargs in jobs]
+        return [outcome for turns in started for outcome in self._finish(*turns)]
+
+    def call_in_turn(
+        self, fn: Callable[..., Any], calls: list[tuple[tuple, dict[str, Any]]], stop_on: tuple = ()
+    ) -> list[Outcome]:
+        """``fn(*args, **kwargs)`` for each of ``calls``, one after the other on one thread, each bounded by
+        ``timeout_s``: an outcome per call made (the calls after an error of a ``stop_on`` type are not made;
+        those after a late one fail as skipped)."""
+        if self.hung is not None:
+            return [self._skipped()] * len(calls)
+        return self._finish(*self._start(_Turns(fn, calls, stop_on)))
+
+    def _start(self, turns: _Turns) -> tuple[_Server, _Turns]:
+        server = self._server()
+        server.calls.put(turns)
+        return server, turns
+
+    def _finish(self, server: _Server, turns: _Turns) -> list[Outcome]:
+        if turns.wait(self.timeout_s):
+            self._release(server)
+            return turns.outcomes
+        server.calls.put(None)  # abandoned: it exits if the late call ever returns
+        self.hung = self.late()
+        done = turns.outcomes
+        return [*done, (None, self.hung), *[self._skipped()] * (len(turns.calls) - len(done) - 1)]
+
+    def _skipped(self) -> Outcome:
+        return None, self.timeout_error(SKIPPED_AFTER_HANG)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """One bounded call: its value, or its exception (``timeout_error`` when late) raised here."""

@@ -68,3 +68,36 @@ def test_idle_threads_end_with_their_owner() -> None:
 def test_a_bound_must_be_positive() -> None:
     with pytest.raises(ValueError, match="timeout_s must be > 0"):
         BoundedCalls(0, Late, "t-bad")
+
+
+def _nap(seconds: float) -> float:
+    time.sleep(max(seconds, 0))
+    if seconds < 0:
+        raise ValueError("negative")
+    return seconds
+
+
+def test_calls_in_turn_are_bounded_each_not_together() -> None:
+    calls = BoundedCalls(0.5, Late, "t-turns")
+    outcomes = calls.call_in_turn(_nap, [((0.3,), {}), ((-1,), {}), ((0.3,), {})])
+    assert [value for value, _ in outcomes] == [0.3, None, 0.3]  # 0.6 s in all, each under the bound
+    assert isinstance(outcomes[1][1], ValueError) and outcomes[0][1] is None
+    outcomes = calls.call_in_turn(_nap, [((0.0,), {}), ((3600,), {}), ((0.0,), {})])
+    assert outcomes[0] == (0.0, None)
+    assert isinstance(outcomes[1][1], Late) and str(outcomes[2][1]) == SKIPPED_AFTER_HANG
+    calls.start_step()
+    assert calls.call(_nap, 0.0) == 0.0  # a fresh thread serves the next step
+    calls.close()
+
+
+def test_calls_in_turn_stop_at_an_error_of_a_stop_type() -> None:
+    ran: list[int] = []
+
+    def fail_first(k: int) -> int:
+        ran.append(k)
+        if k == 0:
+            raise KeyError("bad config")
+        return k
+
+    outcomes = BoundedCalls(5, Late, "t-stop").call_in_turn(fail_first, [((0,), {}), ((1,), {})], stop_on=(KeyError,))
+    assert ran == [0] and len(outcomes) == 1 and isinstance(outcomes[0][1], KeyError)
