@@ -22,6 +22,7 @@ from siirl.cluster import InterruptGuard, check_capacity, probe_address, ray_ini
 from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.progress import ProgressBar, StallWatch, create_board
 from siirl.dag_worker.worker_output import worker_log_path
+from siirl.earlier_run import set_aside_earlier_run
 from siirl.device import DeviceBackend
 from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
@@ -199,9 +200,10 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
     """
     from siirl.data_coordinator import create_data_buffers
 
-    clock = time.perf_counter()
+    started = time.time()
     marks = startup_timing.take_launcher_marks()
     with output_dir_lock(cfg.trainer.output_dir), InterruptGuard() as guard:
+        set_aside_earlier_run(cfg)  # under the lock: a running job's records are never moved
         try:
             owns_ray, orphan_guard = _init_ray(cfg)
             guard.reclaim()
@@ -247,7 +249,9 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
             first_step = summary.pop(startup_timing.TOTAL, None)
             shown = ", ".join(f"{k}={v:.3f}" for k, v in summary.items())
             began = "" if first_step is None else f" (first step after {first_step:.1f}s)"
-            logger.info("job finished in %.1fs%s: %s; outputs in %s", time.perf_counter() - clock, began, shown,
+            # Both times count from one start: the launcher's first mark, as the workers' first-step total does.
+            started = min(marks.values(), default=started)
+            logger.info("job finished in %.1fs%s: %s; outputs in %s", time.time() - started, began, shown,
                         cfg.trainer.output_dir)
             succeeded = True
             return 0

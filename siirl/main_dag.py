@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from siirl import startup_gc, startup_timing
 from siirl.errors import SiirlUserError
-from siirl.finished_run import finished_message
+from siirl.finished_run import finished_message, resume_message
 
 logger = logging.getLogger("siirl")
 
@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
             return 0
+        resumed = resume_message(cfg)
+        if resumed:
+            print(resumed)
         from siirl.driver import run_job
 
         return run_job(cfg, backend, plan)

@@ -152,7 +152,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
     from siirl.data_coordinator.custom_dataset import dataset_class
     from siirl.data_coordinator.custom_sampler import sampler_class
     from siirl.data_coordinator.parquet_source import ParquetRows
-    from siirl.engine.reward import load_custom_reward_fn
+    from siirl.engine.reward.custom import check_call_signature, custom_reward_fn_from_config
     from siirl.engine.workers.lora import check_lora_targets
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
 
@@ -178,7 +178,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
             if rows is not None:
                 check_interaction_rows(cfg, rows)
     if cfg.custom_reward_function.path:
-        load_custom_reward_fn(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
+        check_call_signature(custom_reward_fn_from_config(cfg.custom_reward_function), cfg.reward_model.reward_manager)
     sampler_class(cfg.data)
     check_output_dir(str(cfg.trainer.output_dir))
     if cfg.trainer.default_local_dir:
