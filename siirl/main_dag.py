@@ -105,10 +105,16 @@ def main(argv: list[str] | None = None) -> int:
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
             return 0
+        from siirl.cluster import check_local_capacity
+        from siirl.driver import run_job
+        from siirl.execution.scheduler.ray_request import placement_bundles
+        from siirl.params.async_training import async_schedule
+
+        check_local_capacity(cfg, placement_bundles(backend, plan.world_size),
+                             separate=async_schedule(cfg).mode == "separate_async")
         resumed = resume_message(cfg)
         if resumed:
             print(resumed)
-        from siirl.driver import run_job
 
         return run_job(cfg, backend, plan)
     except SiirlUserError as exc:

@@ -31,6 +31,7 @@ from siirl.dag_worker.layouts import node_layout_key, role_layouts
 from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
 from siirl.dag_worker.progress import ProgressReporter
+from siirl.dag_worker.val_reward_extra import add_reward_extra, val_reward_extra
 from siirl.data_coordinator import needs_redistribution
 from siirl.errors import SiirlUserError
 from siirl.execution.dag import NEED_MORE_DATA, TaskGraph
@@ -157,6 +158,7 @@ class TrainingLoop:
             self.ctx.policy().refresh()
         self.ctx.validating = True
         total, count, solved, episodes = 0.0, 0, 0.0, 0
+        extra: dict[str, list[float]] = {}  # the score function's extra keys: [sum, count] of their numbers
         shown = int(self.cfg.trainer.log_val_generations) if self.rank == 0 else 0
         try:
             for batch in self.ctx.val_loader if samples else ():
@@ -165,7 +167,9 @@ class TrainingLoop:
                 if "env/success_rate" in generated.metrics:  # environment rollouts: episodes solved
                     solved += generated.metrics["env/success_rate"] * batch.batch_size[0]
                     episodes += batch.batch_size[0]
-                out = builtin_nodes.compute_reward(generated.batch, ctx=self.ctx).batch
+                rewarded = builtin_nodes.compute_reward(generated.batch, ctx=self.ctx)
+                out = rewarded.batch
+                add_reward_extra(extra, rewarded.metrics, out)
                 scores = out["token_level_scores"].sum(-1)
                 total, count = total + scores.sum().item(), count + scores.numel()
                 if shown > 0:
@@ -181,6 +185,7 @@ class TrainingLoop:
         result = {"val/score": (sums[0] / sums[1].clamp(min=1)).item(), "val/prompts": int(sums[1].item())}
         if sums[3] > 0:
             result["val/success_rate"] = (sums[2] / sums[3]).item()
+        result.update(val_reward_extra(extra))
         return result
 
     # ----- checkpoints -----
