@@ -34,6 +34,7 @@ from siirl.params.old_log_prob import BYPASS_KEY, OLD_LOG_PROB_KEY
 from siirl.params.root import EXTERNAL_LIB_KEY, SiirlConfig, external_libs
 from siirl.params.sequence_parallel import SP_KEYS, check_sequence_parallel, sequence_parallel_sizes
 from siirl.registry import governed_keys, import_user_modules
+from siirl.weight_transport import check_verl_backend, resolve_weight_sync
 
 #: Modules whose import registers the other families that govern config keys.
 REGISTRY_MODULES = (
@@ -42,6 +43,7 @@ REGISTRY_MODULES = (
     "siirl.engine.workers.optim",
     "siirl.engine.workers.parallel_strategy",
     "siirl.environment",  # the built-in environments (``siirl.environment.outputs`` does not register them)
+    "siirl.device.weight_sync",
 )
 LOSS_MODE_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
 #: What ``device=cpu`` rolls out with when the command names an engine the CPU does not run.
@@ -298,6 +300,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_loggers(list(cfg.trainer.logger))
     check_ray_init_keys(cfg.ray_kwargs.ray_init)
     check_tools(cfg)
+    check_verl_backend(str(cfg.actor_rollout_ref.rollout.weight_sync))
     check_registry_values(cfg)
     check_remax_baseline(cfg)
     check_sum_pi_squared(cfg)
@@ -309,6 +312,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
     check_async(cfg, env_mode(cfg))
+    cfg.actor_rollout_ref.rollout.weight_sync = resolve_weight_sync(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     check_bypass_loss(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)

@@ -265,8 +265,13 @@ class RolloutConfig:
     log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
     log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     log_prob_max_token_len_per_gpu: int = 8192
-    #: Bucket size (MB) for streaming weights from the trainer into the engine.
+    #: Bucket size (MB) for streaming weights from the trainer into the engine (verl's
+    #: ``checkpoint_engine.update_weights_bucket_megabytes``).
     weight_sync_bucket_mb: int = 512
+    #: How the trainer's weights reach the engine (verl's ``checkpoint_engine.backend``): auto (the layout's
+    #: own), in_place (naive), object_store (ray), broadcast (nccl, hccl, gloo) or engine_broadcast; the
+    #: resolve step (siirl.config_checks.resolve_weight_sync) fixes it per trainer mode.
+    weight_sync: str = "auto"
     #: Seconds one generation call of the engine may take (``generate``; with partial rollouts, each piece):
     #: past it the step fails in one line naming the engine, the step and this key. null (default) = no
     #: bound: a healthy generation's length depends on the model, the batch and the response length, and the

@@ -26,6 +26,13 @@ _ROUTER = "MoE router replay is not implemented (router_replay.mode=disabled onl
 _TILED_MLP = "tiled MLP (sharded MLP activations) is not implemented (tiled_mlp.enabled=false only)"
 _SEED = "siiRL seeds every worker from trainer.seed; verl's per-engine seed is accepted only at its default 42"
 _WHOLE_STEP = "a checkpoint holds the whole step (models, optimizers, trainer state); verl's default list only"
+#: verl's ``checkpoint_engine.backend`` values besides naive (its CheckpointEngineRegistry) and siiRL's own names.
+_VERL_CHECKPOINT_ENGINES = ("nccl", "hccl", "nixl", "mooncake", "kimi_ckpt_engine", "delta_sharded", "auto",
+                            "in_place", "object_store", "ray", "broadcast", "gloo", "engine_broadcast")
+_TRANSFER_QUEUE = (
+    "verl's transfer queue streams batches between its roles without the controller; siiRL's data "
+    "coordinator (per-node data buffers, workers fetching the samples they need) does that in every run"
+)
 _ROLE_COPY = "verl's per-role copy of a shared option (its default interpolates it); siiRL reads the shared one"
 
 
@@ -78,6 +85,11 @@ TREE_RENAMED: dict[str, Renamed] = {
     **{role + "rollout_n": Renamed(_ROLLOUT + "n") for role in (_ACTOR, _REF, "critic.")},
     _ACTOR + "use_fused_kernels": Renamed(_MODEL + "use_fused_kernels"),
     _ACTOR + "use_remove_padding": Renamed(_MODEL + "use_remove_padding"),
+    # verl's default, naive, is its colocated path; here ``auto`` picks each layout's own transport. verl's
+    # other engines keep their names: siiRL's registry takes its own aliases and refuses the rest in one line.
+    _ROLLOUT + "checkpoint_engine.backend": Renamed(
+        _ROLLOUT + "weight_sync", {"naive": DROP, **{name: name for name in _VERL_CHECKPOINT_ENGINES}}
+    ),
     **RENAMED_2026,
 }
 
@@ -99,7 +111,6 @@ TREE_INERT: dict[str, Inert] = {
     _ROLLOUT + "scheduling_policy": not_wired("the engine's request scheduling policy", "fcfs"),
     _ROLLOUT + "over_sample_rate": not_wired("over-sampling and cancelling the slowest rollouts", 0),
     _ROLLOUT + "multi_turn.num_repeat_rollouts": not_wired("repeating multi-turn rollouts", None),
-    _ROLLOUT + "checkpoint_engine.backend": not_wired("choosing verl's weight-transfer backend", "naive"),
     _ROLLOUT + "checkpoint_engine.engine_kwargs": not_wired("weight-transfer backend options", {}),
     _ROLLOUT + "trace.backend": not_wired("rollout tracing (weave, mlflow)", None),
     _ROLLOUT + "skip_rollout": not_wired("replaying dumped rollouts", False),
@@ -143,7 +154,6 @@ TREE_INERT: dict[str, Inert] = {
     "trainer.esi_redundant_time": not_wired("saving before an elastic instance expires", 0),
     "trainer.val_only": not_wired("a validation-only run", False),
     "trainer.default_hdfs_dir": not_wired("copying checkpoints to HDFS", None),
-    "transfer_queue.enable": not_wired("verl's transfer queue", False),
     "ray_kwargs.timeline_json_file": not_wired("writing a Ray timeline", None),
 }
 
@@ -182,5 +192,6 @@ TREE_NOT_READ: dict[str, str] = {
     "reward_model.reward_loop_class_name": "verl's reward loop (reward_model.use_reward_loop), not used here",
     "reward_model.launch_reward_fn_async": "computing rewards in a background task: a speed knob, same scores",
     "trainer.ray_wait_register_center_timeout": "a start-up timeout of verl's workers; siiRL's DAG workers have none",
-    "transfer_queue.*": "transfer-queue options, read only with transfer_queue.enable=true (refused)",
+    "transfer_queue.enable": _TRANSFER_QUEUE,
+    "transfer_queue.*": _TRANSFER_QUEUE,
 }
