@@ -13,6 +13,7 @@ import importlib
 import logging
 from operator import attrgetter
 
+from siirl.agent_loops import check_agent_loops
 from siirl.algorithms import estimator_needs
 from siirl.algorithms.group_filter_metrics import from_rule_reward
 from siirl.cluster import check_ray_init_keys
@@ -300,6 +301,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_loggers(list(cfg.trainer.logger))
     check_ray_init_keys(cfg.ray_kwargs.ray_init)
     check_tools(cfg)
+    check_agent_loops(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
     check_verl_backend(str(cfg.actor_rollout_ref.rollout.weight_sync))
     check_registry_values(cfg)
     check_remax_baseline(cfg)

@@ -17,7 +17,7 @@ from siirl.params import SiirlConfig
 logger = logging.getLogger("siirl")
 
 #: What a run writes as its own record under ``trainer.output_dir`` (files or folders).
-RUN_RECORDS = ("metrics.jsonl", "reward_curve.png", "val_generations.jsonl", "tensorboard")
+RUN_RECORDS = ("metrics.jsonl", "reward_curve.png", "val_generations.jsonl", "tensorboard", "profile")
 ASIDE = "previous_runs"
 
 

@@ -21,7 +21,6 @@ from siirl.device.weight_sync.engine_receivers import ENGINE_RECEIVERS
 from siirl.execution.scheduler.async_graph import ROLLOUT_GROUP, TRAINER_GROUP
 from siirl.params.async_training import async_schedule
 
-
 #: rollout engine -> the attribute of siiRL's engine adapter that holds the library's own engine object.
 NATIVE_ENGINE = {"vllm": "llm", "sglang": "engine"}
 

@@ -31,6 +31,7 @@ from siirl.dag_worker.layouts import node_layout_key, role_layouts
 from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
 from siirl.dag_worker.progress import ProgressReporter
+from siirl.dag_worker.step_profiler import profiled_step
 from siirl.dag_worker.val_reward_extra import add_reward_extra, val_reward_extra
 from siirl.data_coordinator import needs_redistribution
 from siirl.errors import SiirlUserError
@@ -263,8 +264,9 @@ class TrainingLoop:
             if step == start + 1:
                 startup_timing.mark("validation", marks)
             began = time.perf_counter()
-            metrics = self.run_graph()
-            self._publish(step)
+            with profiled_step(self.cfg, step, self.rank):
+                metrics = self.run_graph()
+                self._publish(step)
             metrics["timing_s/step"] = time.perf_counter() - began
             self.ctx.step_finished(metrics)
             began = time.perf_counter()

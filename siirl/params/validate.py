@@ -143,10 +143,10 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
         "is not supported; siiRL keeps checkpoints it resumed from (trainer.max_ckpt_to_keep prunes them)",
     ),
     "global_profiler.tool": (
-        lambda v: v is not None,
+        lambda v: v not in (None, "torch"),
         (
-            "is not supported; verl's profilers (nsys, npu, torch_memory) drive CUDA/Ascend tools siiRL does "
-            "not wrap; per-step timings are in metrics.jsonl (timing_s/...)"
+            "is not supported; verl's nsys, npu and torch_memory profilers drive CUDA/Ascend tools siiRL does "
+            "not wrap; use torch (a trace per profiled step, every device) or the timings in metrics.jsonl"
         ),
     ),
     "actor_rollout_ref.rollout.name": (

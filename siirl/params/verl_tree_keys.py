@@ -85,6 +85,10 @@ TREE_RENAMED: dict[str, Renamed] = {
     **{role + "rollout_n": Renamed(_ROLLOUT + "n") for role in (_ACTOR, _REF, "critic.")},
     _ACTOR + "use_fused_kernels": Renamed(_MODEL + "use_fused_kernels"),
     _ACTOR + "use_remove_padding": Renamed(_MODEL + "use_remove_padding"),
+    # verl's agent loops: single_turn_agent is the plain rollout, tool_agent the multi-turn (tool) rollout
+    _ROLLOUT + "agent.default_agent_loop": Renamed(
+        _ROLLOUT + "multi_turn.enable", {"single_turn_agent": DROP, "tool_agent": True}
+    ),
     # verl's default, naive, is its colocated path; here ``auto`` picks each layout's own transport. verl's
     # other engines keep their names: siiRL's registry takes its own aliases and refuses the rest in one line.
     _ROLLOUT + "checkpoint_engine.backend": Renamed(
@@ -119,8 +123,6 @@ TREE_INERT: dict[str, Inert] = {
     _ROLLOUT + "mtp.enable": Inert((False,), MTP),
     _ROLLOUT + "mtp.enable_train": Inert((False,), MTP),
     _ROLLOUT + "mtp.enable_rollout": Inert((False,), MTP),
-    _ROLLOUT + "agent.default_agent_loop": not_wired("choosing verl's agent loop", "single_turn_agent"),
-    _ROLLOUT + "agent.agent_loop_config_path": not_wired("verl's agent-loop config file", None),
     _ROLLOUT + "agent.custom_async_server.path": not_wired("a custom async rollout server", None),
     _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
     "data.tokenizer": Inert((None,), "the tokenizer is the policy's (actor_rollout_ref.model.path; null only)"),
