@@ -296,12 +296,22 @@ def check_reference_sequence_parallel(cfg: SiirlConfig) -> None:
         )
 
 
+def check_rollout_skip(cfg: SiirlConfig) -> None:
+    """A replayed step has one batch; dynamic sampling would ask the rollout again for the same dump forever."""
+    if cfg.actor_rollout_ref.rollout.skip.enable and cfg.algorithm.filter_groups.enable:
+        raise ConfigError(
+            "bad config: actor_rollout_ref.rollout.skip.enable replays one dumped batch per step, and dynamic "
+            "sampling (algorithm.filter_groups.enable) would draw more for a step; use one of them"
+        )
+
+
 def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_loggers(list(cfg.trainer.logger))
     check_ray_init_keys(cfg.ray_kwargs.ray_init)
     check_tools(cfg)
     check_agent_loops(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    check_rollout_skip(cfg)
     check_verl_backend(str(cfg.actor_rollout_ref.rollout.weight_sync))
     check_registry_values(cfg)
     check_remax_baseline(cfg)

@@ -205,6 +205,22 @@ class EngineKwargs:
     trtllm: dict[str, Any] = field(default_factory=dict)
 
 
+#: What a step past ``skip.max_dump_step`` runs (siirl.dag_worker.rollout_dump).
+SKIP_ACTIONS = ("cache", "repeat", "repeat_last")
+
+
+@dataclass
+class RolloutSkipConfig:
+    """verl's ``rollout.skip``: dump each step's rollout under ``dump_dir`` and train later runs from it."""
+
+    enable: bool = False
+    dump_dir: str = "~/.verl/rollout_dump"
+    #: Steps from the start whose rollouts are dumped (or loaded, once dumped).
+    max_dump_step: int = 1
+    #: cache | repeat | repeat_last: what a later step runs.
+    action: str = "cache"
+
+
 @dataclass
 class TeamRolloutConfig:
     """The original siiRL's ``rollout.agent`` section (its multi-agent teams) and verl's agent-loop file.
@@ -293,6 +309,7 @@ class RolloutConfig:
     val_kwargs: ValSamplingConfig = field(default_factory=ValSamplingConfig)
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
     agent: TeamRolloutConfig = field(default_factory=TeamRolloutConfig)
+    skip: RolloutSkipConfig = field(default_factory=RolloutSkipConfig)
 
 
 @dataclass

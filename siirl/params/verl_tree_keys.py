@@ -85,6 +85,9 @@ TREE_RENAMED: dict[str, Renamed] = {
     **{role + "rollout_n": Renamed(_ROLLOUT + "n") for role in (_ACTOR, _REF, "critic.")},
     _ACTOR + "use_fused_kernels": Renamed(_MODEL + "use_fused_kernels"),
     _ACTOR + "use_remove_padding": Renamed(_MODEL + "use_remove_padding"),
+    # verl's first spelling of the rollout skip
+    _ROLLOUT + "skip_rollout": Renamed(_ROLLOUT + "skip.enable"),
+    _ROLLOUT + "skip_dump_dir": Renamed(_ROLLOUT + "skip.dump_dir"),
     # verl's agent loops: single_turn_agent is the plain rollout, tool_agent the multi-turn (tool) rollout
     _ROLLOUT + "agent.default_agent_loop": Renamed(
         _ROLLOUT + "multi_turn.enable", {"single_turn_agent": DROP, "tool_agent": True}
@@ -117,7 +120,6 @@ TREE_INERT: dict[str, Inert] = {
     _ROLLOUT + "multi_turn.num_repeat_rollouts": not_wired("repeating multi-turn rollouts", None),
     _ROLLOUT + "checkpoint_engine.engine_kwargs": not_wired("weight-transfer backend options", {}),
     _ROLLOUT + "trace.backend": not_wired("rollout tracing (weave, mlflow)", None),
-    _ROLLOUT + "skip_rollout": not_wired("replaying dumped rollouts", False),
     _ROLLOUT + "enable_rollout_routing_replay": Inert((False,), _ROUTER),
     _ROLLOUT + "quantization_config_file": not_wired("a quantization config file for the engine", None),
     _ROLLOUT + "mtp.enable": Inert((False,), MTP),
@@ -167,7 +169,6 @@ TREE_NOT_READ: dict[str, str] = {
     _ROLLOUT + "mtp.*": "multi-token-prediction options, read only with mtp enabled (refused)",
     _ROLLOUT + "prometheus.*": "Prometheus options, read only with prometheus.enable=true (refused)",
     _ROLLOUT + "trace.*": "rollout tracing options, read only with trace.backend set (refused)",
-    _ROLLOUT + "skip_dump_dir": "the dump folder of skip_rollout, read only with skip_rollout=true (refused)",
     _ROLLOUT + "skip_tokenizer_init": "an engine start-up knob; siiRL's engines detokenize as they need",
     _ROLLOUT + "agent.num_workers": "how many agent-loop workers verl starts; siiRL rolls out inside each DAG worker",
     _ROLLOUT + "agent.custom_async_server.name": "read only with custom_async_server.path set (refused)",
