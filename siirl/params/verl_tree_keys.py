@@ -20,8 +20,13 @@ _PROFILED = (_ACTOR, _REF, _ROLLOUT, "critic.", "reward_model.")
 _FSDP_ROLES = {_ACTOR: False, _REF: True, "critic.model.": False}  # role prefix -> verl's forward_only
 _OPTIMIZED = (_ACTOR, "critic.")
 
-_PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
-_PROFILER_OPTIONS = "options of verl's per-role profiler, read only with profiler.enable=true (refused)"
+_PROFILER = (
+    "verl's per-role profiler switch: global_profiler.tool=torch traces each profiled step whole, every role on "
+    "every rank (profiling one role's part of a step is not implemented)"
+)
+_PROFILER_OPTIONS = (
+    "options of verl's per-role profiler (its ranks, tool options): global_profiler.tool=torch traces every rank"
+)
 _ROUTER = "MoE router replay is not implemented (router_replay.mode=disabled only)"
 _TILED_MLP = "tiled MLP (sharded MLP activations) is not implemented (tiled_mlp.enabled=false only)"
 _SEED = "siiRL seeds every worker from trainer.seed; verl's per-engine seed is accepted only at its default 42"
@@ -40,7 +45,7 @@ def _per_role() -> tuple[dict[str, Inert], dict[str, str]]:
     inert: dict[str, Inert] = {}
     not_read: dict[str, str] = {}
     for role in _PROFILED:
-        inert[role + "profiler.enable"] = Inert((False,), _PROFILER)
+        not_read[role + "profiler.enable"] = _PROFILER
         not_read[role + "profiler.*"] = _PROFILER_OPTIONS
     for role in (_ACTOR, _REF):
         inert[role + "router_replay.mode"] = Inert(("disabled",), _ROUTER)
@@ -88,10 +93,12 @@ TREE_RENAMED: dict[str, Renamed] = {
     # verl's first spelling of the rollout skip
     _ROLLOUT + "skip_rollout": Renamed(_ROLLOUT + "skip.enable"),
     _ROLLOUT + "skip_dump_dir": Renamed(_ROLLOUT + "skip.dump_dir"),
-    # verl's agent loops: single_turn_agent is the plain rollout, tool_agent the multi-turn (tool) rollout
-    _ROLLOUT + "agent.default_agent_loop": Renamed(
-        _ROLLOUT + "multi_turn.enable", {"single_turn_agent": DROP, "tool_agent": True}
-    ),
+    # verl's agent loops: single_turn_agent is the plain rollout, tool_agent the multi-turn (tool) rollout;
+    # agent_name is the original siiRL's multi-turn server scripts' spelling of the same choice
+    **{
+        _ROLLOUT + "agent." + key: Renamed(_ROLLOUT + "multi_turn.enable", {"single_turn_agent": DROP, "tool_agent": True})
+        for key in ("default_agent_loop", "agent_name")
+    },
     # verl's default, naive, is its colocated path; here ``auto`` picks each layout's own transport. verl's
     # other engines keep their names: siiRL's registry takes its own aliases and refuses the rest in one line.
     _ROLLOUT + "checkpoint_engine.backend": Renamed(
