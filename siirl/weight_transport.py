@@ -22,6 +22,8 @@ MODE_TRANSPORTS = {
     "colocate_async": ("object_store",),
     "separate_async": ("broadcast", "engine_broadcast"),
 }
+#: Values that pick the layout's own transport: siiRL's auto and verl's default (naive, its colocated path).
+AUTO = ("auto", "naive")
 #: Rollout engines whose own processes can join the broadcast (siirl.device.weight_sync.engine_receivers).
 ENGINE_BROADCAST_ENGINES = ("vllm", "sglang")
 #: verl checkpoint engines built on transfer libraries siiRL does not ship.
@@ -46,7 +48,7 @@ def resolve_weight_sync(cfg) -> str:
     mode = async_schedule(cfg).mode
     allowed = MODE_TRANSPORTS[mode]
     asked = str(rollout.weight_sync)
-    if asked == "auto":
+    if asked in AUTO:
         return allowed[0]
     entry = WEIGHT_SYNC_BACKENDS.get(asked)
     name = next(key for key, cls in WEIGHT_SYNC_BACKENDS.items() if cls is entry)  # the name, not an alias

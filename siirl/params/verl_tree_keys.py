@@ -31,9 +31,6 @@ _ROUTER = "MoE router replay is not implemented (router_replay.mode=disabled onl
 _TILED_MLP = "tiled MLP (sharded MLP activations) is not implemented (tiled_mlp.enabled=false only)"
 _SEED = "siiRL seeds every worker from trainer.seed; verl's per-engine seed is accepted only at its default 42"
 _WHOLE_STEP = "a checkpoint holds the whole step (models, optimizers, trainer state); verl's default list only"
-#: verl's ``checkpoint_engine.backend`` values besides naive (its CheckpointEngineRegistry) and siiRL's own names.
-_VERL_CHECKPOINT_ENGINES = ("nccl", "hccl", "nixl", "mooncake", "kimi_ckpt_engine", "delta_sharded", "auto",
-                            "in_place", "object_store", "ray", "broadcast", "gloo", "engine_broadcast")
 _TRANSFER_QUEUE = (
     "verl's transfer queue streams batches between its roles without the controller; siiRL's data "
     "coordinator (per-node data buffers, workers fetching the samples they need) does that in every run"
@@ -99,11 +96,9 @@ TREE_RENAMED: dict[str, Renamed] = {
         _ROLLOUT + "agent." + key: Renamed(_ROLLOUT + "multi_turn.enable", {"single_turn_agent": DROP, "tool_agent": True})
         for key in ("default_agent_loop", "agent_name")
     },
-    # verl's default, naive, is its colocated path; here ``auto`` picks each layout's own transport. verl's
-    # other engines keep their names: siiRL's registry takes its own aliases and refuses the rest in one line.
-    _ROLLOUT + "checkpoint_engine.backend": Renamed(
-        _ROLLOUT + "weight_sync", {"naive": DROP, **{name: name for name in _VERL_CHECKPOINT_ENGINES}}
-    ),
+    # verl's engine names are the weight-sync registry's aliases (naive, verl's default, reads as auto: each
+    # layout's own transport); the resolve step refuses the engines siiRL does not ship in one line
+    _ROLLOUT + "checkpoint_engine.backend": Renamed(_ROLLOUT + "weight_sync"),
     **RENAMED_2026,
 }
 
