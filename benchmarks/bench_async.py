@@ -12,9 +12,13 @@ Both cases run the embedded long-tail task (``task=running_sums``: answers 1 to 
    Ray node): colocated async with partial rollouts (``colocate_async``, staleness 1, ``partial_rollout``)
    vs sync.
 
+3. The same long-tail job on one local Ray node of 2 CPUs (what a laptop user has): sync on the default 2 DAG
+   workers vs ``trainer.v1.trainer_mode=separate_async`` with no other key (its default split: one rollout
+   worker, one trainer, each with the node's CPUs / 2 threads).
+
 Samples/s is trained samples over the steps' wall time after the first step (warm-up).
 
-    python benchmarks/bench_async.py [--steps 8] [--only 1|2]
+    python benchmarks/bench_async.py [--steps 8] [--only 1|2|3]
 """
 
 from __future__ import annotations
@@ -101,10 +105,22 @@ def long_tail_partial(tmp: Path, steps: int) -> dict:
             "staleness_max": max(r["async/staleness_max"] for r in partial)}
 
 
+def separate_alone(tmp: Path, steps: int) -> dict:
+    ray.init(num_cpus=2, logging_level="ERROR")
+    try:
+        sync = run(tmp / "alone_sync", steps, *SHAPE)
+        separate = run(tmp / "alone_separate", steps, *SHAPE, "trainer.v1.trainer_mode=separate_async")
+    finally:
+        ray.shutdown()
+    return {"sync_samples_per_s": samples_per_s(sync), "separate_samples_per_s": samples_per_s(separate),
+            "ratio": samples_per_s(separate) / samples_per_s(sync),
+            "staleness_max": max(r["async/staleness_max"] for r in separate)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--only", choices=("1", "2"))
+    parser.add_argument("--only", choices=("1", "2", "3"))
     args = parser.parse_args(argv)
     result: dict = {"benchmark": "async", "steps": args.steps, "host_cores": os.cpu_count(),
                     "load_average_1m_before": os.getloadavg()[0]}
@@ -113,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
             result["separate"] = separate_placements(Path(tmp), args.steps)
         if args.only in (None, "2"):
             result["long_tail"] = long_tail_partial(Path(tmp), args.steps)
+        if args.only in (None, "3"):
+            result["separate_alone"] = separate_alone(Path(tmp), args.steps)
     print(f"asynchronous vs synchronous training, {args.steps} steps each (samples/s after the first step); "
           f"host: {result['host_cores']} cores, load {result['load_average_1m_before']:.1f} before the run")
     print(f"{'case':<52}{'sync':>9}{'async':>9}{'ratio':>8}{'ideal':>8}")
@@ -129,6 +147,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"   partial fraction {lt['partial_fraction']:.2f}; groups carried into the next step "
               f"{lt['carried_groups']:.1f}, sampled again {lt['restarted_groups']:.1f} per step and worker; "
               f"staleness max {lt['staleness_max']:.0f}")
+    if "separate_alone" in result:
+        sa = result["separate_alone"]
+        print(f"{'3. separate_async alone vs sync, one 2-CPU Ray node':<52}{sa['sync_samples_per_s']:>9.2f}"
+              f"{sa['separate_samples_per_s']:>9.2f}{sa['ratio']:>7.2f}x{'':>8}")
+        print(f"   staleness max {sa['staleness_max']:.0f}")
     print(json.dumps(result))
 
 

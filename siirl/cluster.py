@@ -128,6 +128,38 @@ def check_capacity(bundles: list[dict[str, float]]) -> None:
             )
 
 
+def local_ray_cpus(cfg: Any) -> int | None:
+    """CPUs of the Ray this job will start itself (``ray_kwargs.ray_init.num_cpus``, else what Ray counts on
+    this host, cgroup quota included); None when the job joins a Ray that exists (its totals are checked
+    once joined, by ``check_capacity``)."""
+    import ray
+
+    if cfg.trainer.ray_address or os.environ.get("RAY_ADDRESS") or ray.is_initialized():
+        return None
+    asked = (cfg.ray_kwargs.ray_init or {}).get("num_cpus")
+    if asked is not None:
+        return int(asked)
+    from ray._private.utils import get_num_cpus
+
+    return int(get_num_cpus())
+
+
+def check_local_capacity(cfg: Any, bundles: list[dict[str, float]], separate: bool) -> None:
+    """Before Ray starts: a local Ray cannot hold more CPU bundles than the host's CPUs, so say which keys
+    size the job (the rollout's own, in ``separate_async``) instead of failing after Ray started."""
+    have = local_ray_cpus(cfg)
+    need = sum(bundle.get("CPU", 0.0) for bundle in bundles)
+    if have is None or need <= have:
+        return
+    keys = "trainer.n_gpus_per_node (or trainer.n_devices_per_node) / trainer.nnodes"
+    if separate:
+        keys += " and the rollout's rollout.nnodes / rollout.n_gpus_per_node"
+    raise ConfigError(
+        f"bad config: {len(bundles)} DAG workers need {need:g} CPUs but the local Ray will have {have}; lower "
+        f"{keys}, or give Ray more with ray_kwargs.ray_init.num_cpus"
+    )
+
+
 def _kill_local_ray() -> None:
     """SIGKILL every process of the Ray instance this driver started (no-op when it joined one)."""
     try:

@@ -13,6 +13,7 @@ import importlib
 import logging
 from operator import attrgetter
 
+from siirl.agent_loops import check_agent_loops
 from siirl.algorithms import estimator_needs
 from siirl.algorithms.group_filter_metrics import from_rule_reward
 from siirl.cluster import check_ray_init_keys
@@ -34,6 +35,7 @@ from siirl.params.old_log_prob import BYPASS_KEY, OLD_LOG_PROB_KEY
 from siirl.params.root import EXTERNAL_LIB_KEY, SiirlConfig, external_libs
 from siirl.params.sequence_parallel import SP_KEYS, check_sequence_parallel, sequence_parallel_sizes
 from siirl.registry import governed_keys, import_user_modules
+from siirl.weight_transport import check_verl_backend, resolve_weight_sync
 
 #: Modules whose import registers the other families that govern config keys.
 REGISTRY_MODULES = (
@@ -42,6 +44,7 @@ REGISTRY_MODULES = (
     "siirl.engine.workers.optim",
     "siirl.engine.workers.parallel_strategy",
     "siirl.environment",  # the built-in environments (``siirl.environment.outputs`` does not register them)
+    "siirl.device.weight_sync",
 )
 LOSS_MODE_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
 #: What ``device=cpu`` rolls out with when the command names an engine the CPU does not run.
@@ -293,11 +296,23 @@ def check_reference_sequence_parallel(cfg: SiirlConfig) -> None:
         )
 
 
+def check_rollout_skip(cfg: SiirlConfig) -> None:
+    """A replayed step has one batch; dynamic sampling would ask the rollout again for the same dump forever."""
+    if cfg.actor_rollout_ref.rollout.skip.enable and cfg.algorithm.filter_groups.enable:
+        raise ConfigError(
+            "bad config: actor_rollout_ref.rollout.skip.enable replays one dumped batch per step, and dynamic "
+            "sampling (algorithm.filter_groups.enable) would draw more for a step; use one of them"
+        )
+
+
 def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_loggers(list(cfg.trainer.logger))
     check_ray_init_keys(cfg.ray_kwargs.ray_init)
     check_tools(cfg)
+    check_agent_loops(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    check_rollout_skip(cfg)
+    check_verl_backend(str(cfg.actor_rollout_ref.rollout.weight_sync))
     check_registry_values(cfg)
     check_remax_baseline(cfg)
     check_sum_pi_squared(cfg)
@@ -309,6 +324,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
     check_async(cfg, env_mode(cfg))
+    cfg.actor_rollout_ref.rollout.weight_sync = resolve_weight_sync(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     check_bypass_loss(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)

@@ -23,6 +23,7 @@ from siirl.dag_worker.layouts import moves_samples
 from siirl.dag_worker.progress import ProgressBar, StallWatch, create_board
 from siirl.dag_worker.worker_output import worker_log_path
 from siirl.device import DeviceBackend
+from siirl.earlier_run import set_aside_earlier_run
 from siirl.errors import ClusterError
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.execution.scheduler.ray_request import PLACEMENT_STRATEGY, placement_bundles, worker_actor_options
@@ -192,6 +193,16 @@ def _watch(refs: list, output_dir: str, bar: ProgressBar | None = None, stall: S
     return summaries[0]
 
 
+def closing_line(summary: dict, started: float, output_dir: str) -> str:
+    """The job's last console line. Both of its times count from ``started``, the job's first start-up mark (the
+    launcher's process start when it came through main()), from which the workers' first-step total counts too."""
+    summary = dict(summary)
+    first_step = summary.pop(startup_timing.TOTAL, None)
+    shown = ", ".join(f"{k}={v:.3f}" for k, v in summary.items())
+    began = "" if first_step is None else f" (first step after {first_step:.1f}s)"
+    return f"job finished in {time.time() - started:.1f}s{began}: {shown}; outputs in {output_dir}"
+
+
 def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> int:
     """Run the planned job to the end; 0 on success, 1 when a worker fails for an internal reason.
 
@@ -199,9 +210,10 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
     """
     from siirl.data_coordinator import create_data_buffers
 
-    clock = time.perf_counter()
+    job_start = time.time()
     marks = startup_timing.take_launcher_marks()
     with output_dir_lock(cfg.trainer.output_dir), InterruptGuard() as guard:
+        set_aside_earlier_run(cfg)  # under the lock: a running job's records are never moved
         try:
             owns_ray, orphan_guard = _init_ray(cfg)
             guard.reclaim()
@@ -244,11 +256,7 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
                                  placement)
             finally:
                 bar.close()
-            first_step = summary.pop(startup_timing.TOTAL, None)
-            shown = ", ".join(f"{k}={v:.3f}" for k, v in summary.items())
-            began = "" if first_step is None else f" (first step after {first_step:.1f}s)"
-            logger.info("job finished in %.1fs%s: %s; outputs in %s", time.perf_counter() - clock, began, shown,
-                        cfg.trainer.output_dir)
+            logger.info("%s", closing_line(summary, min(marks.values(), default=job_start), cfg.trainer.output_dir))
             succeeded = True
             return 0
         except WorkerFailed as exc:

@@ -26,13 +26,33 @@ def final_step(cfg: SiirlConfig, loader_state: dict[str, Any]) -> int | None:
     return int(rows) // int(batch) * int(cfg.trainer.total_epochs)  # the training loader drops the last batch
 
 
-def finished_message(cfg: SiirlConfig) -> str | None:
-    """One line when the checkpoint the run resumes from (pinned by the preflight) is at the final step."""
+def _resumed_state(cfg: SiirlConfig) -> dict[str, Any] | None:
+    """Rank 0's saved trainer state of the checkpoint the run resumes from (pinned by the preflight), or None."""
     mode = str(cfg.trainer.resume_mode)
     state_file = Path(mode) / "worker_0.json"
     if mode in ("auto", "disable") or not state_file.is_file():
         return None
-    state = json.loads(state_file.read_text(encoding="utf-8"))
+    return json.loads(state_file.read_text(encoding="utf-8"))
+
+
+def resume_message(cfg: SiirlConfig) -> str | None:
+    """The console line of a resumed run: from which checkpoint and step, and how to start afresh instead
+    (resuming is the default, so a run that picks up an earlier one must say so)."""
+    state = _resumed_state(cfg)
+    if state is None:
+        return None
+    return (
+        f"siirl: resuming from {cfg.trainer.resume_mode} at step {int(state.get('step', 0))}; to start afresh "
+        "instead, pass trainer.resume_mode=disable (or a new trainer.output_dir)"
+    )
+
+
+def finished_message(cfg: SiirlConfig) -> str | None:
+    """One line when the checkpoint the run resumes from (pinned by the preflight) is at the final step."""
+    state = _resumed_state(cfg)
+    if state is None:
+        return None
+    mode = str(cfg.trainer.resume_mode)
     step, total = int(state.get("step", 0)), final_step(cfg, state.get("dataloader") or {})
     if total is None or step < total:
         return None

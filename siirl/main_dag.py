@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from siirl import startup_gc, startup_timing
 from siirl.errors import SiirlUserError
-from siirl.finished_run import finished_message
+from siirl.finished_run import finished_message, resume_message
 
 logger = logging.getLogger("siirl")
 
@@ -105,7 +105,16 @@ def main(argv: list[str] | None = None) -> int:
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
             return 0
+        from siirl.cluster import check_local_capacity
         from siirl.driver import run_job
+        from siirl.execution.scheduler.ray_request import placement_bundles
+        from siirl.params.async_training import async_schedule
+
+        check_local_capacity(cfg, placement_bundles(backend, plan.world_size),
+                             separate=async_schedule(cfg).mode == "separate_async")
+        resumed = resume_message(cfg)
+        if resumed:
+            print(resumed)
 
         return run_job(cfg, backend, plan)
     except SiirlUserError as exc:

@@ -152,7 +152,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
     from siirl.data_coordinator.custom_dataset import dataset_class
     from siirl.data_coordinator.custom_sampler import sampler_class
     from siirl.data_coordinator.parquet_source import ParquetRows
-    from siirl.engine.reward import load_custom_reward_fn
+    from siirl.engine.reward.custom import check_call_signature, custom_reward_fn_from_config
     from siirl.engine.workers.lora import check_lora_targets
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
 
@@ -178,7 +178,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
             if rows is not None:
                 check_interaction_rows(cfg, rows)
     if cfg.custom_reward_function.path:
-        load_custom_reward_fn(cfg.custom_reward_function.path, cfg.custom_reward_function.name)
+        check_call_signature(custom_reward_fn_from_config(cfg.custom_reward_function), cfg.reward_model.reward_manager)
     sampler_class(cfg.data)
     check_output_dir(str(cfg.trainer.output_dir))
     if cfg.trainer.default_local_dir:
@@ -299,7 +299,29 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
         # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would: the
         # first rows, in file order, which the preview scanned (a shuffled batch would read every row group).
         first_rows = dataclasses.replace(cfg.data, shuffle=False)
-        build(first_rows, tokenizer, 0, dp, scan=scan, image_processor=images).peek()
+        batch = build(first_rows, tokenizer, 0, dp, scan=scan, image_processor=images).peek()
+        check_tool_prompt_width(cfg, batch, tokenizer)
+
+
+def check_tool_prompt_width(cfg: SiirlConfig, batch: Any, tokenizer: Any) -> None:
+    """A tool run re-renders each prompt with the tools' schemas (whatever ``multi_turn.format`` parses the
+    calls): the first batch's rows must still fit ``data.max_prompt_length``, or every worker fails at step 1."""
+    from siirl.engine.rollout.tool_prompts import render_tool_prompts
+    from siirl.environment.outputs import env_mode
+    from siirl.environment.tools import load_tool_config
+
+    path = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
+    if env_mode(cfg) != "tools" or not path:
+        return
+    schemas = [spec.schema for spec in load_tool_config(str(path))]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    try:
+        render_tool_prompts(batch.clone(), tokenizer, schemas, pad, dict(cfg.data.apply_chat_template_kwargs))
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"bad config: actor_rollout_ref.rollout.multi_turn.tool_config_path={path} "
+            f"(format {cfg.actor_rollout_ref.rollout.multi_turn.format}): {exc}"
+        ) from None
 
 
 def check_plan(cfg: SiirlConfig, plan: ExecutionPlan) -> None:

@@ -284,7 +284,10 @@ def build_async_rollout(
         return None
     policy.free_cache = False  # the producer keeps the engine awake between the steps it overlaps
     policy.rollout.records_log_probs = True  # behaviour log-probs, for the off-policy correction
-    sync = make_weight_sync("object_store", bucket_mb=ctx.cfg.actor_rollout_ref.rollout.weight_sync_bucket_mb)
+    rollout = ctx.cfg.actor_rollout_ref.rollout
+    # colocate_async resolves to object_store; a separate rollout rank's producer gets the broadcast's
+    # snapshots through the same kind of hand-over
+    sync = make_weight_sync("object_store", bucket_mb=rollout.weight_sync_bucket_mb)
     producer = AsyncRollout(
         policy.rollout, schedule, sync, next_shard, ctx.train_loader.state_dict, start_version=start_version,
         trained_ahead=trained_ahead,

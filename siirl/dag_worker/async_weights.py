@@ -7,8 +7,9 @@ what they deliver at its next batch or piece (siirl.dag_worker.async_rollout).
 - ``colocate_async``: each rank's actor and engine share the rank; the actor's gathered weights are handed
   to the rank's own producer.
 - ``separate_async``: the trainers' first rank broadcasts the gathered weights to the rollout ranks over a
-  group of those ranks (the device layer's bucketed broadcast: gloo, NCCL or HCCL); the other trainer ranks
-  take part in the gather only.
+  group of those ranks (the device layer's bucketed broadcast: gloo, NCCL or HCCL; ``engine_broadcast``: into
+  the vLLM / SGLang engine's own processes); the other trainer ranks take part in the gather only. The
+  transport is ``actor_rollout_ref.rollout.weight_sync``, resolved before Ray (siirl.weight_transport).
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from siirl.device.weight_sync import make_weight_sync, weight_sync_group
+from siirl.device.weight_sync.engine_receivers import ENGINE_RECEIVERS
 from siirl.execution.scheduler.async_graph import ROLLOUT_GROUP, TRAINER_GROUP
 from siirl.params.async_training import async_schedule
+
+#: rollout engine -> the attribute of siiRL's engine adapter that holds the library's own engine object.
+NATIVE_ENGINE = {"vllm": "llm", "sglang": "engine"}
 
 
 class ColocatedWeights:
@@ -41,9 +46,16 @@ class SeparateWeights:
         group = weight_sync_group(members, ctx.backend)  # every rank creates it
         self.role = "source" if ctx.rank == self.src else "receiver" if ctx.rank in members else "trainer"
         self.every = async_schedule(ctx.cfg).sync_every
+        rollout = ctx.cfg.actor_rollout_ref.rollout
+        transport, options = rollout.weight_sync, {}  # resolved: broadcast or engine_broadcast
+        if transport == "engine_broadcast":
+            engine = ctx.policy().rollout
+            native = getattr(engine, NATIVE_ENGINE[rollout.name]) if self.role == "receiver" else None
+            options = {"engine": rollout.name, "engine_ranks": int(rollout.tensor_model_parallel_size),
+                       "receiver": ENGINE_RECEIVERS.get(rollout.name)(native) if native is not None else None}
         self.sync = make_weight_sync(
-            "broadcast", group=group, src=self.src, device=ctx.backend.device(ctx.local_device),
-            bucket_mb=ctx.cfg.actor_rollout_ref.rollout.weight_sync_bucket_mb,
+            transport, group=group, src=self.src, device=ctx.backend.device(ctx.local_device),
+            bucket_mb=rollout.weight_sync_bucket_mb, **options,
         )
 
     def _move(self, version: int, load: Any) -> None:

@@ -31,10 +31,14 @@ from siirl.dag_worker.layouts import node_layout_key, role_layouts
 from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
 from siirl.dag_worker.progress import ProgressReporter
+from siirl.dag_worker.rollout_dump import RolloutDump
+from siirl.dag_worker.step_profiler import profiled_step
+from siirl.dag_worker.val_reward_extra import add_reward_extra, val_reward_extra
 from siirl.data_coordinator import needs_redistribution
 from siirl.errors import SiirlUserError
-from siirl.execution.dag import NEED_MORE_DATA, TaskGraph
+from siirl.execution.dag import NEED_MORE_DATA, NodeOutput, TaskGraph
 from siirl.execution.dag.contract_check import check_declared_writes
+from siirl.execution.dag.node_types import NodeRole, NodeType
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +60,9 @@ class TrainingLoop:
         self.weights = None  # an asynchronous run's weight route (siirl.dag_worker.async_weights)
         self._trained_ahead: list[list[int]] = []  # a resumed asynchronous run: prompts drawn ahead, trained
         self.handoffs = ctx.handoffs
+        skip = self.cfg.actor_rollout_ref.rollout.skip
+        first_rolls_out = self.nodes[0].node_role is NodeRole.ROLLOUT and self.nodes[0].node_type is NodeType.MODEL_INFERENCE
+        self.dump = RolloutDump(skip, self.rank) if skip.enable and first_rolls_out else None
         #: Workers whose first node is fed by another placement group read no training data.
         self.loads_data = not (self.handoffs and self.handoffs.receives(self.nodes[0].node_id))
 
@@ -120,7 +127,7 @@ class TrainingLoop:
                 layout = wanted
                 metrics["timing_s/redistribute"] += time.perf_counter() - clock
             clock = time.perf_counter()
-            out = node.executable(batch, config=self.cfg, node_config=self.node_configs[node.node_id], ctx=self.ctx)
+            out = self._run_node(index, node, batch)
             metrics[f"timing_s/node/{node.node_id}"] += time.perf_counter() - clock
             metrics.update(out.metrics)
             if out.info.get(NEED_MORE_DATA):
@@ -136,6 +143,17 @@ class TrainingLoop:
         if self.loads_data and sampler is not None:
             sampler.update(batch)  # verl's curriculum hook, with this worker's batch after the step
         return metrics
+
+    def _run_node(self, index: int, node, batch):
+        """Run ``node``; the rollout node of a run with ``rollout.skip`` replays its dump when it has one."""
+        replay = self.dump.load(self.step) if index == 0 and self.dump is not None else None
+        if replay is not None:
+            return NodeOutput(replay[0], metrics={**replay[1], "rollout/replayed": 1.0})
+        out = node.executable(batch, config=self.cfg, node_config=self.node_configs[node.node_id], ctx=self.ctx)
+        if index == 0 and self.dump is not None:
+            self.dump.save(self.step, out.batch, out.metrics)
+            out.metrics["rollout/replayed"] = 0.0
+        return out
 
     def validate(self) -> dict[str, float]:
         """Greedy generation on this worker's validation shard; the score is averaged over all samples.
@@ -157,6 +175,7 @@ class TrainingLoop:
             self.ctx.policy().refresh()
         self.ctx.validating = True
         total, count, solved, episodes = 0.0, 0, 0.0, 0
+        extra: dict[str, list[float]] = {}  # the score function's extra keys: [sum, count] of their numbers
         shown = int(self.cfg.trainer.log_val_generations) if self.rank == 0 else 0
         try:
             for batch in self.ctx.val_loader if samples else ():
@@ -165,7 +184,9 @@ class TrainingLoop:
                 if "env/success_rate" in generated.metrics:  # environment rollouts: episodes solved
                     solved += generated.metrics["env/success_rate"] * batch.batch_size[0]
                     episodes += batch.batch_size[0]
-                out = builtin_nodes.compute_reward(generated.batch, ctx=self.ctx).batch
+                rewarded = builtin_nodes.compute_reward(generated.batch, ctx=self.ctx)
+                out = rewarded.batch
+                add_reward_extra(extra, rewarded.metrics, out)
                 scores = out["token_level_scores"].sum(-1)
                 total, count = total + scores.sum().item(), count + scores.numel()
                 if shown > 0:
@@ -181,6 +202,7 @@ class TrainingLoop:
         result = {"val/score": (sums[0] / sums[1].clamp(min=1)).item(), "val/prompts": int(sums[1].item())}
         if sums[3] > 0:
             result["val/success_rate"] = (sums[2] / sums[3]).item()
+        result.update(val_reward_extra(extra))
         return result
 
     # ----- checkpoints -----
@@ -258,8 +280,9 @@ class TrainingLoop:
             if step == start + 1:
                 startup_timing.mark("validation", marks)
             began = time.perf_counter()
-            metrics = self.run_graph()
-            self._publish(step)
+            with profiled_step(self.cfg, step, self.rank):
+                metrics = self.run_graph()
+                self._publish(step)
             metrics["timing_s/step"] = time.perf_counter() - began
             self.ctx.step_finished(metrics)
             began = time.perf_counter()

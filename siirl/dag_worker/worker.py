@@ -71,13 +71,36 @@ def ray_node_cpus() -> int | None:
     return None
 
 
-def worker_threads(cfg: SiirlConfig, plan: ExecutionPlan, rank: int, node_cpus: int | None = None) -> int:
+def job_workers_on_ray_node() -> int | None:
+    """How many bundles of this worker's placement group (one per DAG worker of the job) Ray put on this
+    worker's node, or None outside a placement group. A planned node is not a Ray node: ``separate_async``
+    on one host plans the rollout and the trainers as two nodes that share its cores."""
+    import ray
+    from ray.util import placement_group_table
+
+    if not ray.is_initialized():
+        return None
+    context = ray.get_runtime_context()
+    group = context.get_placement_group_id()
+    if not group:
+        return None
+    table = placement_group_table().get(group, {})
+    nodes = table.get("bundles_to_node_id", {})
+    here = context.get_node_id()
+    return sum(1 for node in nodes.values() if node == here) or None
+
+
+def worker_threads(
+    cfg: SiirlConfig, plan: ExecutionPlan, rank: int, node_cpus: int | None = None, on_node: int | None = None
+) -> int:
     """``trainer.cpu_threads_per_worker``, or the node's cores (what Ray gave the node, at most the cores this
-    process may use) split evenly among its DAG workers."""
+    process may use) split evenly among the job's DAG workers on it (``on_node``: counted on the Ray node;
+    None: the workers of this rank's planned node)."""
     if int(cfg.trainer.cpu_threads_per_worker) > 0:
         return int(cfg.trainer.cpu_threads_per_worker)
-    node = plan.worker(rank).node_index
-    on_node = sum(1 for worker in plan.workers if worker.node_index == node)
+    if on_node is None:
+        node = plan.worker(rank).node_index
+        on_node = sum(1 for worker in plan.workers if worker.node_index == node)
     cores = available_cores() if node_cpus is None else min(available_cores(), node_cpus)
     return max(1, cores // max(on_node, 1))
 
@@ -102,7 +125,7 @@ class DAGWorker(BuiltinNodeMethods):
         self.backend = get_backend(device_name)
         self.local_device = 0
         self._listener: socket.socket | None = None
-        torch.set_num_threads(worker_threads(self.cfg, plan, rank, ray_node_cpus()))
+        torch.set_num_threads(worker_threads(self.cfg, plan, rank, ray_node_cpus(), job_workers_on_ray_node()))
 
     def end_job(self) -> None:
         """A warm worker between jobs: the next one reads the user's code afresh, as a new process would."""

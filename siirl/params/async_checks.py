@@ -61,6 +61,8 @@ def _refusal(cfg: Any, mode: str | None) -> str | None:
     if mode is not None:
         what = "EMBODIED environment rollouts" if mode == "steps" else "multi-turn rollouts"
         return f"{what} are not implemented in asynchronous training"
+    if cfg.actor_rollout_ref.rollout.skip.enable:
+        return "replaying dumped rollouts (actor_rollout_ref.rollout.skip.enable) is not implemented in asynchronous training"
     if cfg.algorithm.filter_groups.enable:
         return "dynamic sampling (algorithm.filter_groups.enable) restarts a step for more groups, not implemented in asynchronous training"
     name = str(cfg.actor_rollout_ref.rollout.name)

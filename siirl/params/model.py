@@ -205,10 +205,33 @@ class EngineKwargs:
     trtllm: dict[str, Any] = field(default_factory=dict)
 
 
+#: What a step past ``skip.max_dump_step`` runs (siirl.dag_worker.rollout_dump).
+SKIP_ACTIONS = ("cache", "repeat", "repeat_last")
+
+
+@dataclass
+class RolloutSkipConfig:
+    """verl's ``rollout.skip``: dump each step's rollout under ``dump_dir`` and train later runs from it."""
+
+    enable: bool = False
+    dump_dir: str = "~/.verl/rollout_dump"
+    #: Steps from the start whose rollouts are dumped (or loaded, once dumped).
+    max_dump_step: int = 1
+    #: cache | repeat | repeat_last: what a later step runs.
+    action: str = "cache"
+
+
 @dataclass
 class TeamRolloutConfig:
-    """The original siiRL's ``rollout.agent`` section (its multi-agent teams; verl's agent loop is not read)."""
+    """The original siiRL's ``rollout.agent`` section (its multi-agent teams) and verl's agent-loop file.
 
+    verl's ``default_agent_loop`` is renamed onto ``multi_turn.enable`` (``tool_agent``: the multi-turn tool
+    rollout; ``single_turn_agent``: the plain rollout); ``agent_loop_config_path`` is checked before Ray
+    (siirl.agent_loops)."""
+
+    #: verl's YAML list of named agent loops (``- name: ..., _target_: module.Class``); its built-in loops run
+    #: as siiRL's rollouts, any other loop is refused in one line naming it.
+    agent_loop_config_path: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
     #: MARFT workflows: the agent whose node names an environment (``env_path``) is rewarded by it for its
     #: turn, instead of by the workflow's reward node (docs/agents.md). Read by MARFT workflow files only.
     rewards_with_env: bool = False
@@ -265,8 +288,13 @@ class RolloutConfig:
     log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
     log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
     log_prob_max_token_len_per_gpu: int = 8192
-    #: Bucket size (MB) for streaming weights from the trainer into the engine.
+    #: Bucket size (MB) for streaming weights from the trainer into the engine (verl's
+    #: ``checkpoint_engine.update_weights_bucket_megabytes``).
     weight_sync_bucket_mb: int = 512
+    #: How the trainer's weights reach the engine (verl's ``checkpoint_engine.backend``): auto (the layout's
+    #: own), in_place (naive), object_store (ray), broadcast (nccl, hccl, gloo) or engine_broadcast; the
+    #: resolve step (siirl.config_checks.resolve_weight_sync) fixes it per trainer mode.
+    weight_sync: str = "auto"
     #: Seconds one generation call of the engine may take (``generate``; with partial rollouts, each piece):
     #: past it the step fails in one line naming the engine, the step and this key. null (default) = no
     #: bound: a healthy generation's length depends on the model, the batch and the response length, and the
@@ -281,6 +309,7 @@ class RolloutConfig:
     val_kwargs: ValSamplingConfig = field(default_factory=ValSamplingConfig)
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
     agent: TeamRolloutConfig = field(default_factory=TeamRolloutConfig)
+    skip: RolloutSkipConfig = field(default_factory=RolloutSkipConfig)
 
 
 @dataclass

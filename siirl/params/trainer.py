@@ -119,14 +119,18 @@ class DagConfig:
     agent_placement: str = "auto"
 
 
+#: verl's default ``global_profiler.save_path``; left at it, traces go under the run's output folder.
+DEFAULT_PROFILE_PATH = "outputs/profile"
+
+
 @dataclass
 class GlobalProfilerConfig:
-    """verl's ``global_profiler.*``. Its tools (nsys, npu, torch_memory) are CUDA / Ascend profilers driven
-    by verl's workers; siiRL records where each step's time goes in its metrics instead
-    (``timing_s/...``), so only ``tool=null`` (no profiler) is accepted and the other keys are inert."""
+    """verl's ``global_profiler.*``: ``tool=torch`` runs torch's profiler around the steps in ``steps`` (null:
+    every step) on every rank (siirl.dag_worker.step_profiler). verl's other tools (nsys, npu, torch_memory)
+    drive CUDA / Ascend tools siiRL does not wrap and are refused."""
 
     tool: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional, not "str | None"
     steps: Optional[list[int]] = None  # noqa: UP045
     profile_continuous_steps: bool = False
-    save_path: str = "outputs/profile"
+    save_path: str = DEFAULT_PROFILE_PATH
     global_tool_config: dict[str, Any] = field(default_factory=dict)

@@ -25,7 +25,7 @@ from siirl.params.distillation import check_distillation, refuse_other_teachers
 from siirl.params.enums import WorkflowType
 from siirl.params.fsdp import check_fsdp_sections
 from siirl.params.lora import check_lora_keys
-from siirl.params.model import REMOVE_PADDING_LAYOUTS, ROLLOUT_LOAD_FORMATS
+from siirl.params.model import REMOVE_PADDING_LAYOUTS, ROLLOUT_LOAD_FORMATS, SKIP_ACTIONS
 from siirl.params.old_log_prob import OLD_LOG_PROB_KEY
 from siirl.params.old_log_prob import SOURCES as OLD_LOG_PROB_SOURCES
 from siirl.params.verl_engines import engine_refusal
@@ -75,6 +75,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "critic.optim.lr": _FINITE_NON_NEGATIVE,
     "actor_rollout_ref.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "actor_rollout_ref.rollout.load_format": _one_of(*ROLLOUT_LOAD_FORMATS),
+    "actor_rollout_ref.rollout.skip.action": _one_of(*SKIP_ACTIONS),
+    "actor_rollout_ref.rollout.skip.max_dump_step": _POSITIVE,
     "critic.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "reward_model.model.remove_padding_layout": _one_of(*REMOVE_PADDING_LAYOUTS),
     "reward_model.micro_batch_size_per_gpu": _POSITIVE,
@@ -143,10 +145,10 @@ UNSUPPORTED: dict[str, tuple[Callable[[Any], bool], str]] = {
         "is not supported; siiRL keeps checkpoints it resumed from (trainer.max_ckpt_to_keep prunes them)",
     ),
     "global_profiler.tool": (
-        lambda v: v is not None,
+        lambda v: v not in (None, "torch"),
         (
-            "is not supported; verl's profilers (nsys, npu, torch_memory) drive CUDA/Ascend tools siiRL does "
-            "not wrap; per-step timings are in metrics.jsonl (timing_s/...)"
+            "is not supported; verl's nsys, npu and torch_memory profilers drive CUDA/Ascend tools siiRL does "
+            "not wrap; use torch (a trace per profiled step, every device) or the timings in metrics.jsonl"
         ),
     ),
     "actor_rollout_ref.rollout.name": (

@@ -67,7 +67,8 @@ INERT: dict[str, Inert] = {
     _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
     _ROLLOUT + "multi_turn.use_all_traj": Inert((False,), _LAST_ROUND_TEAMS),
     _ROLLOUT + "agent.*": Inert(
-        (), "verl's agent loop is not implemented; tool rollouts use rollout.multi_turn.*"
+        (), "verl's agent-loop options other than default_agent_loop and agent_loop_config_path are not implemented; "
+        "tool rollouts use rollout.multi_turn.*"
     ),
     **TREE_INERT,
 }

@@ -20,12 +20,21 @@ _PROFILED = (_ACTOR, _REF, _ROLLOUT, "critic.", "reward_model.")
 _FSDP_ROLES = {_ACTOR: False, _REF: True, "critic.model.": False}  # role prefix -> verl's forward_only
 _OPTIMIZED = (_ACTOR, "critic.")
 
-_PROFILER = "per-role profiling is not implemented (profiler.enable=false only)"
-_PROFILER_OPTIONS = "options of verl's per-role profiler, read only with profiler.enable=true (refused)"
+_PROFILER = (
+    "verl's per-role profiler switch: global_profiler.tool=torch traces each profiled step whole, every role on "
+    "every rank (profiling one role's part of a step is not implemented)"
+)
+_PROFILER_OPTIONS = (
+    "options of verl's per-role profiler (its ranks, tool options): global_profiler.tool=torch traces every rank"
+)
 _ROUTER = "MoE router replay is not implemented (router_replay.mode=disabled only)"
 _TILED_MLP = "tiled MLP (sharded MLP activations) is not implemented (tiled_mlp.enabled=false only)"
 _SEED = "siiRL seeds every worker from trainer.seed; verl's per-engine seed is accepted only at its default 42"
 _WHOLE_STEP = "a checkpoint holds the whole step (models, optimizers, trainer state); verl's default list only"
+_TRANSFER_QUEUE = (
+    "verl's transfer queue streams batches between its roles without the controller; siiRL's data "
+    "coordinator (per-node data buffers, workers fetching the samples they need) does that in every run"
+)
 _ROLE_COPY = "verl's per-role copy of a shared option (its default interpolates it); siiRL reads the shared one"
 
 
@@ -33,7 +42,7 @@ def _per_role() -> tuple[dict[str, Inert], dict[str, str]]:
     inert: dict[str, Inert] = {}
     not_read: dict[str, str] = {}
     for role in _PROFILED:
-        inert[role + "profiler.enable"] = Inert((False,), _PROFILER)
+        not_read[role + "profiler.enable"] = _PROFILER
         not_read[role + "profiler.*"] = _PROFILER_OPTIONS
     for role in (_ACTOR, _REF):
         inert[role + "router_replay.mode"] = Inert(("disabled",), _ROUTER)
@@ -78,6 +87,18 @@ TREE_RENAMED: dict[str, Renamed] = {
     **{role + "rollout_n": Renamed(_ROLLOUT + "n") for role in (_ACTOR, _REF, "critic.")},
     _ACTOR + "use_fused_kernels": Renamed(_MODEL + "use_fused_kernels"),
     _ACTOR + "use_remove_padding": Renamed(_MODEL + "use_remove_padding"),
+    # verl's first spelling of the rollout skip
+    _ROLLOUT + "skip_rollout": Renamed(_ROLLOUT + "skip.enable"),
+    _ROLLOUT + "skip_dump_dir": Renamed(_ROLLOUT + "skip.dump_dir"),
+    # verl's agent loops: single_turn_agent is the plain rollout, tool_agent the multi-turn (tool) rollout;
+    # agent_name is the original siiRL's multi-turn server scripts' spelling of the same choice
+    **{
+        _ROLLOUT + "agent." + key: Renamed(_ROLLOUT + "multi_turn.enable", {"single_turn_agent": DROP, "tool_agent": True})
+        for key in ("default_agent_loop", "agent_name")
+    },
+    # verl's engine names are the weight-sync registry's aliases (naive, verl's default, reads as auto: each
+    # layout's own transport); the resolve step refuses the engines siiRL does not ship in one line
+    _ROLLOUT + "checkpoint_engine.backend": Renamed(_ROLLOUT + "weight_sync"),
     **RENAMED_2026,
 }
 
@@ -99,17 +120,13 @@ TREE_INERT: dict[str, Inert] = {
     _ROLLOUT + "scheduling_policy": not_wired("the engine's request scheduling policy", "fcfs"),
     _ROLLOUT + "over_sample_rate": not_wired("over-sampling and cancelling the slowest rollouts", 0),
     _ROLLOUT + "multi_turn.num_repeat_rollouts": not_wired("repeating multi-turn rollouts", None),
-    _ROLLOUT + "checkpoint_engine.backend": not_wired("choosing verl's weight-transfer backend", "naive"),
     _ROLLOUT + "checkpoint_engine.engine_kwargs": not_wired("weight-transfer backend options", {}),
     _ROLLOUT + "trace.backend": not_wired("rollout tracing (weave, mlflow)", None),
-    _ROLLOUT + "skip_rollout": not_wired("replaying dumped rollouts", False),
     _ROLLOUT + "enable_rollout_routing_replay": Inert((False,), _ROUTER),
     _ROLLOUT + "quantization_config_file": not_wired("a quantization config file for the engine", None),
     _ROLLOUT + "mtp.enable": Inert((False,), MTP),
     _ROLLOUT + "mtp.enable_train": Inert((False,), MTP),
     _ROLLOUT + "mtp.enable_rollout": Inert((False,), MTP),
-    _ROLLOUT + "agent.default_agent_loop": not_wired("choosing verl's agent loop", "single_turn_agent"),
-    _ROLLOUT + "agent.agent_loop_config_path": not_wired("verl's agent-loop config file", None),
     _ROLLOUT + "agent.custom_async_server.path": not_wired("a custom async rollout server", None),
     _ROLLOUT + "prometheus.enable": Inert((False,), "the engine's Prometheus metrics server is not started"),
     "data.tokenizer": Inert((None,), "the tokenizer is the policy's (actor_rollout_ref.model.path; null only)"),
@@ -143,7 +160,6 @@ TREE_INERT: dict[str, Inert] = {
     "trainer.esi_redundant_time": not_wired("saving before an elastic instance expires", 0),
     "trainer.val_only": not_wired("a validation-only run", False),
     "trainer.default_hdfs_dir": not_wired("copying checkpoints to HDFS", None),
-    "transfer_queue.enable": not_wired("verl's transfer queue", False),
     "ray_kwargs.timeline_json_file": not_wired("writing a Ray timeline", None),
 }
 
@@ -155,7 +171,6 @@ TREE_NOT_READ: dict[str, str] = {
     _ROLLOUT + "mtp.*": "multi-token-prediction options, read only with mtp enabled (refused)",
     _ROLLOUT + "prometheus.*": "Prometheus options, read only with prometheus.enable=true (refused)",
     _ROLLOUT + "trace.*": "rollout tracing options, read only with trace.backend set (refused)",
-    _ROLLOUT + "skip_dump_dir": "the dump folder of skip_rollout, read only with skip_rollout=true (refused)",
     _ROLLOUT + "skip_tokenizer_init": "an engine start-up knob; siiRL's engines detokenize as they need",
     _ROLLOUT + "agent.num_workers": "how many agent-loop workers verl starts; siiRL rolls out inside each DAG worker",
     _ROLLOUT + "agent.custom_async_server.name": "read only with custom_async_server.path set (refused)",
@@ -182,5 +197,6 @@ TREE_NOT_READ: dict[str, str] = {
     "reward_model.reward_loop_class_name": "verl's reward loop (reward_model.use_reward_loop), not used here",
     "reward_model.launch_reward_fn_async": "computing rewards in a background task: a speed knob, same scores",
     "trainer.ray_wait_register_center_timeout": "a start-up timeout of verl's workers; siiRL's DAG workers have none",
-    "transfer_queue.*": "transfer-queue options, read only with transfer_queue.enable=true (refused)",
+    "transfer_queue.enable": _TRANSFER_QUEUE,
+    "transfer_queue.*": _TRANSFER_QUEUE,
 }

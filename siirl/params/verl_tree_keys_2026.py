@@ -18,6 +18,10 @@ _MEGATRON_LORA = (
     "in verl and here"
 )
 _SKIP = "replaying dumped rollouts (verl's skip manager) is not implemented (enable=false only)"
+_PROFILER_AFTER = (
+    "what verl's profilers do after a trace (move nsys / engine output, run a hook); tool=torch writes its traces "
+    "under <output_dir>/profile itself"
+)
 _ASYNC_V1 = "an option of verl's asynchronous V1 trainer modes, read only with trainer.v1.trainer_mode other than sync"
 
 
@@ -113,9 +117,9 @@ NOT_READ_2026: dict[str, str] = {
         )
     },
     "trainer.v1.separate_async.hybrid_rollout.*": _ASYNC_V1,
-    "global_profiler.relocate_results": "an option of verl's profilers, read only with global_profiler.tool set (refused)",
-    "global_profiler.finish_hook_cmd": "an option of verl's profilers, read only with global_profiler.tool set (refused)",
-    "global_profiler.finish_hook_all_ranks": "an option of verl's profilers, read only with global_profiler.tool set (refused)",
-    "global_profiler.finish_hook_ranks": "an option of verl's profilers, read only with global_profiler.tool set (refused)",
+    "global_profiler.relocate_results": _PROFILER_AFTER,
+    "global_profiler.finish_hook_cmd": _PROFILER_AFTER,
+    "global_profiler.finish_hook_all_ranks": _PROFILER_AFTER,
+    "global_profiler.finish_hook_ranks": _PROFILER_AFTER,
     "skip.*": "options of verl's skip manager, read only with its enable=true (refused)",
 }

@@ -95,9 +95,23 @@ def test_separate_async_plans_the_rollout_on_its_own_nodes():
 
 
 @pytest.mark.parametrize(
+    ("overrides", "nodes", "per_node", "rollout", "trainer"),
+    [
+        ([], 2, 1, (0,), (1,)),  # one node of 2 devices: half each, so the mode alone runs on a 2-CPU host
+        (["trainer.n_gpus_per_node=8"], 2, 4, (0, 1, 2, 3), (4, 5, 6, 7)),
+        (["trainer.nnodes=3"], 3, 2, (0, 1), (2, 3, 4, 5)),  # several nodes: the rollout takes one of them
+    ],
+)
+def test_separate_async_without_rollout_nodes_splits_the_jobs_devices(overrides, nodes, per_node, rollout, trainer):
+    *_, plan = prepare([*SEPARATE, *overrides, "data.train_batch_size=16"])
+    assert (plan.nnodes, plan.devices_per_node) == (nodes, per_node)
+    assert plan.placements["rollout"] == rollout and plan.placements["trainer"] == trainer
+
+
+@pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ([], "separate_async needs rollout.nnodes >= 1"),
+        (["trainer.n_gpus_per_node=3"], "3 device(s) on one node do not split evenly; set rollout.nnodes"),
         (["rollout.nnodes=1", "rollout.n_gpus_per_node=4"], "rollout.n_gpus_per_node=4 must equal the trainer's 2"),
     ],
 )

@@ -232,10 +232,14 @@ def tiny_qwen3_5(folder: Path) -> str:
 
 
 def _reward_function(folder: Path) -> str:
-    """A score function file standing in for a script's ``custom_reward_function.path``."""
+    """A score function file standing in for a script's ``custom_reward_function.path``: it takes the call of
+    every reward manager, per sample or (``reward_manager=batch``) per batch, as the script's own file does."""
     path = folder / "reward_function.py"
     path.write_text(
-        "def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):\n"
+        "def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs):\n"
+        "    if 'solution_strs' in kwargs:\n"
+        "        pairs = zip(kwargs['solution_strs'], kwargs['ground_truths'])\n"
+        "        return [float(s.strip() == str(g).strip()) for s, g in pairs]\n"
         "    return float(solution_str.strip() == str(ground_truth).strip())\n",
         encoding="utf-8",
     )

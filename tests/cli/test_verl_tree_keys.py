@@ -109,14 +109,21 @@ def test_a_disabled_sections_options_are_accepted_its_switch_refused_on():
         SCHEMA, (),
     )
     assert kept == []
-    with pytest.raises(ConfigError, match="per-role profiling is not implemented") as info:
-        screen_overrides(["actor_rollout_ref.rollout.profiler.enable=True"], SCHEMA, ())
+    with pytest.raises(ConfigError, match="MoE router replay is not implemented") as info:
+        screen_overrides(["actor_rollout_ref.actor.router_replay.mode=R3"], SCHEMA, ())
     assert "\n" not in str(info.value)
+
+
+def test_a_roles_profiler_switch_is_accepted_since_the_torch_profiler_traces_every_role():
+    """verl's torch profile script turns on the actor's and the rollout's profilers beside global_profiler.tool;
+    the step profiler (siirl.dag_worker.step_profiler) traces the whole step on every rank."""
+    assert screen_overrides(["actor_rollout_ref.rollout.profiler.enable=True",
+                             "actor_rollout_ref.actor.profiler.ranks=[0]"], SCHEMA, ()) == []
 
 
 def test_agent_loop_options_of_verls_tree_pass_and_the_rest_stay_refused():
     assert screen_overrides(["actor_rollout_ref.rollout.agent.num_workers=4"], SCHEMA, ()) == []
-    with pytest.raises(ConfigError, match="verl's agent loop is not implemented"):
+    with pytest.raises(ConfigError, match="verl.s agent-loop options other than default_agent_loop and agent_loop_config_path"):
         screen_overrides(["actor_rollout_ref.rollout.agent.some_option=1"], SCHEMA, ())
 
 

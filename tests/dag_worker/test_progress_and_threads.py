@@ -49,6 +49,13 @@ def test_threads_follow_the_cpus_ray_gave_the_node():
     assert worker_threads(cfg, _plan([0, 0]), 0, node_cpus=10**6) == max(1, available_cores() // 2)
 
 
+def test_threads_split_among_the_jobs_workers_on_the_ray_node_not_the_planned_node():
+    """separate_async on one host plans its rollout and trainer as two nodes; both share the Ray node's CPUs."""
+    cfg = SiirlConfig()
+    assert worker_threads(cfg, _plan([0, 1]), 1, node_cpus=2, on_node=2) == 1
+    assert worker_threads(cfg, _plan([0, 1]), 1, node_cpus=2) == min(2, available_cores())
+
+
 
 def test_stall_watch_warns_once_then_ends_the_job_naming_the_silent_rank(caplog):
     watch = StallWatch(board=None, timeout_s=10)

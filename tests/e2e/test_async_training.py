@@ -31,11 +31,12 @@ def test_one_step_off_policy_within_the_bound(tmp_path, ray_session):
 
 
 def test_separate_rollout_rank_streams_to_the_trainer(tmp_path, ray_session):
-    """verl's fully-async layout on the two warm workers: rank 0 rolls out, rank 1 trains; batches cross
-    through the data coordinator, weights come back by broadcast after every update."""
+    """verl's fully-async layout on the two warm workers, from the mode alone (its default split of one node's
+    devices): rank 0 rolls out, rank 1 trains; batches cross through the data coordinator, weights come back by
+    broadcast after every update."""
     run = tmp_path / "run"
-    assert run_main(run, "trainer.v1.trainer_mode=separate_async", "rollout.nnodes=1", "trainer.n_devices_per_node=1",
-                    "async_training.staleness_threshold=1", "trainer.total_training_steps=2") == 0
+    assert run_main(run, "trainer.v1.trainer_mode=separate_async", "async_training.staleness_threshold=1",
+                    "trainer.total_training_steps=2") == 0
     steps = {r["step"]: r for r in read_metrics(run) if r["step"] > 0}
     assert [steps[s]["async/staleness_max"] for s in (1, 2)] == [0, 1]
     # step 1's update reached the rollout rank (the broadcast took time there); its engine loads it at its next

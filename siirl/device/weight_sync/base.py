@@ -58,7 +58,9 @@ class WeightSync(ABC):
         ticket (the group carries the version); the object store reads its references from it."""
 
 
-WEIGHT_SYNC_BACKENDS: Registry[type[WeightSync]] = Registry("weight-sync backend")
+WEIGHT_SYNC_BACKENDS: Registry[type[WeightSync]] = Registry(
+    "weight-sync backend", config_keys=("actor_rollout_ref.rollout.weight_sync",), also_allowed=("auto",)
+)
 
 
 def make_weight_sync(name: str, **kwargs: Any) -> WeightSync:

@@ -8,6 +8,7 @@ once per process).
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -53,6 +54,36 @@ def load_custom_reward_fn(
 ) -> FileRewardFunction:
     """Load ``name`` from the Python file ``path``; errors are one-line ``ConfigError`` (a ValueError)."""
     return FileRewardFunction(path, name, kwargs)
+
+
+#: How each reward manager calls the score function: per sample with four positional arguments, or the batch
+#: manager once per batch with keywords (``**reward_kwargs`` ride along either way).
+_BATCH_CALL = {"data_sources": [], "solution_strs": [], "ground_truths": [], "extra_infos": []}
+_SAMPLE_CALL = ("data_source", "solution_str", "ground_truth", {})
+
+
+def check_call_signature(fn: FileRewardFunction, manager: str) -> None:
+    """The function accepts the call ``manager`` makes (checked before Ray: a wrong signature would otherwise
+    fail every sample of the first step, inside the workers)."""
+    try:
+        signature = inspect.signature(fn._fn)
+    except (TypeError, ValueError):  # a builtin or C callable without a readable signature: called as is
+        return
+    batched = manager == "batch"
+    try:
+        if batched:
+            signature.bind(**_BATCH_CALL, **fn.kwargs)
+        else:
+            signature.bind(*_SAMPLE_CALL, **fn.kwargs)
+    except TypeError as exc:
+        call = (
+            "compute_score(data_sources=, solution_strs=, ground_truths=, extra_infos=, **reward_kwargs)" if batched
+            else "compute_score(data_source, solution_str, ground_truth, extra_info, **reward_kwargs)"
+        )
+        raise ConfigError(
+            f"custom_reward_function.name: {fn.name}{signature} in {fn.path} cannot take the {manager} reward "
+            f"manager's call {call}: {exc}"
+        ) from None
 
 
 def custom_reward_fn_from_config(config: CustomRewardFunctionConfig) -> FileRewardFunction | None:

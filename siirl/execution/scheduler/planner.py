@@ -246,7 +246,7 @@ def plan_from_config(graph: TaskGraph, cfg: SiirlConfig | None) -> ExecutionPlan
             parallelism[role] = {"sp": size}
     separate = separate_layout(graph, cfg, per_node)
     if separate is not None:  # verl's fully-async layout: the rollout on nodes of its own
-        graph, nnodes, sizes = separate
+        graph, nnodes, per_node, sizes = separate
         return make_plan(graph, nnodes, per_node, parallelism, placement_sizes=sizes)
     return make_plan(
         graph, cfg.trainer.nnodes, per_node, parallelism, agent_placement=cfg.dag.agent_placement,
