@@ -15,6 +15,9 @@ class EnvConfig:
     #: Longest one reset/step of all the worker's episodes (they run at once) may take; an episode still
     #: running then ends with reward 0.
     timeout_s: float = 30.0
+    #: Actions per policy call of a vision-language-action policy on an environment with continuous actions
+    #: (LIBERO): the response is ``chunk x action dims`` action tokens, executed whole (OpenVLA-OFT: 8).
+    action_chunk: int = 1
 
 
 @dataclass

@@ -49,10 +49,9 @@ SECTIONS: tuple[Section, ...] = (
         "actor_rollout_ref.embodied.env.",
         moves={
             "env_type": "env.name", "env_name": "env.kwargs.suite", "max_steps": "env.kwargs.max_steps",
-            "num_steps_wait": "env.kwargs.num_steps_wait",
+            "num_steps_wait": "env.kwargs.num_steps_wait", "num_envs": "env.num_workers",
         },
         not_read={
-            "num_envs": "every episode of a worker's share runs at once (env.num_workers sets the processes)",
             "num_trials_per_task": "how many initial states per task the original's data preparation wrote; "
             "here each row's trial_id (else its index) picks one",
             "model_family": "how the original formats observations for OpenVLA; the env passes them as they are",
@@ -62,11 +61,11 @@ SECTIONS: tuple[Section, ...] = (
         "actor_rollout_ref.embodied.",
         moves={
             "temperature": "actor_rollout_ref.rollout.temperature", "model_path": "actor_rollout_ref.model.path",
-            "n_gpus_per_node": "trainer.n_gpus_per_node",
+            "n_gpus_per_node": "trainer.n_gpus_per_node", "action_chunks_len": "env.action_chunk",
         },
         not_read={
             key: _OPENVLA for key in (
-                "embodied_type", "action_token_len", "action_chunks_len", "video_embedding_model_path",
+                "embodied_type", "action_token_len", "video_embedding_model_path",
                 "embedding_img_size", "embedding_enable_fp16", "embedding_model_class", "embedding_model_offload",
                 "num_images_in_input", "center_crop", "unnorm_key",
             )
