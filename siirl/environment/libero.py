@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,13 +44,34 @@ def _import_libero() -> tuple[Any, Any, Any]:
     return libero.get_libero_path, benchmark, envs.OffScreenRenderEnv
 
 
+#: MuJoCo's warnings for a diverged simulation (``mujoco.mjtWarning``), which it answers by resetting the state
+#: in place, so the episode would silently go on from the model's rest pose.
+UNSTABLE_WARNINGS = {"mjWARN_BADQPOS": "qpos", "mjWARN_BADQVEL": "qvel", "mjWARN_BADQACC": "qacc"}
+
+
 def _unstable(obs: Mapping[str, Any]) -> str | None:
     """The first proprioceptive reading that is not finite (a diverged simulation), or None."""
     for key in ("robot0_eef_pos", "robot0_joint_pos", "robot0_gripper_qpos"):
         values = obs.get(key)
         if values is not None and not all(math.isfinite(float(v)) for v in values):
-            return key
+            return f"{key} is not finite"
     return None
+
+
+def _mujoco_data(env: Any) -> Any:
+    """The ``mujoco.MjData`` under LIBERO's wrapper (robosuite's ``sim.data`` wraps it); None elsewhere."""
+    data = getattr(getattr(getattr(env, "env", None), "sim", None), "data", None)
+    return getattr(data, "_data", data)
+
+
+def _instability_warnings(env: Any) -> dict[str, int]:
+    """How often MuJoCo has flagged a diverged state in this simulator so far."""
+    warning = getattr(_mujoco_data(env), "warning", None)
+    mujoco = sys.modules.get("mujoco")
+    if warning is None or mujoco is None:
+        return {}
+    kinds = mujoco.mjtWarning
+    return {name: int(warning[int(getattr(kinds, key))].number) for key, name in UNSTABLE_WARNINGS.items()}
 
 
 @register_env("libero")
@@ -85,6 +107,9 @@ class LiberoEnv:
             return
         if self._env is not None:
             self._env.close()
+        if not os.environ.get("CUDA_VISIBLE_DEVICES", "0").replace(",", "").isdigit():
+            # robosuite picks its EGL device from CUDA_VISIBLE_DEVICES, which Ray sets to "" on CPU workers
+            os.environ.setdefault("MUJOCO_EGL_DEVICE_ID", "0")
         task = self.suite.get_task(task_id)
         bddl = os.path.join(self.bddl_root, task.problem_folder, task.bddl_file)
         try:
@@ -126,13 +151,16 @@ class LiberoEnv:
                 raise ValueError(f"LIBERO actions are 7-D (xyz, rpy, gripper), got {len(row)} values")
         reward, info, obs = 0.0, {}, None
         for row in chunk:
+            before = _instability_warnings(self._env)
             obs, step_reward, done, info = self._env.step([float(x) for x in row])
             self._steps += 1
             reward += float(step_reward)
-            broken = _unstable(obs)
+            after = _instability_warnings(self._env)
+            flagged = [f"MuJoCo flagged a bad {name}" for name, count in after.items() if count > before.get(name, 0)]
+            broken = _unstable(obs) or (flagged[0] if flagged else None)
             if broken is not None:
                 return StepResult(self._observation(obs), done=True, info={
-                    "error": f"the simulation became unstable ({broken} is not finite) at step {self._steps}",
+                    "error": f"the simulation became unstable ({broken}) at step {self._steps}",
                     "success": False, "task_id": self._task_key[0] if self._task_key else None,
                 })
             if done or self._steps >= self.max_steps:
