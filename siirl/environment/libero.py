@@ -79,6 +79,8 @@ class LiberoEnv:
     #: Continuous 7-D actions (xyz, rpy, gripper): a policy writes them as action tokens.
     action_dims = 7
     noop_action = NOOP_ACTION
+    #: Simulators alive at once by default (``env.max_envs``): each takes ~2.2 GB.
+    max_envs = 4
 
     def __init__(
         self,

@@ -20,7 +20,12 @@ EMBODIED_VLA_ENVS = {"libero": 7}
 VLA_PROMPT_LENGTH = 224
 
 
-def _embedded_vla(cfg: DictConfig) -> None:
+def fill_embodied_policy(cfg: DictConfig) -> None:
+    """The embedded VLA for an EMBODIED run on a ``EMBODIED_VLA_ENVS`` environment without a model path; runs
+    before the generation limits are resolved from the data lengths it raises."""
+    embodied = str(cfg.algorithm.workflow_type).upper() == "EMBODIED"
+    if cfg.actor_rollout_ref.model.path or not embodied or str(cfg.env.name) not in EMBODIED_VLA_ENVS:
+        return
     from siirl.tasks import default_vlm_model_path
 
     cfg.actor_rollout_ref.model.path = default_vlm_model_path()
@@ -33,10 +38,7 @@ def fill_embedded_defaults(cfg: DictConfig) -> None:
     """Fill empty paths in place (before the config is frozen)."""
     model = cfg.actor_rollout_ref.model
     embedded_policy = not model.path
-    embodied = str(cfg.algorithm.workflow_type).upper() == "EMBODIED"
-    if embedded_policy and embodied and str(cfg.env.name) in EMBODIED_VLA_ENVS:
-        _embedded_vla(cfg)
-    elif embedded_policy:
+    if embedded_policy:
         from siirl.tasks import default_model_path
 
         model.path = default_model_path()

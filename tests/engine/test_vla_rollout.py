@@ -57,7 +57,8 @@ def test_vla_steps_on_libero(policy, monkeypatch, tmp_path, repo_root):
     tokenizer, rollout, inner, images = policy
     install_fake_libero(monkeypatch, tmp_path, repo_root)
     try:
-        env = EnvConfig(name="libero", num_workers=0, kwargs={"camera_size": 32, "num_steps_wait": 0, "max_steps": 4})
+        env = EnvConfig(name="libero", num_workers=0, max_envs=3,  # waves of 3 + 1 split a task's group
+                        kwargs={"camera_size": 32, "num_steps_wait": 0, "max_steps": 4})
         session = EnvSession(inner, tokenizer, rollout, env)
         width = 200
         steps = EnvStepRollout(
@@ -82,3 +83,5 @@ def test_vla_steps_on_libero(policy, monkeypatch, tmp_path, repo_root):
     metrics = steps.rollout_metrics(out)
     assert set(metrics) >= {"env/success_rate", "env/success_rate/task_0", "env/success_rate/task_1"}
     assert torch.equal(out["env_task_id"].unique(), torch.tensor([0, 1]))
+    trajectories = set(non_tensor_list(out, "traj_uid"))
+    assert len(trajectories) == 4 and len({t.split("/")[0] for t in trajectories}) == 2

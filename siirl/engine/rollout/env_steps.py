@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
-from siirl.data_coordinator.tensordict_ops import non_tensor_list, select_rows, set_non_tensor_list
+from siirl.data_coordinator.tensordict_ops import concat, non_tensor_list, select_rows, set_non_tensor_list
 from siirl.engine.rollout.action_tokens import ActionTokenizer
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right
 from siirl.engine.rollout.env_session import EnvSessionRollout
@@ -81,7 +81,17 @@ class EnvStepRollout(EnvSessionRollout):
         return tok(text, add_special_tokens=False)["input_ids"][-self.max_prompt_length :]
 
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
+        """Every episode of the batch; in waves of ``session.max_envs`` environments when that is set."""
         rows = expand_prompts(batch, self.session.val_n if validate else self.session.train_n)
+        count, wave = rows.batch_size[0], self.session.max_envs or rows.batch_size[0]
+        parts = [
+            self._episodes(select_rows(rows, list(range(first, min(first + wave, count)))), validate, first)
+            for first in range(0, count, wave)
+        ]
+        return parts[0] if len(parts) == 1 else concat(parts)
+
+    def _episodes(self, rows: TensorDict, validate: bool, first: int) -> TensorDict:
+        """The episodes of ``rows`` at once; ``first`` numbers their trajectories within the batch."""
         count = rows.batch_size[0]
         venv = self.session.venv(count)
         tasks, seeds = self.session.tasks(rows)
@@ -104,10 +114,10 @@ class EnvStepRollout(EnvSessionRollout):
                 current[i] = last[i] = result
                 done[i] = result.done
         self.session.end_rollout([result.info for result in last])
-        return self._assemble(rows, steps, last, task_ids)
+        return self._assemble(rows, steps, last, task_ids, first)
 
     def _assemble(
-        self, rows: TensorDict, steps: list[list[Step]], last: list[StepResult], task_ids: list[int]
+        self, rows: TensorDict, steps: list[list[Step]], last: list[StepResult], task_ids: list[int], first: int = 0
     ) -> TensorDict:
         owner = [traj for traj, traj_steps in enumerate(steps) for _ in traj_steps]
         if not owner:
@@ -151,5 +161,5 @@ class EnvStepRollout(EnvSessionRollout):
             set_non_tensor_list(out, key, [step[3][key] for step in flat])
         out["env_step"] = torch.tensor([t for s in steps for t in range(len(s))], dtype=torch.long)
         uids = [str(u) for u in non_tensor_list(out, "uid")]
-        set_non_tensor_list(out, "traj_uid", [f"{uid}/{traj}" for uid, traj in zip(uids, owner)])
+        set_non_tensor_list(out, "traj_uid", [f"{uid}/{first + traj}" for uid, traj in zip(uids, owner)])
         return out
