@@ -117,7 +117,7 @@ class LiberoEnv:
         try:
             self._env = self._env_cls(
                 bddl_file_name=bddl, camera_heights=self.camera_size, camera_widths=self.camera_size,
-                **({} if self.cameras else {"has_offscreen_renderer": False, "use_camera_obs": False}),
+                use_camera_obs=self.cameras,
             )
         except FileNotFoundError as exc:
             raise SiirlUserError(
