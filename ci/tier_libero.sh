@@ -3,7 +3,7 @@
 # `pip install -c ci/constraints-cpu.txt -e ".[libero]"` into a venv of its own, cached by the hash of its pins
 # (the `libero` extra, siiRL's dependencies, the constraints and the Python version); installs only on a miss.
 # Runs the real-simulator tests, then the EMBODIED training on libero_spatial (2 steps of small episodes), which
-# must exit 0 and log a success rate per task. Rendering: MUJOCO_GL=egl on Mesa's software renderer
+# must exit 0 and log a success rate per task (metrics.jsonl). Rendering: MUJOCO_GL=egl on Mesa's software renderer
 # (Debian: libegl1 libgl1 libgles2 libegl-mesa0, present on this image).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +38,6 @@ run_dir=$(mktemp -d)
 trap 'rm -rf "$run_dir"' EXIT
 "$venv/bin/python" -m siirl.main_dag device=cpu algorithm.workflow_type=EMBODIED \
     actor_rollout_ref.embodied.env.env_type=libero actor_rollout_ref.embodied.env.env_name=libero_spatial \
-    $(cat ci/libero_small_run.txt) trainer.output_dir="$run_dir" 2>&1 | tee "$run_dir/log.txt"
-grep -q "env/success_rate/task_" "$run_dir/log.txt" || { echo "tier_libero: no per-task success rate logged"; exit 1; }
+    $(cat ci/libero_small_run.txt) trainer.output_dir="$run_dir"
+grep -q '"env/success_rate/task_' "$run_dir/metrics.jsonl" || { echo "tier_libero: no per-task success rate"; exit 1; }
 echo "tier_libero: passed in $(( $(date +%s) - started ))s"
