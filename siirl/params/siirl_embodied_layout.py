@@ -20,9 +20,10 @@ from siirl.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 _OPENVLA = (
-    "a setting of the OpenVLA-OFT policy (action tokens and chunks, action un-normalisation, image crop and "
-    "views) or of the V-JEPA video embedding its reward compares trajectories with; siiRL's embodied policy is "
-    "actor_rollout_ref.model, and an OpenVLA-OFT checkpoint needs that model's own code (docs/agents.md)"
+    "a setting of the OpenVLA-OFT policy (its family, action un-normalisation, image crop and views; action "
+    "tokens are 7 per action here) or of the V-JEPA video embedding its reward compares trajectories with; "
+    "siiRL's embodied policy is actor_rollout_ref.model, and an OpenVLA-OFT checkpoint needs that model's own "
+    "code (docs/agents.md)"
 )
 
 
