@@ -64,7 +64,7 @@ def main() -> None:
           f"{'ep/min':>7} {'ep/min@' + str(MAX_STEPS[args.suite]):>11}")
     for r in rows:
         r["ratio_vs_base"] = r["steps_per_s"] / base["steps_per_s"]
-        print(f"{r['envs']:>4} {str(r['cameras']):>7} {r['steps_per_s']:>8.2f} {r['ratio_vs_base']:>7.2f} "
+        print(f"{r['envs']:>4} {r['cameras']!s:>7} {r['steps_per_s']:>8.2f} {r['ratio_vs_base']:>7.2f} "
               f"{r['ms_per_step']:>8.0f} {r['reset_s']:>8.1f} {r['episodes_per_min']:>7.2f} "
               f"{r['standard_episodes_per_min']:>11.3f}")
     print(json.dumps({"benchmark": "libero_envs", "suite": args.suite, "episode_steps": args.episode_steps,

@@ -4,10 +4,14 @@
 # (the `libero` extra, siiRL's dependencies, the constraints and the Python version); installs only on a miss.
 # Runs the real-simulator tests (faults, the original libero_spatial script), then the EMBODIED training on
 # libero_spatial (2 steps of small episodes), which must exit 0 and log a success rate per task (metrics.jsonl).
-# Rendering: MUJOCO_GL=egl on Mesa's software renderer (Debian: libegl1 libgl1 libegl-mesa0, on this image).
+# Rendering: MUJOCO_GL=egl on Mesa's software renderer (Debian: libegl1 libegl-mesa0 libgl1-mesa-dri, on this image).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 MUJOCO_GL=egl PYOPENGL_PLATFORM=egl
+if ! ldconfig -p | grep -q "libEGL_mesa.so.0"; then
+    echo "tier_libero: no Mesa EGL to render with; run: apt-get install -y libegl1 libegl-mesa0 libgl1-mesa-dri"
+    exit 1
+fi
 
 pins=$(python3 - <<'EOF'
 import re, sys, tomllib
