@@ -80,6 +80,10 @@ def test_the_layout_plans_as_the_embodied_workflow_on_libero(monkeypatch):
     cfg, _, graph, _ = prepare(["device=cpu", *LAYOUT, "data.max_prompt_length=256"])
     assert graph.graph_id == "embodied" and cfg.env.name == "libero"
     assert cfg.env.kwargs == {"suite": "libero_spatial", "max_steps": 512, "num_steps_wait": 10}
+    # no model path: the embedded VLA, lengths raised to one image prompt and one 8 x 7 action chunk
+    assert cfg.actor_rollout_ref.model.path.endswith("tiny_qwen2_vl") and cfg.env.action_chunk == 8
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (256, 56)
+    assert (cfg.env.num_workers, cfg.env.max_envs) == (16, None)
     sampling = cfg.algorithm.embodied.sampling
     assert (sampling.min_success_rate, sampling.max_success_rate, cfg.algorithm.embodied.reward_scale) == (0.1, 0.9, 5.0)
 
