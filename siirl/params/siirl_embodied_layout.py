@@ -157,11 +157,9 @@ def translate_embodied_layout(overrides: list[str]) -> list[str]:
     """``overrides`` with the layout's keys rewritten (a no-op without them); one warning per section."""
     if not uses_embodied_layout(overrides):
         return overrides
-    accuracy_bounds = any(
-        o.partition("=")[0].lstrip("+") == "algorithm.embodied_sampling.filter_accuracy"
-        and _value(o.partition("=")[2]) is True
-        for o in overrides
-    )
+    switches = [_value(o.partition("=")[2]) for o in overrides
+                if o.partition("=")[0].lstrip("+") == "algorithm.embodied_sampling.filter_accuracy"]
+    accuracy_bounds = bool(switches) and switches[-1] is True  # the last one given wins, as in Hydra
     out: list[str] = []
     notes: dict[str, _Notes] = {}
     problems: list[str] = []

@@ -59,6 +59,9 @@ def test_the_layout_becomes_the_embodied_workflows_keys_with_one_warning_per_sec
 def test_without_filter_accuracy_the_bounds_are_not_applied_and_the_rest_is_untouched():
     out = translate_embodied_layout(["algorithm.embodied_sampling.accuracy_lower_bound=0.1", "data.train_batch_size=8"])
     assert out == ["data.train_batch_size=8"]
+    switched_off = ["algorithm.embodied_sampling.filter_accuracy=True", "algorithm.embodied_sampling.accuracy_lower_bound=0.1",
+                    "algorithm.embodied_sampling.filter_accuracy=False"]
+    assert translate_embodied_layout(switched_off) == []  # the last switch wins
     plain = ["reward_model.reward_manager=naive", "algorithm.filter_groups.enable=true"]
     assert translate_embodied_layout(plain) == plain  # no layout key: siiRL's own meaning
 
