@@ -157,6 +157,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
     from siirl.engine.workers.model_loading import load_tokenizer, model_dir
 
     check_attention_names(cfg)
+    check_environment(cfg)
     check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     check_config_overrides(cfg)
@@ -183,6 +184,18 @@ def check_inputs(cfg: SiirlConfig) -> None:
     check_output_dir(str(cfg.trainer.output_dir))
     if cfg.trainer.default_local_dir:
         check_output_dir(cfg.trainer.default_local_dir, "trainer.default_local_dir")
+
+
+def check_environment(cfg: SiirlConfig) -> None:
+    """An environment that can say what it lacks (``preflight``: a simulator not installed) says it here."""
+    from siirl.environment.outputs import env_mode
+    from siirl.environment.registry import resolve_env_factory
+
+    if env_mode(cfg) is None:
+        return
+    preflight = getattr(resolve_env_factory(cfg.env.name), "preflight", None)
+    if callable(preflight):
+        preflight(**dict(cfg.env.kwargs))
 
 
 def scores_by_rule(cfg: SiirlConfig) -> bool:

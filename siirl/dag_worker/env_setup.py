@@ -16,11 +16,14 @@ from typing import Any
 
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.engine.reward.env_rewards import ProgressRewards, ToolCallRewards, TurnRewards
+from siirl.engine.rollout.action_tokens import ActionTokenizer
 from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.env_session import EnvSession, single_sample_config
 from siirl.engine.rollout.env_steps import EnvStepRollout
 from siirl.engine.rollout.multi_turn import MultiTurnRollout
+from siirl.engine.rollout.vla_prompts import VlaPrompts
 from siirl.environment.outputs import env_mode
+from siirl.environment.registry import resolve_env_factory
 from siirl.environment.tools import load_tool_config
 from siirl.params.environment import EnvConfig
 from siirl.params.model import RolloutConfig
@@ -28,11 +31,21 @@ from siirl.params.root import SiirlConfig
 
 
 def _steps(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
+    """Step-wise rollout; with a vision policy, image + instruction prompts, and on an environment with
+    continuous actions (``action_dims``, e.g. LIBERO's 7), responses read as action-token chunks."""
+    from siirl.engine.workers.vision import load_image_processor
+
+    images = load_image_processor(cfg.actor_rollout_ref.model)
+    factory = resolve_env_factory(cfg.env.name)
+    dims = getattr(factory, "action_dims", None)
+    prompts = None if images is None else VlaPrompts(session.tokenizer, images, int(cfg.data.max_prompt_length))
+    actions = None if dims is None else ActionTokenizer(session.tokenizer, int(dims), int(cfg.env.action_chunk))
     return EnvStepRollout(
         session,
         max_turns=int(cfg.actor_rollout_ref.rollout.multi_turn.max_turns),
         max_prompt_length=int(cfg.data.max_prompt_length),
         max_response_length=int(cfg.data.max_response_length),
+        vla_prompts=prompts, actions=actions, noop=getattr(factory, "noop_action", None),
     )
 
 

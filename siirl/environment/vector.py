@@ -161,9 +161,9 @@ class VectorEnv:
                     done[slot] = value if ok else failed_result(value)
                     expected.discard(slot)
                     continue
-                error = f"environment {op} timed out after {self.timeout_s:g}s"
+                error = f"environment {self.spec!r} {op} timed out after {self.timeout_s:g}s"
             except (EOFError, OSError) as exc:
-                error = f"environment worker died during {op} ({type(exc).__name__})"
+                error = f"environment {self.spec!r}: its worker process died during {op} ({type(exc).__name__})"
             logger.warning("%s (worker %d, %.1fs); its episodes end with reward 0", error, index, 
                            time.monotonic() - began)
             self._lose_worker(index, error)

@@ -1,13 +1,37 @@
 """Empty model/data paths mean "the embedded default": the tiny Qwen2 model and arithmetic task shipped
 inside the package, so the default command needs no download. A reward model defaults to the embedded
 one only next to the embedded policy (it scores ``a+b=`` answers); any other policy must name its own. So does
-a distillation teacher (the embedded model next to the embedded policy)."""
+a distillation teacher (the embedded model next to the embedded policy).
+
+An EMBODIED run on an environment with camera images and continuous actions (``EMBODIED_VLA_ENVS``) gets the
+embedded tiny Qwen2-VL as a vision-language-action policy instead, with prompt and response lengths raised to
+at least what one image + instruction prompt and one action chunk take."""
 
 from __future__ import annotations
 
 from omegaconf import DictConfig
 
 from siirl.errors import ConfigError
+
+#: Environments whose EMBODIED default policy is the embedded VLA: name -> action dimensions.
+EMBODIED_VLA_ENVS = {"libero": 7}
+#: Prompt tokens one observation takes with the embedded VLA: template, a 56x56 image (16 tokens) and the
+#: question around the longest LIBERO instruction.
+VLA_PROMPT_LENGTH = 224
+
+
+def fill_embodied_policy(cfg: DictConfig) -> None:
+    """The embedded VLA for an EMBODIED run on a ``EMBODIED_VLA_ENVS`` environment without a model path; runs
+    before the generation limits are resolved from the data lengths it raises."""
+    embodied = str(cfg.algorithm.workflow_type).upper() == "EMBODIED"
+    if cfg.actor_rollout_ref.model.path or not embodied or str(cfg.env.name) not in EMBODIED_VLA_ENVS:
+        return
+    from siirl.tasks import default_vlm_model_path
+
+    cfg.actor_rollout_ref.model.path = default_vlm_model_path()
+    dims = EMBODIED_VLA_ENVS[str(cfg.env.name)]
+    cfg.data.max_prompt_length = max(int(cfg.data.max_prompt_length), VLA_PROMPT_LENGTH)
+    cfg.data.max_response_length = max(int(cfg.data.max_response_length), dims * int(cfg.env.action_chunk))
 
 
 def fill_embedded_defaults(cfg: DictConfig) -> None:

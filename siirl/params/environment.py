@@ -1,7 +1,7 @@
 """``env.*``, ``actor_rollout_ref.rollout.multi_turn.*`` and ``algorithm.embodied.*``: agentic rollouts."""
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 
 @dataclass
@@ -15,6 +15,13 @@ class EnvConfig:
     #: Longest one reset/step of all the worker's episodes (they run at once) may take; an episode still
     #: running then ends with reward 0.
     timeout_s: float = 30.0
+    #: Environments alive at once per DAG worker: a batch with more episodes runs them in waves of this many.
+    #: null: the environment's own bound (LIBERO: 4, at ~2.2 GB per simulator), else every episode at once;
+    #: 0: every episode at once.
+    max_envs: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: Actions per policy call of a vision-language-action policy on an environment with continuous actions
+    #: (LIBERO): the response is ``chunk x action dims`` action tokens, executed whole (OpenVLA-OFT: 8).
+    action_chunk: int = 1
 
 
 @dataclass

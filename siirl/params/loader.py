@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from siirl.errors import ConfigError, SiirlUserError
-from siirl.params.defaults import fill_embedded_defaults
+from siirl.params.defaults import fill_embedded_defaults, fill_embodied_policy
 from siirl.params.micro_batch_keys import resolve_micro_batches
 from siirl.params.override_screen import screen_overrides
 from siirl.params.rollout_keys import resolve_rollout_lengths
@@ -235,6 +235,7 @@ def compose_config(
             message = f"cannot set {headline.split()[3].rstrip('.')}: {message}"
         raise ConfigError(f"bad config: {message}") from None
     apply_verl_keys(cfg)
+    fill_embodied_policy(cfg)
     validate_config(cfg)
     resolve_micro_batches(cfg)
     resolve_rollout_lengths(cfg)

@@ -20,9 +20,10 @@ from siirl.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 _OPENVLA = (
-    "a setting of the OpenVLA-OFT policy (action tokens and chunks, action un-normalisation, image crop and "
-    "views) or of the V-JEPA video embedding its reward compares trajectories with; siiRL's embodied policy is "
-    "actor_rollout_ref.model, and an OpenVLA-OFT checkpoint needs that model's own code (docs/agents.md)"
+    "a setting of the OpenVLA-OFT policy (its family, action un-normalisation, image crop and views; action "
+    "tokens are 7 per action here) or of the V-JEPA video embedding its reward compares trajectories with; "
+    "siiRL's embodied policy is actor_rollout_ref.model, and an OpenVLA-OFT checkpoint needs that model's own "
+    "code (docs/agents.md)"
 )
 
 
@@ -49,10 +50,9 @@ SECTIONS: tuple[Section, ...] = (
         "actor_rollout_ref.embodied.env.",
         moves={
             "env_type": "env.name", "env_name": "env.kwargs.suite", "max_steps": "env.kwargs.max_steps",
-            "num_steps_wait": "env.kwargs.num_steps_wait",
+            "num_steps_wait": "env.kwargs.num_steps_wait", "num_envs": "env.num_workers",
         },
         not_read={
-            "num_envs": "every episode of a worker's share runs at once (env.num_workers sets the processes)",
             "num_trials_per_task": "how many initial states per task the original's data preparation wrote; "
             "here each row's trial_id (else its index) picks one",
             "model_family": "how the original formats observations for OpenVLA; the env passes them as they are",
@@ -62,11 +62,11 @@ SECTIONS: tuple[Section, ...] = (
         "actor_rollout_ref.embodied.",
         moves={
             "temperature": "actor_rollout_ref.rollout.temperature", "model_path": "actor_rollout_ref.model.path",
-            "n_gpus_per_node": "trainer.n_gpus_per_node",
+            "n_gpus_per_node": "trainer.n_gpus_per_node", "action_chunks_len": "env.action_chunk",
         },
         not_read={
             key: _OPENVLA for key in (
-                "embodied_type", "action_token_len", "action_chunks_len", "video_embedding_model_path",
+                "embodied_type", "action_token_len", "video_embedding_model_path",
                 "embedding_img_size", "embedding_enable_fp16", "embedding_model_class", "embedding_model_offload",
                 "num_images_in_input", "center_crop", "unnorm_key",
             )
@@ -157,11 +157,9 @@ def translate_embodied_layout(overrides: list[str]) -> list[str]:
     """``overrides`` with the layout's keys rewritten (a no-op without them); one warning per section."""
     if not uses_embodied_layout(overrides):
         return overrides
-    accuracy_bounds = any(
-        o.partition("=")[0].lstrip("+") == "algorithm.embodied_sampling.filter_accuracy"
-        and _value(o.partition("=")[2]) is True
-        for o in overrides
-    )
+    switches = [_value(o.partition("=")[2]) for o in overrides
+                if o.partition("=")[0].lstrip("+") == "algorithm.embodied_sampling.filter_accuracy"]
+    accuracy_bounds = bool(switches) and switches[-1] is True  # the last one given wins, as in Hydra
     out: list[str] = []
     notes: dict[str, _Notes] = {}
     problems: list[str] = []

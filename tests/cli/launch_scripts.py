@@ -351,6 +351,8 @@ def replays(name: str, folder: Path, data: dict[str, str], extra: list[str] | No
         if is_vision_script(invocation):
             model = tiny_qwen3_5(folder) if names_qwen3_5(invocation) else tiny_qwen2_5_vl(folder)
             values.update(model=model, train_data=data["vl_train"], val_data=data["vl_val"])
+        elif _sets(invocation, "actor_rollout_ref.embodied.env.env_type"):  # an OpenVLA-OFT script: the tiny VLA
+            values["model"] = default_vlm_model_path()
         elif _sets(invocation, "multi_turn.tool_config_path"):  # a VL script's config brings its own template
             values["model"] = tool_template_model(folder)
         elif splits_more_than_the_heads(invocation):

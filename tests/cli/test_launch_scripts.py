@@ -18,6 +18,7 @@ from launch_scripts import (
     write_task_data,
 )
 
+from siirl.environment import libero, libero_setup
 from siirl.errors import SiirlUserError
 from siirl.main_dag import prepare
 
@@ -35,6 +36,8 @@ def task_data(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 def _outcome(replay, monkeypatch) -> str | None:
     """None when the replay plans (in the script's repository, as its user runs it), else the refusal."""
     monkeypatch.chdir(replay.cwd)
+    if libero_setup.libero_package() is None:  # LIBERO's own preflight is tested in tests/environment
+        monkeypatch.setattr(libero, "check_installed", lambda: None)
     try:
         prepare(replay.overrides, replay.config_path, replay.config_name)
     except SiirlUserError as exc:

@@ -11,7 +11,7 @@ from tensordict import TensorDict
 
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.engine.reward.env_rewards import ProgressRewards
-from siirl.errors import ConfigError
+from siirl.errors import ConfigError, SiirlUserError
 from siirl.main_dag import prepare
 from siirl.params.siirl_embodied_layout import translate_embodied_layout
 from siirl.user_interface.filters import embodied_sampling
@@ -39,7 +39,8 @@ def test_the_layout_becomes_the_embodied_workflows_keys_with_one_warning_per_sec
         "algorithm.embodied.reward_scale=5.0",
         "algorithm.workflow_type=embodied",
         "algorithm.embodied.sampling.min_success_rate=0.1", "algorithm.embodied.sampling.max_success_rate=0.9",
-        "env.name=libero", "env.kwargs.suite=libero_spatial", "env.kwargs.max_steps=512",
+        "env.action_chunk=8", "env.name=libero", "env.kwargs.suite=libero_spatial", "env.num_workers=16",
+        "env.kwargs.max_steps=512",
         "env.kwargs.num_steps_wait=10", "trainer.total_training_steps=2",
     ]
     sections = [r.getMessage().split(": ")[1].split(" is read")[0] for r in caplog.records]
@@ -50,13 +51,17 @@ def test_the_layout_becomes_the_embodied_workflows_keys_with_one_warning_per_sec
         "actor_rollout_ref.embodied.env.*",
     ]
     env = caplog.records[-1].getMessage()
-    assert "env_type -> env.name, env_name -> env.kwargs.suite" in env and "not read: num_envs" in env
-    assert "embodied_type, action_chunks_len, unnorm_key (a setting of the OpenVLA-OFT policy" in caplog.text
+    assert "env_type -> env.name, env_name -> env.kwargs.suite, num_envs -> env.num_workers" in env
+    assert "action_chunks_len -> env.action_chunk" in caplog.text
+    assert "embodied_type, unnorm_key (a setting of the OpenVLA-OFT policy" in caplog.text
 
 
 def test_without_filter_accuracy_the_bounds_are_not_applied_and_the_rest_is_untouched():
     out = translate_embodied_layout(["algorithm.embodied_sampling.accuracy_lower_bound=0.1", "data.train_batch_size=8"])
     assert out == ["data.train_batch_size=8"]
+    switched_off = ["algorithm.embodied_sampling.filter_accuracy=True", "algorithm.embodied_sampling.accuracy_lower_bound=0.1",
+                    "algorithm.embodied_sampling.filter_accuracy=False"]
+    assert translate_embodied_layout(switched_off) == []  # the last switch wins
     plain = ["reward_model.reward_manager=naive", "algorithm.filter_groups.enable=true"]
     assert translate_embodied_layout(plain) == plain  # no layout key: siiRL's own meaning
 
@@ -68,10 +73,20 @@ def test_an_unknown_layout_key_and_an_unimplemented_value_are_one_line():
         translate_embodied_layout(["algorithm.embodied_sampling.filter_truncated=True"])
 
 
-def test_the_layout_plans_as_the_embodied_workflow_on_libero():
+def test_the_layout_plans_as_the_embodied_workflow_on_libero(monkeypatch):
+    from siirl.environment import libero, libero_setup
+
+    if libero_setup.libero_package() is None:  # this venv: refused before Ray, in one line
+        with pytest.raises(SiirlUserError, match=r"^env.name=libero needs libero, .*run: pip install -c ci/"):
+            prepare(["device=cpu", *LAYOUT])
+        monkeypatch.setattr(libero, "check_installed", lambda: None)
     cfg, _, graph, _ = prepare(["device=cpu", *LAYOUT, "data.max_prompt_length=256"])
     assert graph.graph_id == "embodied" and cfg.env.name == "libero"
     assert cfg.env.kwargs == {"suite": "libero_spatial", "max_steps": 512, "num_steps_wait": 10}
+    # no model path: the embedded VLA, lengths raised to one image prompt and one 8 x 7 action chunk
+    assert cfg.actor_rollout_ref.model.path.endswith("tiny_qwen2_vl") and cfg.env.action_chunk == 8
+    assert (cfg.data.max_prompt_length, cfg.data.max_response_length) == (256, 56)
+    assert (cfg.env.num_workers, cfg.env.max_envs) == (16, None)
     sampling = cfg.algorithm.embodied.sampling
     assert (sampling.min_success_rate, sampling.max_success_rate, cfg.algorithm.embodied.reward_scale) == (0.1, 0.9, 5.0)
 

