@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_e2e import run_command, summarize, trl_interpreter  # noqa: E402
+from bench_e2e import run_command, summarize, trl_interpreter
 
 #: Row name -> the overrides it adds to the default command (the ``trl`` row runs TRL instead).
 ROWS: dict[str, list[str]] = {
@@ -62,28 +62,51 @@ def run_row(
     common = [*ROWS[name], f"trainer.seed={seed}", f"data.seed={seed}", *extra]
     common += [f"trainer.total_training_steps={steps}"] if steps > 0 else []
     if name == "trl":
-        argv = [trl_python, str(ROOT / "benchmarks" / "trl_grpo.py"), "--out", str(out), "--threads", str(trl_threads),
-                *common]
+        argv = [
+            trl_python,
+            str(ROOT / "benchmarks" / "trl_grpo.py"),
+            "--out",
+            str(out),
+            "--threads",
+            str(trl_threads),
+            *common,
+        ]
     else:
-        argv = [sys.executable, "-m", "siirl.main_dag", "device=cpu", f"trainer.output_dir={out}",
-                "trainer.logger=[jsonl]", *common]
+        argv = [
+            sys.executable,
+            "-m",
+            "siirl.main_dag",
+            "device=cpu",
+            f"trainer.output_dir={out}",
+            "trainer.logger=[jsonl]",
+            *common,
+        ]
     return run_command(name, argv, out, work)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--steps", type=int, default=-1, help="training steps (-1: the default command's own)")
+    parser.add_argument(
+        "--steps", type=int, default=-1, help="training steps (-1: the default command's own)"
+    )
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
-    parser.add_argument("--trl-python", help="interpreter with trl installed (default: this one if it has trl)")
-    parser.add_argument("--trl-threads", type=int, default=1,
-                        help="TRL's intra-op threads (1: a busy host stalls torch's default OpenMP team; the math is the same)")
+    parser.add_argument(
+        "--trl-python", help="interpreter with trl installed (default: this one if it has trl)"
+    )
+    parser.add_argument(
+        "--trl-threads",
+        type=int,
+        default=1,
+        help="TRL's intra-op threads (1: a busy host stalls torch's default OpenMP team; the math is the same)",
+    )
     args, extra = parser.parse_known_args(argv)
     trl_python = trl_interpreter(args.trl_python) if "trl" in args.rows else None
     rows = [r for r in args.rows if r != "trl" or trl_python]
     sys.path.insert(0, str(ROOT))
-    from siirl.config_checks import load_config
     import pyarrow.parquet as pq
+
+    from siirl.config_checks import load_config
 
     cfg = load_config(["device=cpu", *extra])
     samples = cfg.data.train_batch_size * cfg.actor_rollout_ref.rollout.n
@@ -93,30 +116,54 @@ def main(argv: list[str] | None = None) -> None:
         for name in rows:
             per_seed = {}
             for seed in args.seeds:
-                summary = summarize(run_row(name, seed, args.steps, extra, trl_python, args.trl_threads, Path(tmp)), samples)
+                summary = summarize(
+                    run_row(name, seed, args.steps, extra, trl_python, args.trl_threads, Path(tmp)), samples
+                )
                 per_seed[seed] = summary
-                print(f"{name:<36} seed {seed}: samples/s {summary['samples_per_s']:.0f}, validation "
-                      + " ".join(f"{v:.3f}" for v in summary["val_curve"]), flush=True)
+                print(
+                    f"{name:<36} seed {seed}: samples/s {summary['samples_per_s']:.0f}, validation "
+                    + " ".join(f"{v:.3f}" for v in summary["val_curve"]),
+                    flush=True,
+                )
             finals = [s["val_final"] for s in per_seed.values()]
             error = math.sqrt(sum(final_score_error(f, prompts) ** 2 for f in finals)) / len(finals)
             results[name] = {
                 "final_mean": statistics.fmean(finals),
                 "final_se": error,
-                "peak_minus_final": statistics.fmean(max(s["val_curve"]) - s["val_final"] for s in per_seed.values()),
-                "seeds": {seed: {"val_curve": s["val_curve"], "samples_per_s": s["samples_per_s"]}
-                          for seed, s in per_seed.items()},
+                "peak_minus_final": statistics.fmean(
+                    max(s["val_curve"]) - s["val_final"] for s in per_seed.values()
+                ),
+                "seeds": {
+                    seed: {"val_curve": s["val_curve"], "samples_per_s": s["samples_per_s"]}
+                    for seed, s in per_seed.items()
+                },
             }
     print_table(results, args.seeds)
-    print(json.dumps({"benchmark": "learning_ablation", "samples_per_step": samples, "val_prompts": prompts,
-                      "steps": args.steps, "overrides": extra, "rows": results}))
+    print(
+        json.dumps(
+            {
+                "benchmark": "learning_ablation",
+                "samples_per_step": samples,
+                "val_prompts": prompts,
+                "steps": args.steps,
+                "overrides": extra,
+                "rows": results,
+            }
+        )
+    )
 
 
 def print_table(results: dict[str, dict], seeds: list[int]) -> None:
-    print(f"\n{'row':<36}" + "".join(f"{'seed ' + str(s) + ' final':>15}" for s in seeds)
-          + f"{'mean':>8}{'+-se':>7}{'peak-final':>12}")
+    print(
+        f"\n{'row':<36}"
+        + "".join(f"{'seed ' + str(s) + ' final':>15}" for s in seeds)
+        + f"{'mean':>8}{'+-se':>7}{'peak-final':>12}"
+    )
     for name, row in results.items():
         finals = "".join(f"{row['seeds'][s]['val_curve'][-1]:>15.3f}" for s in seeds)
-        print(f"{name:<36}{finals}{row['final_mean']:>8.3f}{row['final_se']:>7.3f}{row['peak_minus_final']:>12.3f}")
+        print(
+            f"{name:<36}{finals}{row['final_mean']:>8.3f}{row['final_se']:>7.3f}{row['peak_minus_final']:>12.3f}"
+        )
     print("\nvalidation curves (every trainer.test_freq steps)")
     for name, row in results.items():
         for seed in seeds:
