@@ -143,9 +143,8 @@ def trl_arguments(cfg, steps: int, out: Path) -> GRPOConfig:
         weight_decay=float(optim.weight_decay),
         max_grad_norm=float(actor.grad_clip),
         beta=float(actor.kl_loss_coef) if actor.use_kl_loss else 0.0,
-        epsilon=float(
-            first_set(actor.clip_ratio_low, actor.clip_ratio)
-        ),  # unset: clip_ratio, as siiRL reads it
+        # unset clip_ratio_low / clip_ratio_high: clip_ratio, as siiRL's vanilla loss reads them
+        epsilon=float(first_set(actor.clip_ratio_low, actor.clip_ratio)),
         epsilon_high=float(first_set(actor.clip_ratio_high, actor.clip_ratio)),
         loss_type=LOSS_TYPES[actor.loss_agg_mode],
         scale_rewards="group" if algo.norm_adv_by_std_in_grpo else "none",
