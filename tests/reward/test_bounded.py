@@ -113,3 +113,43 @@ def test_hung_thread_does_not_keep_the_process_alive():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[0.0]"
     assert time.monotonic() - began < 30
+
+
+def test_call_many_bounds_each_call_not_the_batch():
+    """A batch is handed to the bounded-call thread at once, yet each call keeps its own ``timeout_s``: calls
+    that together outlast it all return; the one that alone outlasts it times out and the rest are skipped."""
+    from siirl.engine.reward.bounded import SKIPPED_AFTER_HANG, BoundedCaller, RewardTimeout
+
+    caller = BoundedCaller(0.5)
+
+    def nap(seconds):
+        time.sleep(seconds)
+        if seconds < 0:
+            raise ValueError("negative")
+        return seconds
+
+    outcomes = caller.call_many(nap, [((0.3,), {}), ((-1,), {}), ((0.3,), {})])
+    assert [value for value, _ in outcomes] == [0.3, None, 0.3]
+    assert isinstance(outcomes[1][1], ValueError) and outcomes[0][1] is None
+    caller.start_step()
+    outcomes = caller.call_many(nap, [((0.0,), {}), ((3600,), {}), ((0.0,), {})])
+    assert outcomes[0] == (0.0, None)
+    assert isinstance(outcomes[1][1], RewardTimeout) and str(outcomes[2][1]) == SKIPPED_AFTER_HANG
+    caller.start_step()
+    assert caller.call(nap, 0.0) == 0.0  # a fresh thread serves the next step
+    caller.close()
+
+
+def test_call_many_stops_at_a_user_error():
+    from siirl.engine.reward.bounded import BoundedCaller
+
+    ran = []
+
+    def fail_first(k):
+        ran.append(k)
+        if k == 0:
+            raise SiirlUserError("bad reward config")
+        return k
+
+    outcomes = BoundedCaller(5).call_many(fail_first, [((0,), {}), ((1,), {})], stop_on=(SiirlUserError,))
+    assert ran == [0] and len(outcomes) == 1 and isinstance(outcomes[0][1], SiirlUserError)

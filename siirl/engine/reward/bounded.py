@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -56,7 +57,11 @@ class FailureLog:
             self._logged.add(kind)
             self.log.warning(
                 "%s: %s; %s (further %s are counted in the reward/%s metric, not logged)",
-                self.owner, detail, outcome, kind, kind,
+                self.owner,
+                detail,
+                outcome,
+                kind,
+                kind,
             )
 
     def start_step(self) -> None:
@@ -83,11 +88,34 @@ class FailureLog:
 
 
 class _Job:
-    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> None:
-        self.fn, self.args, self.kwargs = fn, args, kwargs
+    """Calls of one function run one after the other on the serving thread, so a batch of samples costs one
+    hand-off between threads instead of one per sample. ``outcomes`` gets ``(value, error)`` per finished call;
+    ``started`` is when the running call began (the caller's deadline is ``started + timeout_s``)."""
+
+    def __init__(
+        self, fn: Callable[..., Any], calls: list[tuple[tuple, dict[str, Any]]], stop_on: tuple
+    ) -> None:
+        self.fn, self.calls, self.stop_on = fn, calls, stop_on
+        self.outcomes: list[tuple[Any, BaseException | None]] = []
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self.abandoned = False
         self.done = threading.Event()
-        self.value: Any = None
-        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        for args, kwargs in self.calls:
+            try:
+                outcome: tuple[Any, BaseException | None] = (self.fn(*args, **kwargs), None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, which re-raises it
+                outcome = (None, exc)
+            with self.lock:
+                if self.abandoned:
+                    return
+                self.outcomes.append(outcome)
+                self.started = time.monotonic()
+            if isinstance(outcome[1], self.stop_on):
+                break
+        self.done.set()
 
 
 def _serve(jobs: queue.SimpleQueue) -> None:
@@ -95,11 +123,7 @@ def _serve(jobs: queue.SimpleQueue) -> None:
         job = jobs.get()
         if job is None:
             return
-        try:
-            job.value = job.fn(*job.args, **job.kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller, which re-raises it
-            job.error = exc
-        job.done.set()
+        job.run()
 
 
 #: Why the calls after a hung one score 0 without running.
@@ -125,22 +149,38 @@ class BoundedCaller:
         self._hung = False
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        value, error = self.call_many(fn, [(args, kwargs)])[0]
+        if error is not None:
+            raise error
+        return value
+
+    def call_many(
+        self, fn: Callable[..., Any], calls: list[tuple[tuple, dict[str, Any]]], stop_on: tuple = ()
+    ) -> list[tuple[Any, BaseException | None]]:
+        """``(value, error)`` of ``fn(*args, **kwargs)`` for each call, in order, every call bounded by
+        ``timeout_s`` as with :meth:`call`: the one that runs past it gets a ``RewardTimeout`` and the rest
+        are skipped (``RewardTimeout`` too). An error of a type in ``stop_on`` ends the list after it."""
         if self._hung:
-            raise RewardTimeout(SKIPPED_AFTER_HANG)
+            return [(None, RewardTimeout(SKIPPED_AFTER_HANG)) for _ in calls]
         if self._jobs is None:
             self._jobs = queue.SimpleQueue()
             threading.Thread(target=_serve, args=(self._jobs,), name="siirl-reward", daemon=True).start()
-        job = _Job(fn, args, kwargs)
+        job = _Job(fn, calls, stop_on)
         self._jobs.put(job)
-        if not job.done.wait(self.timeout_s):
+        while not job.done.wait(max(job.started + self.timeout_s - time.monotonic(), 0.0)):
+            with job.lock:
+                if time.monotonic() - job.started < self.timeout_s:
+                    continue  # a later call is running: wait for its own deadline
+                job.abandoned = True
+                outcomes = list(job.outcomes)
             # Abandon the stuck thread: it serves nothing else; it exits if the call ever returns.
             self._jobs.put(None)
             self._jobs = None
             self._hung = True
-            raise RewardTimeout(f"score function timed out after {self.timeout_s:g}s")
-        if job.error is not None:
-            raise job.error
-        return job.value
+            late = (None, RewardTimeout(f"score function timed out after {self.timeout_s:g}s"))
+            skipped = [(None, RewardTimeout(SKIPPED_AFTER_HANG))] * (len(calls) - len(outcomes) - 1)
+            return [*outcomes, late, *skipped]
+        return job.outcomes
 
     def close(self) -> None:
         if self._jobs is not None:
