@@ -55,33 +55,31 @@ def final_score_error(score: float, prompts: int) -> float:
     return math.sqrt(max(score * (1 - score), 0.0) / max(prompts, 1))
 
 
+def row_command(
+    name: str, seed: int, steps: int, extra: list[str], trl_python: str | None, trl_threads: int, out: Path
+) -> list[str]:
+    """The command line of one row and seed, writing its ``metrics.jsonl`` under ``out``."""
+    common = [*ROWS[name], f"trainer.seed={seed}", f"data.seed={seed}", *extra]
+    common += [f"trainer.total_training_steps={steps}"] if steps > 0 else []
+    if name == "trl":
+        script = str(ROOT / "benchmarks" / "trl_grpo.py")
+        return [trl_python, script, "--out", str(out), "--threads", str(trl_threads), *common]
+    return [
+        sys.executable,
+        "-m",
+        "siirl.main_dag",
+        "device=cpu",
+        f"trainer.output_dir={out}",
+        "trainer.logger=[jsonl]",
+        *common,
+    ]
+
+
 def run_row(
     name: str, seed: int, steps: int, extra: list[str], trl_python: str | None, trl_threads: int, work: Path
 ) -> dict:
     out = work / f"{name.replace(' ', '_')}_seed{seed}"
-    common = [*ROWS[name], f"trainer.seed={seed}", f"data.seed={seed}", *extra]
-    common += [f"trainer.total_training_steps={steps}"] if steps > 0 else []
-    if name == "trl":
-        argv = [
-            trl_python,
-            str(ROOT / "benchmarks" / "trl_grpo.py"),
-            "--out",
-            str(out),
-            "--threads",
-            str(trl_threads),
-            *common,
-        ]
-    else:
-        argv = [
-            sys.executable,
-            "-m",
-            "siirl.main_dag",
-            "device=cpu",
-            f"trainer.output_dir={out}",
-            "trainer.logger=[jsonl]",
-            *common,
-        ]
-    return run_command(name, argv, out, work)
+    return run_command(name, row_command(name, seed, steps, extra, trl_python, trl_threads, out), out, work)
 
 
 def main(argv: list[str] | None = None) -> None:
