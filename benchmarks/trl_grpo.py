@@ -39,6 +39,7 @@ from trl import GRPOConfig, GRPOTrainer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from siirl.algorithms.policy_loss import first_set
 from siirl.config_checks import load_config
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
 from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
@@ -142,8 +143,9 @@ def trl_arguments(cfg, steps: int, out: Path) -> GRPOConfig:
         weight_decay=float(optim.weight_decay),
         max_grad_norm=float(actor.grad_clip),
         beta=float(actor.kl_loss_coef) if actor.use_kl_loss else 0.0,
-        epsilon=float(actor.clip_ratio_low),
-        epsilon_high=float(actor.clip_ratio_high),
+        # unset clip_ratio_low / clip_ratio_high: clip_ratio, as siiRL's vanilla loss reads them
+        epsilon=float(first_set(actor.clip_ratio_low, actor.clip_ratio)),
+        epsilon_high=float(first_set(actor.clip_ratio_high, actor.clip_ratio)),
         loss_type=LOSS_TYPES[actor.loss_agg_mode],
         scale_rewards="group" if algo.norm_adv_by_std_in_grpo else "none",
         shuffle_dataset=False,  # rows already come in siiRL's order

@@ -15,6 +15,7 @@ class CpuBackend(DeviceBackend):
     visible_devices_env = None
     rollout_engines = ("hf",)
     default_dtype = torch.float32
+    fused_optimizer = True
 
     def is_available(self) -> bool:
         return True

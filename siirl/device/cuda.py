@@ -18,6 +18,7 @@ class CudaBackend(DeviceBackend):
     visible_devices_env = "CUDA_VISIBLE_DEVICES"
     rollout_engines = ("hf", "vllm", "sglang")
     default_dtype = torch.bfloat16
+    fused_optimizer = True
     rollout_install_hints: ClassVar[dict[str, str]] = {
         "vllm": "pip install siirl[vllm]",
         "sglang": "pip install siirl[sglang]",

@@ -95,3 +95,14 @@ def test_one_siirl_step_is_one_generation_batch_of_two_optimizer_steps(cfg, trai
         0.0,
         "bnpo",
     )
+
+
+def test_clip_range_reads_clip_ratio_when_low_and_high_are_unset(trl_grpo, cfg, trainer, tmp_path):
+    assert (
+        cfg.actor_rollout_ref.actor.clip_ratio_low is None
+        and cfg.actor_rollout_ref.actor.clip_ratio_high is None
+    )
+    assert (trainer.args.epsilon, trainer.args.epsilon_high) == (0.2, 0.2)
+    asym = load_config(["device=cpu", "actor_rollout_ref.actor.clip_ratio_high=0.28"])
+    args = trl_grpo.trl_arguments(asym, STEPS, tmp_path)
+    assert (args.epsilon, args.epsilon_high) == (0.2, 0.28)

@@ -44,3 +44,25 @@ def test_restore_puts_lr_back():
     restore_lr_scheduler(sched, 6)
     assert opt.param_groups[0]["lr"] == pytest.approx(_lrs(7, **options)[6])
     assert sched.last_epoch == 6
+
+
+def test_fused_adamw_steps_like_the_per_parameter_loop():
+    """The CPU backend asks for torch's fused AdamW; it must move the weights as the default loop does."""
+    from siirl.device import get_backend
+    from siirl.engine.workers.optim import build_optimizer
+
+    assert get_backend("cpu").fused_optimizer
+    torch.manual_seed(0)
+    models = [torch.nn.Linear(8, 4), torch.nn.Linear(8, 4)]
+    models[1].load_state_dict(models[0].state_dict())
+    cfg = OptimConfig(lr=1e-2, weight_decay=0.1)
+    loop, fused = build_optimizer(models[0], cfg), build_optimizer(models[1], cfg, fused=True)
+    assert fused.defaults["fused"] and not loop.defaults["fused"]
+    for step in range(3):
+        x = torch.randn(5, 8, generator=torch.Generator().manual_seed(step))
+        for model, opt in zip(models, (loop, fused)):
+            model(x).square().sum().backward()
+            opt.step()
+            opt.zero_grad()
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(a, b)

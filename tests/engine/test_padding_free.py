@@ -286,3 +286,22 @@ def test_shared_fixed_size_micro_batches_take_groups_in_turn():
     batching = Batching(use_dynamic_bsz=False, micro_batch_size=3, max_token_len=0)
     plan = plan_micro_batches(GROUPED, 24, "shared", batching, FakeGroup(), GROUPS, PROMPTS)
     assert [{GROUPS[i] for i in mb} for mb in plan] == [{0}, {1}, {2}, {3}]
+
+
+def test_varlen_buckets_are_grouped_once_per_forward(tiny_model_dir, monkeypatch):
+    """Every layer of one forward passes the same ``cu_seq_lens_q`` tensor: the bucket grouping runs once for
+    it, and again for the next forward's tensor even when its lengths are equal."""
+    from siirl.engine.workers import varlen_attention
+
+    calls = []
+    real = varlen_attention.length_buckets
+    monkeypatch.setattr(varlen_attention, "length_buckets", lambda bounds: calls.append(bounds) or real(bounds))
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, attn_implementation=VARLEN_SDPA)
+    bounds = torch.tensor([0, 3, 8], dtype=torch.int32)
+    inputs = {"input_ids": torch.arange(1, 9)[None], "position_ids": torch.tensor([[0, 1, 2, 0, 1, 2, 3, 4]])}
+    first = model(**inputs, cu_seq_lens_q=bounds, cu_seq_lens_k=bounds, max_length_q=5, max_length_k=5).logits
+    assert model.config.num_hidden_layers > 1 and len(calls) == 1
+    again = bounds.clone()
+    second = model(**inputs, cu_seq_lens_q=again, cu_seq_lens_k=again, max_length_q=5, max_length_k=5).logits
+    assert len(calls) == 2 and calls[1] is again
+    torch.testing.assert_close(first, second)

@@ -113,3 +113,4 @@ def test_hung_thread_does_not_keep_the_process_alive():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[0.0]"
     assert time.monotonic() - began < 30
+

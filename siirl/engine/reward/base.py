@@ -125,9 +125,11 @@ class RewardManager(ABC):
             raise ValueError(
                 f"responses {tuple(responses.shape)} and response_mask {tuple(mask.shape)} differ"
             )
-        solutions = [
-            tokenizer.decode(ids[m].tolist(), skip_special_tokens=True) for ids, m in zip(responses, mask)
+        # One conversion of each tensor to lists, one batched decode (not one tensor index + decode per row).
+        valid_ids = [
+            [t for t, keep in zip(ids, m) if keep] for ids, m in zip(responses.tolist(), mask.tolist())
         ]
+        solutions = tokenizer.batch_decode(valid_ids, skip_special_tokens=True)
         return RewardInputs(
             data_sources=get_str_list(batch, "data_source"),
             solutions=solutions,
@@ -151,15 +153,26 @@ class RewardManager(ABC):
     def call_score(self, what: str, *args: Any, **kwargs: Any) -> Any:
         """One bounded call of the score function for ``what`` (a sample or a batch): its result, or ``FAILED``
         when it timed out or raised (counted; the caller scores those samples 0). User errors propagate."""
-        try:
-            return self.caller.call(self.compute_score, *args, **kwargs)
-        except RewardTimeout as exc:
-            self.failures.record("timeouts", f"{what}: score function {exc}", samples=_samples(what))
-        except SiirlUserError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the user's function may raise anything; counted, not fatal
-            self.failures.record("errors", f"{what}: {type(exc).__name__}: {exc}", samples=_samples(what))
-        return FAILED
+        return self.call_scores([what], [(args, kwargs)])[0]
+
+    def call_scores(self, whats: list[str], calls: list[tuple[tuple, dict[str, Any]]]) -> list[Any]:
+        """``call_score`` for each of ``calls`` (``(args, kwargs)``, described by ``whats``), handed to the
+        bounded-call thread at once: one thread hand-off per batch, each call still bounded by ``timeout_s``."""
+        outcomes = self.caller.call_in_turn(self.compute_score, calls, stop_on=(SiirlUserError,))
+        results = []
+        for what, (value, error) in zip(whats, outcomes):
+            if isinstance(error, RewardTimeout):
+                self.failures.record("timeouts", f"{what}: {error}", samples=_samples(what))
+            elif isinstance(error, SiirlUserError):
+                raise error
+            elif isinstance(error, Exception):
+                self.failures.record(
+                    "errors", f"{what}: {type(error).__name__}: {error}", samples=_samples(what)
+                )
+            elif error is not None:
+                raise error
+            results.append(FAILED if error is not None else value)
+        return results
 
     def score_batch(self, inputs: RewardInputs) -> tuple[list[float], dict[str, list]]:
         """Scores and per-sample extra info; subclasses that reshape rewards (DAPO) extend this."""
@@ -169,7 +182,9 @@ class RewardManager(ABC):
                 f"{type(self).__name__} produced {len(results)} scores for {len(inputs)} samples"
             )
         split = [split_result(r, ds) for r, ds in zip(results, inputs.data_sources)]
-        scores = [self._bounded(score, i, ds) for i, ((score, _), ds) in enumerate(zip(split, inputs.data_sources))]
+        scores = [
+            self._bounded(score, i, ds) for i, ((score, _), ds) in enumerate(zip(split, inputs.data_sources))
+        ]
         extra: dict[str, list] = {"score": scores}
         for key in sorted({k for _, e in split for k in e}):
             extra[key] = [e.get(key) for _, e in split]
@@ -184,7 +199,8 @@ class RewardManager(ABC):
             return 0.0
         if abs(score) > MAX_ABS_SCORE:
             self.failures.record(
-                "clipped", f"sample {index} (data_source {data_source!r}) scored {score:g}",
+                "clipped",
+                f"sample {index} (data_source {data_source!r}) scored {score:g}",
                 outcome=f"clipped to +-{MAX_ABS_SCORE:g}",
             )
             return math.copysign(MAX_ABS_SCORE, score)

@@ -17,6 +17,7 @@ class NaiveRewardManager(RewardManager):
 
     def score(self, inputs: RewardInputs) -> list[Any]:
         samples = zip(inputs.data_sources, inputs.solutions, inputs.ground_truths, inputs.extra_infos)
-        results = [self.call_score(f"sample {i} (data_source {ds!r})", ds, sol, gt, extra)
-                   for i, (ds, sol, gt, extra) in enumerate(samples)]
+        samples = list(samples)
+        whats = [f"sample {i} (data_source {ds!r})" for i, (ds, *_) in enumerate(samples)]
+        results = self.call_scores(whats, [(sample, {}) for sample in samples])
         return [0.0 if result is FAILED else result for result in results]

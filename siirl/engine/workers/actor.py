@@ -127,7 +127,7 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         self.log_prob_batching = (
             log_prob_batching(log_prob_cfg) if log_prob_cfg is not None else self.train_batching
         )
-        self.optimizer = build_optimizer(self.model, actor_cfg.optim)
+        self.optimizer = build_optimizer(self.model, actor_cfg.optim, self.backend.fused_optimizer)
         self.offload_optimizer_state(self.optimizer)
         self.lr_scheduler = build_lr_scheduler(self.optimizer, actor_cfg.optim)
         # load_config resolves 'auto' from the estimator; a bare ActorConfig has none, so auto is vanilla.

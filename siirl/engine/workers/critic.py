@@ -56,7 +56,7 @@ class CriticWorker(CheckpointMixin, FSDPWorker):
         self.cfg = critic_cfg
         self.rollout_n = rollout_n
         self.batching = train_batching(critic_cfg)
-        self.optimizer = build_optimizer(self.model, critic_cfg.optim)
+        self.optimizer = build_optimizer(self.model, critic_cfg.optim, self.backend.fused_optimizer)
         self.offload_optimizer_state(self.optimizer)
         self.lr_scheduler = build_lr_scheduler(self.optimizer, critic_cfg.optim)
 

@@ -38,7 +38,8 @@ def _cosine(step: int, decay_steps: int, min_ratio: float) -> float:
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def build_optimizer(model: nn.Module, optim_cfg: OptimConfig) -> torch.optim.AdamW:
+def build_optimizer(model: nn.Module, optim_cfg: OptimConfig, fused: bool = False) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters; ``fused``: torch's fused kernel (where the device runs it)."""
     betas = tuple(float(b) for b in optim_cfg.betas)
     if len(betas) != 2:
         raise ConfigError(f"optim.betas needs two values, got {list(optim_cfg.betas)}")
@@ -49,6 +50,7 @@ def build_optimizer(model: nn.Module, optim_cfg: OptimConfig) -> torch.optim.Ada
         betas=betas,
         eps=float(optim_cfg.eps),
         weight_decay=float(optim_cfg.weight_decay),
+        fused=fused or None,
     )
 
 

@@ -60,6 +60,32 @@ def length_buckets(cu_seq_lens: torch.Tensor) -> list[tuple[torch.Tensor, torch.
     return buckets
 
 
+class _LastBuckets:
+    """The buckets of the last ``cu_seq_lens_q`` tensor seen, on the device they were asked for: every layer of
+    one forward passes the same tensor, so the grouping (host work and a device-to-host copy) runs once per
+    forward instead of once per layer."""
+
+    def __init__(self) -> None:
+        self.bounds: torch.Tensor | None = None
+        self.device: torch.device | None = None
+        self.buckets: list[tuple[int, int, torch.Tensor, torch.Tensor]] = []
+
+    def get(
+        self, bounds: torch.Tensor, device: torch.device
+    ) -> list[tuple[int, int, torch.Tensor, torch.Tensor]]:
+        """Per bucket: ``(rows, width, gather index, valid positions)``, the last two on ``device``."""
+        if bounds is not self.bounds or device != self.device:
+            self.buckets = [
+                (*gather.shape, gather.flatten().to(device), valid.to(device))
+                for gather, valid in length_buckets(bounds)
+            ]
+            self.bounds, self.device = bounds, device
+        return self.buckets
+
+
+_LAST_BUCKETS = _LastBuckets()
+
+
 def varlen_sdpa_attention(
     module: nn.Module,
     query: torch.Tensor,
@@ -85,17 +111,16 @@ def varlen_sdpa_attention(
     p = dropout if module.training else 0.0
     heads, dim = query.shape[1], query.shape[3]
     outputs, order = [], []
-    for gather, valid in length_buckets(cu_seq_lens_q):
-        rows, width = gather.shape
-        index = gather.flatten().to(query.device)
+    for rows, width, index, keep in _LAST_BUCKETS.get(cu_seq_lens_q, query.device):
 
-        def padded(x: torch.Tensor, index: torch.Tensor = index, rows: int = rows, width: int = width) -> torch.Tensor:
+        def padded(
+            x: torch.Tensor, index: torch.Tensor = index, rows: int = rows, width: int = width
+        ) -> torch.Tensor:
             return x[0].index_select(1, index).view(heads, rows, width, dim).transpose(0, 1)
 
         out = scaled_dot_product_attention(
             padded(query), padded(key), padded(value), dropout_p=p, is_causal=True, scale=scaling
         )
-        keep = valid.to(query.device)
         outputs.append(out.transpose(0, 1).reshape(heads, rows * width, dim).index_select(1, keep))
         order.append(index.index_select(0, keep))
     flat = torch.cat(outputs, dim=1)
