@@ -74,7 +74,8 @@ class _Server:
 
     def __init__(self, name: str, on_start: Callable[[], None] | None) -> None:
         self.calls: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._serve, args=(on_start,), name=name, daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, args=(on_start,), name=name, daemon=True)
+        self.thread.start()
 
     def _serve(self, on_start: Callable[[], None] | None) -> None:
         if on_start is not None:
@@ -89,6 +90,8 @@ def _stop_idle(idle: list[_Server], lock: threading.Lock) -> None:
         idle.clear()
     for server in servers:
         server.calls.put(None)
+    for server in servers:  # joined: at exit a thread still winding down would race the interpreter's teardown
+        server.thread.join(1.0)
 
 
 class BoundedCalls:
