@@ -120,9 +120,10 @@ def check_remax_baseline(cfg: SiirlConfig) -> None:
 
 
 def choose_rollout_engine(cfg: SiirlConfig) -> None:
-    """``device=cpu`` is the user's explicit request to run on the CPU, where vLLM and SGLang do not run, and
-    nearly every published script names vllm: roll out with hf and say so once. On other devices an engine
-    the device cannot run stays an error (raised by the launcher). Then the engine vets its settings."""
+    """``device=cpu`` is the user's explicit request to run on the CPU: vLLM runs there through its CPU build
+    (refused before Ray when it is not installed), and an engine with no CPU build (SGLang) rolls out with hf,
+    said once. On other devices an engine the device cannot run stays an error (raised by the launcher). Then
+    the engine vets its settings."""
     rollout = cfg.actor_rollout_ref.rollout
     if str(cfg.trainer.device) == "cpu" and rollout.name not in backend_class("cpu").rollout_engines:
         logger.warning(

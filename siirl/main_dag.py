@@ -67,6 +67,9 @@ def prepare(overrides: list[str], config_path: str | None = None, config_name: s
             f"rollout engine '{engine}' is not supported on device={backend.name}; "
             f"supported: {', '.join(backend.rollout_engines)}"
         )
+    missing = backend.rollout_unavailable(engine)
+    if missing:
+        raise SiirlUserError(missing)
     check_inputs(cfg)
     graph = select_pipeline(cfg)
     plan = plan_from_config(graph, cfg)

