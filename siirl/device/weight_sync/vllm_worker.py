@@ -10,6 +10,9 @@ layers keep no parameter ``load_weights`` could write into), whole layers per ca
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -42,6 +45,23 @@ def repack_tied_weights(model: torch.nn.Module) -> list[str]:
     return repacked
 
 
+#: vLLM's layerwise reload warns "Failed to load weights" for every layer a reload call did not cover: by
+#: design here, since a bucket holds part of the model (the rest keeps its weights until its own bucket).
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
+
+@contextlib.contextmanager
+def partial_reload() -> Iterator[None]:
+    """Quiet the per-layer warnings of a reload that covers one bucket (errors still show)."""
+    log = logging.getLogger(RELOAD_LOGGER)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def reloads_weights() -> bool:
     """Whether this vLLM build needs the in-place reload (its CPU build) rather than ``load_weights``."""
     from vllm.platforms import current_platform
@@ -66,10 +86,11 @@ class WeightSyncWorkerExtension:
         if not reloads_weights():
             return lambda tensors: runner.model.load_weights(weights=tensors)
         layer_of = fused_layers(dict(getattr(runner.model, "packed_modules_mapping", {}) or {}))
-        return LayerwiseReload(
-            lambda tensors: runner.reload_weights(weights_iterator=iter(tensors)), layer_of,
-            lambda: repack_tied_weights(runner.model),
-        )
+        def reload(tensors: list) -> None:
+            with partial_reload():
+                runner.reload_weights(weights_iterator=iter(tensors))
+
+        return LayerwiseReload(reload, layer_of, lambda: repack_tied_weights(runner.model))
 
     def receive_weight_bucket(self, size: int, metas: list[TensorMeta]) -> None:
         """One flat bucket from group rank 0, loaded into the model (full HF tensors: vLLM shards them for

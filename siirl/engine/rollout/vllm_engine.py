@@ -43,7 +43,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -159,7 +159,9 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         staged = bool(rollout_cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
         self.memory = StagedMemory(self._wake, staged=staged)
         self._reload = None
-        if self.platform.is_cpu():  # packed GEMM weights: vLLM's in-place reload, whole fused layers per call
+        # Packed GEMM weights (the CPU build) and quantized layers (verl's fp8 rollout) take new weights only
+        # through vLLM's in-place reload, which processes each layer again: whole fused layers per call.
+        if self.platform.is_cpu() or self.cfg.quantization:
             packed = self.llm.apply_model(lambda model: dict(getattr(model, "packed_modules_mapping", {}) or {}))
             self.layer_of = fused_layers(packed[0])
             self._reload = vllm_reload(self.llm, self.layer_of)
@@ -283,24 +285,6 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
 
     def _load(self, bucket: NamedTensors) -> None:
         self._loader(bucket)
-
-    def sync_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """A quantized engine (``rollout.quantization``, verl's fp8 rollout) takes the trainer's weights inside
-        vLLM's weight-update window, which quantizes each layer again once its weights are in (vLLM >= 0.22;
-        its quantized layers refuse plain ``load_weights`` after start-up)."""
-        if not self.cfg.quantization:
-            super().sync_weights(named_tensors)
-            return
-        self.memory.ensure(StagedMemory.WEIGHTS)
-        try:
-            self.llm.collective_rpc("start_weight_update", kwargs={"is_checkpoint_format": True})
-        except AttributeError:
-            raise ConfigError(
-                f"actor_rollout_ref.rollout.quantization={self.cfg.quantization} needs vLLM >= 0.22 to reload "
-                "quantized weights (its start_weight_update); upgrade vLLM or drop the key"
-            ) from None
-        super().sync_weights(named_tensors)
-        self.llm.collective_rpc("finish_weight_update")
 
     def _reset_cache(self) -> None:
         """After a sync, before generating: the CPU build's held-back layer and tied weights, then the prefix

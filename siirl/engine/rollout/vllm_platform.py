@@ -25,8 +25,8 @@ import torch
 
 #: Sequences vLLM's offline ``LLM`` runs at once on the CPU unless ``max_num_seqs`` says otherwise.
 CPU_DEFAULT_SEQUENCES = 256
-#: vLLM's KV-cache block (tokens): each running sequence may hold one partly filled block.
-KV_BLOCK_TOKENS = 16
+#: vLLM's KV-cache block on the CPU (tokens; its CPU platform's default): a sequence holds whole blocks.
+CPU_KV_BLOCK_TOKENS = 128
 
 
 def engine_platform(vllm: ModuleType) -> Any:
@@ -45,7 +45,8 @@ def kv_bytes_per_token(hf_config: Any, dtype: torch.dtype) -> int:
 
 def cpu_kv_cache_bytes(hf_config: Any, dtype: torch.dtype, context: int, sequences: int | None) -> int:
     """The KV cache that holds ``sequences`` (default vLLM's) full-length sequences of ``context`` tokens."""
-    tokens = (int(context) + KV_BLOCK_TOKENS) * int(sequences or CPU_DEFAULT_SEQUENCES)
+    blocks = -(-int(context) // CPU_KV_BLOCK_TOKENS)
+    tokens = blocks * CPU_KV_BLOCK_TOKENS * int(sequences or CPU_DEFAULT_SEQUENCES)
     return kv_bytes_per_token(hf_config, dtype) * tokens
 
 
