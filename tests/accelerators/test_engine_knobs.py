@@ -170,6 +170,6 @@ def test_quantized_sync_on_a_vllm_without_the_in_place_reload_is_one_line(fake_c
     engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp8"),
                                get_backend("cuda"), max_response_length=R)
     with pytest.raises(ConfigError, match="needs vLLM's in-place reload_weights") as info:
-        engine.sync_weights([("model.norm.weight", torch.ones(32))])
+        engine.sync_weights([("model.norm.weight", torch.ones(128))])
         engine.generate(prompt_batch())
     assert "\n" not in str(info.value)

@@ -68,8 +68,10 @@ class _Model:
         if "weights" in self._llm.released:
             raise RuntimeError("load_weights while the weights are released by sleep(); wake_up first")
         weights = list(weights)
-        packed = self._llm.cpu and any(cpu_build.is_packed_linear(name) for name, _ in weights)
-        if packed or (self._llm.args["quantization"] and not self._llm.updating):
+        packed = [t for name, t in weights if self._llm.cpu and cpu_build.is_packed_linear(name)]
+        if packed:
+            raise AssertionError(f"Attempted to load weight ({packed[0].shape}) into parameter (torch.Size([0]))")
+        if self._llm.args["quantization"] and not self._llm.updating:
             raise AttributeError("'Parameter' object has no attribute 'weight_loader'")
         CALLS.append(("load_weights", [(n, tuple(t.shape), t.dtype) for n, t in weights]))
         return self.lm.load_weights(weights)

@@ -42,4 +42,6 @@ class SamplingParams:
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
+        if self.stop and not self.detokenize:
+            raise ValueError("stop strings are only supported when detokenize is True. Set detokenize=True to use stop.")
         self.stop_token_ids = list(self.stop_token_ids or [])
