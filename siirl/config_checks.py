@@ -145,6 +145,17 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
     ROLLOUT_ENGINES.get(rollout.name).check_rollout_config(rollout)
 
 
+def check_rollout_apart(cfg: SiirlConfig) -> None:
+    """An engine whose process groups span every DAG worker cannot roll out on ranks of their own."""
+    name = cfg.actor_rollout_ref.rollout.name
+    if async_schedule(cfg).mode == "separate_async" and ROLLOUT_ENGINES.get(name).spans_dag_world:
+        raise ConfigError(
+            f"bad config: trainer.v1.trainer_mode=separate_async is not supported with rollout.name={name}: its "
+            "in-process engine forms its process groups over every DAG worker, and the trainer ranks build no "
+            "engine (they would wait forever); use colocate_async, or rollout.name=hf"
+        )
+
+
 def check_group_filter_metric(cfg: SiirlConfig) -> None:
     """``acc`` and ``score`` come from a rule reward manager's score function; other scorers have none."""
     groups = cfg.algorithm.filter_groups
@@ -310,6 +321,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
     check_async(cfg, env_mode(cfg))
+    check_rollout_apart(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     check_bypass_loss(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from siirl.errors import SiirlUserError
+from siirl.errors import ConfigError, SiirlUserError
 from siirl.main_dag import EXIT_USER_ERROR, main, prepare
 
 
@@ -74,3 +74,10 @@ def test_sglang_is_not_an_npu_engine(fake_torch_npu, capsys):
         "siirl: error: rollout engine 'sglang' is not supported on device=npu; supported: hf, vllm"
     ]
 
+
+
+def test_vllm_cannot_roll_out_on_ranks_of_its_own():
+    """vLLM's in-process engine makes its groups over the whole DAG world: separate_async would hang."""
+    with pytest.raises(ConfigError, match=r"separate_async is not supported with rollout.name=vllm: .* forever"):
+        prepare(["device=cpu", "actor_rollout_ref.rollout.name=vllm", "trainer.v1.trainer_mode=separate_async",
+                 "rollout.nnodes=1", "trainer.n_devices_per_node=1"])

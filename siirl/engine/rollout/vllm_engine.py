@@ -76,6 +76,7 @@ from siirl.engine.rollout.vllm_platform import (
     engine_error_line,
     engine_platform,
     host_engine_args,
+    release_engine_groups,
     trainer_threads,
 )
 from siirl.engine.rollout.weight_sync import StagedMemory
@@ -117,6 +118,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
 
     takes_lora_adapters = True
     takes_images = True
+    spans_dag_world = True
 
     def __init__(
         self,
@@ -306,6 +308,9 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
     def close(self) -> None:
         if self.adapters is not None:
             self.adapters.close()
+        release_engine_groups(self.vllm)  # the in-process engine's groups over the DAG world
+        if self.platform.is_cpu():  # in-process engine groups over the DAG world (see release_engine_groups)
+            release_engine_groups(self.vllm)
 
     # ----- generation -----
 

@@ -85,3 +85,16 @@ def engine_error_line(exc: BaseException) -> str:
             return f"{type(exc).__name__}: {'; '.join(parts)}"
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {' '.join(lines[:3]) or '(no message)'}"
+
+
+def release_engine_groups(vllm: ModuleType) -> None:
+    """Drop the process groups vLLM made over the DAG workers' world (its world and model-parallel groups),
+    leaving torch's default group to its owner: a warm DAG worker builds a new engine in its next job, and
+    vLLM would otherwise keep the groups of the world the last job destroyed. vLLM's own teardown
+    (``destroy_distributed_environment``) would destroy the default group too; its world is a module global."""
+    state = importlib.import_module(f"{vllm.__name__}.distributed.parallel_state")
+    state.destroy_model_parallel()
+    world = getattr(state, "_WORLD", None)
+    if world is not None:
+        world.destroy()
+        state._WORLD = None
