@@ -10,7 +10,7 @@ through each engine's own weight-update API. Every transport's receiver ends in 
   behind is empty, so ``load_weights`` cannot write into it), and a quantized engine (its layers refuse
   ``load_weights`` after start-up and must be quantized again): ``collective_rpc("reload_weights",
   kwargs={"weights_iterator": ...})``, vLLM's in-place reload, which processes (re-packs) each layer once all
-  its tensors are in. A layer must therefore arrive within one reload: :class:`LayerwiseReload` holds back the
+  its tensors are in. A layer must therefore arrive within one reload: ``LayerwiseReload`` holds back the
   last layer of each bucket until the next bucket or the end of the sync, then re-packs tied weights;
 - SGLang: ``Engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=False)``; the engine flushes
   its radix cache once, before the next generation.
@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from siirl.device.weight_sync.buckets import LayerOf, Loader, NamedTensors
+from siirl.device.weight_sync.layerwise_reload import LayerwiseReload
 from siirl.errors import ConfigError
 
 
@@ -62,35 +63,6 @@ def sglang_loader(engine: Any) -> Loader:
     """``load(bucket)`` through SGLang's in-memory update (tensors travel to its scheduler process by
     SGLang's own serialisation: CUDA IPC handles on GPU)."""
     return lambda bucket: engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=False)
-
-
-class LayerwiseReload:
-    """``load(bucket)`` for an engine that re-processes a layer per reload call (``reload``: one call over a
-    list of tensors). Whatever layer ends a bucket may continue in the next, so it waits (copied: transports
-    reuse their receive buffers) and goes with the next bucket; ``finish()`` sends the rest and runs
-    ``after`` (re-packing tied weights) once per sync."""
-
-    def __init__(self, reload: Callable[[NamedTensors], Any], layer_of: LayerOf, after: Callable[[], Any]) -> None:
-        self.reload, self.layer_of, self.after = reload, layer_of, after
-        self.pending: NamedTensors = []
-
-    def __call__(self, bucket: Iterable[tuple[str, torch.Tensor]]) -> None:
-        tensors = self.pending + list(bucket)
-        if not tensors:
-            return
-        last = self.layer_of(tensors[-1][0])
-        cut = len(tensors)
-        while cut and self.layer_of(tensors[cut - 1][0]) == last:
-            cut -= 1
-        self.pending = [(name, tensor.clone()) for name, tensor in tensors[cut:]]
-        if cut:
-            self.reload(tensors[:cut])
-
-    def finish(self) -> None:
-        if self.pending:
-            self.reload(self.pending)
-            self.pending = []
-        self.after()
 
 
 def vllm_reload(llm: Any, layer_of: LayerOf) -> LayerwiseReload:

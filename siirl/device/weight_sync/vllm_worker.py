@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from siirl.device.weight_sync.buckets import TensorMeta, fused_layers, unpack
 from siirl.device.weight_sync.engine_group import join_group
+from siirl.device.weight_sync.layerwise_reload import LayerwiseReload
 
 WORKER_EXTENSION = f"{__name__}.WeightSyncWorkerExtension"
 
@@ -80,8 +81,6 @@ class WeightSyncWorkerExtension:
         self.weight_loader = self._loader()
 
     def _loader(self) -> Any:
-        from siirl.device.weight_sync.engine_loaders import LayerwiseReload
-
         runner = self.model_runner  # type: ignore[attr-defined]
         if not reloads_weights():
             return lambda tensors: runner.model.load_weights(weights=tensors)
