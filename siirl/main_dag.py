@@ -67,9 +67,6 @@ def prepare(overrides: list[str], config_path: str | None = None, config_name: s
             f"rollout engine '{engine}' is not supported on device={backend.name}; "
             f"supported: {', '.join(backend.rollout_engines)}"
         )
-    missing = backend.rollout_unavailable(engine)
-    if missing:
-        raise SiirlUserError(missing)
     check_inputs(cfg)
     graph = select_pipeline(cfg)
     plan = plan_from_config(graph, cfg)
@@ -108,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
             return 0
+        missing = backend.rollout_unavailable(cfg.actor_rollout_ref.rollout.name)  # planning needs no engine
+        if missing:
+            raise SiirlUserError(missing)
         from siirl.driver import run_job
 
         return run_job(cfg, backend, plan)

