@@ -172,8 +172,9 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self.sampling = {
             False: SamplingParams.from_config(rollout_cfg), True: SamplingParams.from_config(rollout_cfg.val_kwargs)
         }
-        self.train_params = self._sampling_params(self.sampling[False])
-        self.val_params = self._sampling_params(self.sampling[True])
+        self.train_params, self.val_params = self.sampling[False], self.sampling[True]  # as every engine's
+        #: validate? -> vLLM's request parameters
+        self.request_params = {validate: self._sampling_params(self.sampling[validate]) for validate in (False, True)}
         logger.info(
             "vLLM rollout engine ready (tp=%d, dtype=%s, sleep=%s)",
             self.tp_size,
@@ -255,10 +256,11 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self, params: SamplingParams, record: bool = False, n: int | None = None, max_tokens: int | None = None
     ) -> Any:
         """vLLM's parameters for ``params``; ``n`` / ``max_tokens`` override the samples per prompt and the
-        response length (a piece of a partial rollout)."""
+        response length (a piece of a partial rollout). vLLM refuses ``n > 1`` with greedy sampling: one
+        sample then, which ``_run`` repeats."""
         greedy = params.greedy
         return self.vllm.SamplingParams(
-            n=params.n if n is None else n,
+            n=1 if greedy else (params.n if n is None else n),
             temperature=0.0 if greedy else params.temperature,
             top_p=1.0 if greedy else params.top_p,
             top_k=-1 if greedy or params.top_k <= 0 else params.top_k,
@@ -329,27 +331,30 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         """The request's vLLM sampling parameters, and whether they ask for the sampled tokens' log-probs."""
         sampling = self.sampling[validate]
         if not self._records(sampling):
-            return (self.val_params if validate else self.train_params), False
+            return self.request_params[validate], False
         return self._sampling_params(sampling, record=True), True
 
-    def _run(self, requests: list[dict[str, Any]], params: Any, record: bool) -> tuple[list, list | None]:
-        """vLLM's completions in row order (request i's ``n`` at i*n .. i*n+n-1) and, when ``record``, the
-        log-probs of their sampled tokens."""
+    def _run(self, requests: list[dict[str, Any]], params: Any, record: bool, copies: int = 1) -> tuple[list, list | None]:
+        """vLLM's completions in row order (request i's ``n`` at i*n .. i*n+n-1), each ``copies`` times (a greedy
+        request's one sample stands for its ``n``), and, when ``record``, the log-probs of their sampled tokens."""
         self._prepare_generation()
         if self.lora_rank and self._lora_request is None:
             raise RuntimeError("vLLM LoRA engine: generate before the first sync_lora_adapter")
         lora = {"lora_request": self._lora_request} if self._lora_request is not None else {}
         outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=False, **lora)
-        completions = [c for request in outputs for c in sorted(request.outputs, key=lambda c: c.index)]
+        completions = [c for request in outputs for c in sorted(request.outputs, key=lambda c: c.index)
+                       for _ in range(copies)]
         log_probs = [chosen_log_probs(c.token_ids, c.logprobs) for c in completions] if record else None
         return completions, log_probs
 
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
         prompts = prompt_token_lists(batch)
         params, record = self._params(validate)
-        completions, log_probs = self._run(image_requests(batch, prompts, self.hf_config), params, record)
+        n = self.sampling[validate].n
+        copies = n if self.sampling[validate].greedy else 1
+        completions, log_probs = self._run(image_requests(batch, prompts, self.hf_config), params, record, copies)
         samples = [list(completion.token_ids) for completion in completions]
-        return responses_to_batch(batch, samples, params.n, self.pad_id, self.max_response_length, log_probs)
+        return responses_to_batch(batch, samples, n, self.pad_id, self.max_response_length, log_probs)
 
     def continue_sequences(
         self, prompts: TensorDict, max_new_tokens: int, repeats: int = 1, pause: Callable[..., bool] | None = None
@@ -365,6 +370,6 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         record = self._records(sampling)
         params = self._sampling_params(sampling, record, n=repeats, max_tokens=max_new_tokens)
         requests = [{"prompt_token_ids": ids} for ids in prompt_token_lists(prompts)[::repeats]]
-        completions, log_probs = self._run(requests, params, record)
+        completions, log_probs = self._run(requests, params, record, repeats if sampling.greedy else 1)
         samples = [list(completion.token_ids) for completion in completions]
         return continuation(samples, [c.finish_reason == "stop" for c in completions], self.pad_id, log_probs)
