@@ -3,6 +3,7 @@ and a tiny Qwen2 model dir."""
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from pathlib import Path
@@ -97,4 +98,5 @@ def vllm_build(request, monkeypatch):
     _REAL_VLLM.update({name: m for name, m in sys.modules.items() if name.split(".")[0] == "vllm"})
     from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
 
+    gc.collect()  # the test's engines shut down now, while their groups exist, not inside the next test's
     cleanup_dist_env_and_memory()  # vLLM's own process group and model-parallel state, for the next engine
