@@ -16,9 +16,11 @@ Both cases run the embedded long-tail task (``task=running_sums``: answers 1 to 
    workers vs ``trainer.v1.trainer_mode=separate_async`` with no other key (its default split: one rollout
    worker, one trainer, each with the node's CPUs / 2 threads).
 
-Samples/s is trained samples over the steps' wall time after the first step (warm-up).
+Samples/s is trained samples over the steps' wall time after the first step (warm-up). ``--engine vllm`` runs
+case 2 on vLLM's CPU build (continuous batching and a prefix cache, which partial rollouts lean on);
+cases 1 and 3 stay on hf (vLLM's in-process engine cannot roll out on ranks of its own).
 
-    python benchmarks/bench_async.py [--steps 8] [--only 1|2|3]
+    python benchmarks/bench_async.py [--steps 8] [--only 1|2|3] [--engine hf|vllm]
 """
 
 from __future__ import annotations
@@ -90,11 +92,12 @@ def separate_placements(tmp: Path, steps: int) -> dict:
             "of_ideal": ratio / ideal, "async_staleness_max": max(r["async/staleness_max"] for r in async_)}
 
 
-def long_tail_partial(tmp: Path, steps: int) -> dict:
+def long_tail_partial(tmp: Path, steps: int, engine: str = "hf") -> dict:
     ray.init(num_cpus=2, logging_level="ERROR")
+    task = [*LONG_TAIL, f"actor_rollout_ref.rollout.name={engine}"]
     try:
-        sync = run(tmp / "long_tail_sync", steps, *LONG_TAIL)
-        partial = run(tmp / "long_tail_partial", steps, *LONG_TAIL, *PARTIAL, "async_training.staleness_threshold=1")
+        sync = run(tmp / "long_tail_sync", steps, *task)
+        partial = run(tmp / "long_tail_partial", steps, *task, *PARTIAL, "async_training.staleness_threshold=1")
     finally:
         ray.shutdown()
     return {"sync_samples_per_s": samples_per_s(sync), "partial_samples_per_s": samples_per_s(partial),
@@ -121,14 +124,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--only", choices=("1", "2", "3"))
+    parser.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="case 2's rollout engine")
     args = parser.parse_args(argv)
-    result: dict = {"benchmark": "async", "steps": args.steps, "host_cores": os.cpu_count(),
+    result: dict = {"benchmark": "async", "steps": args.steps, "engine": args.engine, "host_cores": os.cpu_count(),
                     "load_average_1m_before": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory() as tmp:
         if args.only in (None, "1"):
             result["separate"] = separate_placements(Path(tmp), args.steps)
         if args.only in (None, "2"):
-            result["long_tail"] = long_tail_partial(Path(tmp), args.steps)
+            result["long_tail"] = long_tail_partial(Path(tmp), args.steps, args.engine)
         if args.only in (None, "3"):
             result["separate_alone"] = separate_alone(Path(tmp), args.steps)
     print(f"asynchronous vs synchronous training, {args.steps} steps each (samples/s after the first step); "
@@ -142,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{s['of_ideal']:.2f} of the ideal overlap; staleness max {s['async_staleness_max']:.0f}")
     if "long_tail" in result:
         lt = result["long_tail"]
-        print(f"{'2. long-tail task, colocated, partial rollouts':<52}{lt['sync_samples_per_s']:>9.2f}"
+        print(f"{f'2. long-tail task, colocated, partial rollouts ({args.engine})':<52}{lt['sync_samples_per_s']:>9.2f}"
               f"{lt['partial_samples_per_s']:>9.2f}{lt['ratio']:>7.2f}x{'':>8}")
         print(f"   partial fraction {lt['partial_fraction']:.2f}; groups carried into the next step "
               f"{lt['carried_groups']:.1f}, sampled again {lt['restarted_groups']:.1f} per step and worker; "

@@ -123,9 +123,10 @@ def check_remax_baseline(cfg: SiirlConfig) -> None:
 
 
 def choose_rollout_engine(cfg: SiirlConfig) -> None:
-    """``device=cpu`` is the user's explicit request to run on the CPU, where vLLM and SGLang do not run, and
-    nearly every published script names vllm: roll out with hf and say so once. On other devices an engine
-    the device cannot run stays an error (raised by the launcher). Then the engine vets its settings."""
+    """``device=cpu`` is the user's explicit request to run on the CPU: vLLM runs there through its CPU build
+    (refused before Ray when it is not installed), and an engine with no CPU build (SGLang) rolls out with hf,
+    said once. On other devices an engine the device cannot run stays an error (raised by the launcher). Then
+    the engine vets its settings."""
     rollout = cfg.actor_rollout_ref.rollout
     if str(cfg.trainer.device) == "cpu" and rollout.name not in backend_class("cpu").rollout_engines:
         logger.warning(
@@ -145,6 +146,17 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
             f"with, which the '{rollout.name}' rollout engine does not record (the hf and vllm engines do)"
         )
     ROLLOUT_ENGINES.get(rollout.name).check_rollout_config(rollout)
+
+
+def check_rollout_apart(cfg: SiirlConfig) -> None:
+    """An engine whose process groups span every DAG worker cannot roll out on ranks of their own."""
+    name = cfg.actor_rollout_ref.rollout.name
+    if async_schedule(cfg).mode == "separate_async" and ROLLOUT_ENGINES.get(name).spans_dag_world:
+        raise ConfigError(
+            f"bad config: trainer.v1.trainer_mode=separate_async is not supported with rollout.name={name}: its "
+            "in-process engine forms its process groups over every DAG worker, and the trainer ranks build no "
+            "engine (they would wait forever); use colocate_async, or rollout.name=hf"
+        )
 
 
 def check_group_filter_metric(cfg: SiirlConfig) -> None:
@@ -324,6 +336,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
     check_async(cfg, env_mode(cfg))
+    check_rollout_apart(cfg)
     cfg.actor_rollout_ref.rollout.weight_sync = resolve_weight_sync(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     check_bypass_loss(cfg)

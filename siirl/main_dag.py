@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             for kind, path in paths.items():
                 print(f"{kind}: {path}")
             return 0
+        missing = backend.rollout_unavailable(cfg.actor_rollout_ref.rollout.name)  # planning needs no engine
+        if missing:
+            raise SiirlUserError(missing)
         from siirl.cluster import check_local_capacity
         from siirl.driver import run_job
         from siirl.execution.scheduler.ray_request import placement_bundles

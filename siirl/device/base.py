@@ -114,6 +114,11 @@ class DeviceBackend(ABC):
     def supports_rollout(self, engine: str) -> bool:
         return engine in self.rollout_engines
 
+    def rollout_unavailable(self, engine: str) -> str | None:
+        """One line saying why ``engine``'s package cannot run here, checked on the driver before Ray starts;
+        None when it can (or when only the workers' hosts can tell, as on accelerator clusters)."""
+        return None
+
     def rollout_env(self, engine: str, local_device: int) -> dict[str, str]:
         """Environment variables rollout engine ``engine`` needs while it is built in this process.
 

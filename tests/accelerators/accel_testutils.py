@@ -18,19 +18,21 @@ PAD, EOS, VOCAB = 0, 1, 24
 
 
 def tiny_qwen2_config(**overrides) -> Qwen2Config:
-    """2 layers, 4 query heads over 2 KV heads (GQA), tied embeddings; token 0 pads, token 1 ends."""
+    """2 layers, 4 query heads of 32 dims (the smallest head vLLM's CPU attention takes) over 2 KV heads (GQA),
+    tied embeddings; token 0 pads, token 1 ends."""
     fields = {
-        "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+        "vocab_size": VOCAB, "hidden_size": 128, "intermediate_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
         "tie_word_embeddings": True, "bos_token_id": EOS, "eos_token_id": EOS, "pad_token_id": PAD,
     }
     return Qwen2Config(**{**fields, **overrides})
 
 
-def save_tiny_model(path: Path) -> Path:
-    """Wide initialisation and a larger EOS embedding (tied head): greedy samples vary and some end early."""
+def save_tiny_model(path: Path, **overrides) -> Path:
+    """Wide initialisation and a larger EOS embedding (tied head): greedy samples vary and some end early;
+    ``overrides``: config fields (a larger model)."""
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(tiny_qwen2_config(initializer_range=0.5))
+    model = Qwen2ForCausalLM(tiny_qwen2_config(**{"initializer_range": 0.5, **overrides}))
     with torch.no_grad():
         model.model.embed_tokens.weight[EOS] *= 3.0
     model.generation_config = GenerationConfig(eos_token_id=EOS, pad_token_id=PAD, bos_token_id=EOS)

@@ -63,7 +63,7 @@ def test_vllm_gets_collapsed_prompts_with_images_and_matches_hf(fake_cuda, fake_
     assert torch.equal(out["responses"], hf.generate(batch)["responses"])
 
 
-def test_images_need_the_tokenizer_in_vllm(fake_vllm, vlm_dir):
+def test_images_need_the_tokenizer_in_vllm(fake_cuda, fake_vllm, vlm_dir):
     llm = fake_vllm.LLM(model=str(vlm_dir), skip_tokenizer_init=True)
     from PIL import Image
 

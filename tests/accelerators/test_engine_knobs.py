@@ -138,21 +138,23 @@ def test_hf_accepts_quantization_with_one_warning(caplog):
     assert len(warnings) == 1 and "quantization=fp8" in warnings[0], warnings
 
 
-def test_quantized_vllm_engine_takes_new_weights_inside_the_update_window(fake_cuda, fake_vllm, tiny_model_dir):
-    """vLLM's quantized layers refuse plain load_weights after start-up (the fake does too): the sync opens
-    vLLM's weight-update window around the buckets, and the engine ends up with the trainer's weights
-    quantized again (fp8 values)."""
+def test_quantized_vllm_engine_reloads_whole_layers_in_place(fake_cuda, fake_vllm, tiny_model_dir):
+    """vLLM's quantized layers refuse plain load_weights after start-up (the fake does too): the sync goes
+    through vLLM's in-place reload, each call holding whole fused layers, and the engine ends up with the
+    trainer's weights quantized again (fp8 values)."""
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
     engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp8"),
                                get_backend("cuda"), max_response_length=R)
+    engine.bucket_mb = 0.001  # smaller than any layer: every bucket closes at the end of a layer
     torch.manual_seed(5)
     trainer = Qwen2ForCausalLM(tiny_qwen2_config())
     engine.sync_weights(trainer.named_parameters())
-    order = [name for name, _ in fake_vllm.CALLS if name in ("start_weight_update", "load_weights",
-                                                              "finish_weight_update")]
-    assert order[0] == "start_weight_update" and order[-1] == "finish_weight_update"
-    assert set(order[1:-1]) == {"load_weights"}
+    engine.generate(prompt_batch())
+    reloads = [[name for name, _, _ in payload] for name, payload in fake_vllm.CALLS if name == "reload_weights"]
+    assert len(reloads) > 4 and not [name for name, _ in fake_vllm.CALLS if name == "load_weights"]
+    qkv = [call for call in reloads if any(".q_proj." in name for name in call)]
+    assert all(sum(".k_proj." in n or ".v_proj." in n for n in call) == 4 for call in qkv), qkv
     weight = "model.layers.0.self_attn.q_proj.weight"
     sent = trainer.get_parameter(weight).detach().to(engine.llm.lm.params[weight].dtype)
     assert torch.equal(engine.llm.lm.params[weight], sent.to(torch.float8_e4m3fn).to(sent.dtype))
@@ -160,13 +162,14 @@ def test_quantized_vllm_engine_takes_new_weights_inside_the_update_window(fake_c
     assert engine.generate(prompt_batch())["responses"].shape[1] == R
 
 
-def test_quantized_sync_on_a_vllm_without_the_update_window_is_one_line(fake_cuda, fake_vllm, tiny_model_dir,
-                                                                       monkeypatch):
+def test_quantized_sync_on_a_vllm_without_the_in_place_reload_is_one_line(fake_cuda, fake_vllm, tiny_model_dir,
+                                                                          monkeypatch):
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
-    monkeypatch.delattr(sys.modules["vllm.llm"]._Worker, "start_weight_update")
+    monkeypatch.delattr(sys.modules["vllm.llm"]._Worker, "reload_weights")
     engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm", quantization="fp8"),
                                get_backend("cuda"), max_response_length=R)
-    with pytest.raises(ConfigError, match="quantization=fp8 needs vLLM >= 0.22") as info:
-        engine.sync_weights([("model.norm.weight", torch.ones(32))])
+    with pytest.raises(ConfigError, match="needs vLLM's in-place reload_weights") as info:
+        engine.sync_weights([("model.norm.weight", torch.ones(128))])
+        engine.generate(prompt_batch())
     assert "\n" not in str(info.value)

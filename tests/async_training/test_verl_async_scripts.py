@@ -50,7 +50,12 @@ V1_SEPARATE_ASYNC = [
 
 
 def test_verl_v1_separate_async_script_plans_rollout_and_trainers_apart():
-    cfg, _, _, plan = prepare(["device=cpu", *(o for o in V1_SEPARATE_ASYNC if o not in REFUSED)])
+    """With the hf engine: vLLM's in-process engine cannot roll out on ranks of its own (refused in one line)."""
+    script = [o for o in V1_SEPARATE_ASYNC if o not in REFUSED]
+    with pytest.raises(ConfigError, match="separate_async is not supported with rollout.name=vllm"):
+        prepare(["device=cpu", *script])
+    hf = ["actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
+    cfg, _, _, plan = prepare(["device=cpu", *script, *hf])
     schedule = async_schedule(cfg)
     assert (schedule.mode, schedule.max_lag) == ("separate_async", 8)  # V1's max_off_policy_threshold
     assert (plan.nnodes, plan.world_size) == (2, 8)

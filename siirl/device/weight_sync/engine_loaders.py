@@ -5,8 +5,13 @@ through each engine's own weight-update API. Every transport's receiver ends in 
 - vLLM, and vLLM-Ascend (the same ``vllm.LLM`` on NPU through the vllm-ascend plugin): the model's
   ``load_weights(bucket)`` (vLLM shards full HF tensors for its tensor-parallel rank) reached through
   ``LLM.apply_model`` (the engine core runs in the DAG worker's process), or on releases before it through
-  ``llm_engine.model_executor.driver_worker``; a quantized engine wraps the sync in
-  ``collective_rpc("start_weight_update")`` / ``("finish_weight_update")`` (``vllm_engine``);
+  ``llm_engine.model_executor.driver_worker``;
+- vLLM's CPU build, which packs every linear weight into its GEMM kernel after loading (the parameter left
+  behind is empty, so ``load_weights`` cannot write into it), and a quantized engine (its layers refuse
+  ``load_weights`` after start-up and must be quantized again): ``collective_rpc("reload_weights",
+  kwargs={"weights_iterator": ...})``, vLLM's in-place reload, which processes (re-packs) each layer once all
+  its tensors are in. A layer must therefore arrive within one reload: ``LayerwiseReload`` holds back the
+  last layer of each bucket until the next bucket or the end of the sync, then re-packs tied weights;
 - SGLang: ``Engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=False)``; the engine flushes
   its radix cache once, before the next generation.
 """
@@ -18,7 +23,9 @@ from typing import Any
 
 import torch
 
-from siirl.device.weight_sync.buckets import Loader
+from siirl.device.weight_sync.buckets import LayerOf, Loader, NamedTensors
+from siirl.device.weight_sync.layerwise_reload import LayerwiseReload
+from siirl.errors import ConfigError
 
 
 def hf_loader(params: dict[str, torch.Tensor]) -> Callable[[Iterable[tuple[str, torch.Tensor]]], int]:
@@ -56,3 +63,24 @@ def sglang_loader(engine: Any) -> Loader:
     """``load(bucket)`` through SGLang's in-memory update (tensors travel to its scheduler process by
     SGLang's own serialisation: CUDA IPC handles on GPU)."""
     return lambda bucket: engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=False)
+
+
+def vllm_reload(llm: Any, layer_of: LayerOf) -> LayerwiseReload:
+    """vLLM's CPU build: each bucket through the worker's in-place ``reload_weights``; tied weights re-packed
+    at the end (:func:`~siirl.device.weight_sync.vllm_worker.repack_tied_weights`)."""
+    from siirl.device.weight_sync.vllm_worker import partial_reload, repack_tied_weights
+
+    def reload(tensors: NamedTensors) -> None:
+        try:
+            with partial_reload():
+                llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(tensors)})
+        except AttributeError as exc:
+            if "reload_weights" not in str(exc):
+                raise
+            raise ConfigError(
+                "this vLLM build (packed CPU kernels or a quantized rollout) takes new weights only through "
+                f"vLLM's in-place reload, and this release has none; it needs vLLM's in-place reload_weights "
+                f"(vLLM 0.32 has it): {exc}"
+            ) from None
+
+    return LayerwiseReload(reload, layer_of, lambda: llm.apply_model(repack_tied_weights))

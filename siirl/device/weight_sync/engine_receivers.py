@@ -12,7 +12,8 @@ group, since that wire format is the engine's:
   ``Engine.flush_cache()`` once at the end;
 - ``vllm`` (and vLLM-Ascend): ``LLM.collective_rpc`` runs :mod:`~siirl.device.weight_sync.vllm_worker`'s
   methods in every worker (the LLM is built with ``worker_extension_cls=WORKER_EXTENSION``); the bucket
-  travels as one flat buffer; ``LLM.reset_prefix_cache()`` once at the end.
+  travels as one flat buffer; ``collective_rpc("finish_weight_sync")`` (the CPU build's held-back layer and
+  tied weights) and ``LLM.reset_prefix_cache()`` once at the end.
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class VLLMReceiver(EngineReceiver):
         self.engine.collective_rpc("receive_weight_bucket", args=(size, metas))
 
     def finish(self) -> None:
+        self.engine.collective_rpc("finish_weight_sync")
         self.engine.reset_prefix_cache()
 
     @staticmethod

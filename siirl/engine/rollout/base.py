@@ -37,6 +37,9 @@ class RolloutEngine(ABC):
     takes_lora_adapters: bool = False
     #: The engine passes a vision-language policy its rows' images (``multi_modal_inputs``).
     takes_images: bool = False
+    #: The engine runs in the DAG worker's process and makes process groups over the whole DAG world (vLLM's
+    #: external launcher and its world group), so every rank must build one: no rollout on ranks of its own.
+    spans_dag_world: bool = False
 
     @classmethod
     def sampled_log_probs(cls, dtype: torch.dtype) -> str:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import torch
 
-from siirl.device.weight_sync.buckets import NamedTensors, stream_weights
+from siirl.device.weight_sync.buckets import LayerOf, NamedTensors, stream_weights
 from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.weight_sync import StagedMemory
 
@@ -25,6 +25,8 @@ class ColocatedRolloutEngine(RolloutEngine):
     bucket_mb: int
     dtype: torch.dtype
     _cache_stale: bool = False
+    #: The engine's layer of each weight name (fused layers), where a bucket must hold whole layers.
+    layer_of: LayerOf | None = None
     #: Rows per ``continue_sequences`` call of a partial rollout: all of a piece's, as the engine batches and
     #: schedules its requests itself (the Hugging Face engine takes ``rollout.micro_batch_size``).
     micro_batch_size: int = sys.maxsize
@@ -44,7 +46,7 @@ class ColocatedRolloutEngine(RolloutEngine):
     @torch.no_grad()
     def sync_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         self.memory.ensure(StagedMemory.WEIGHTS)
-        sent = stream_weights(named_tensors, self._load, self.bucket_mb, self.dtype)
+        sent = stream_weights(named_tensors, self._load, self.bucket_mb, self.dtype, self.layer_of)
         self._cache_stale = True
         logger.debug("streamed %d tensors into %s", sent, type(self).__name__)
 

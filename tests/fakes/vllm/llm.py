@@ -9,7 +9,9 @@ divisible by the TP size; a ``quantization`` engine loads new weights only insid
 ``SamplingParams(logprobs=k)`` returns per generated token the sampled token's and the top ``k`` log-probs
 (``vllm.logprobs``) as ``logprobs_mode`` defines them (``raw_logprobs`` by default, as in vLLM), ``k`` at most
 ``max_logprobs``; sleep mode must be enabled to sleep; generating while weights or KV cache are released, or
-loading weights while they are released, fails; ``wake_up(tags=...)`` brings back parts.
+loading weights while they are released, fails; ``wake_up(tags=...)`` brings back parts; stop strings with
+``skip_tokenizer_init=True`` are silently not matched; the external launcher reads torchrun's ``RANK``.
+Where the host has no accelerator the fake is vLLM's CPU build (``vllm.platforms``, ``_cpu_build``).
 """
 
 from __future__ import annotations
@@ -23,15 +25,17 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from vllm import _cpu_build as cpu_build
 from vllm._adapter import applied, deltas, read_adapter
 from vllm._tiny_lm import TinyLM
 from vllm.logprobs import Logprob
 from vllm.outputs import CompletionOutput, RequestOutput
+from vllm.platforms import current_platform
 from vllm.sampling_params import SamplingParams
 
 CALLS: list[tuple[str, Any]] = []
 #: Environment variables whose values at construction time are recorded with the "LLM" call.
-OBSERVED_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_USE_V1", "LOCAL_RANK", "ASCEND_RT_VISIBLE_DEVICES",
+OBSERVED_ENV = ("VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_USE_V1", "RANK", "LOCAL_RANK", "ASCEND_RT_VISIBLE_DEVICES",
                 "CUDA_VISIBLE_DEVICES")
 SLEEP_TAGS = ("weights", "kv_cache")
 #: Further ``EngineArgs`` fields the fake accepts (and records), with vLLM's defaults.
@@ -39,7 +43,7 @@ ENGINE_ARGS: dict[str, Any] = {
     "max_model_len": None, "max_num_batched_tokens": None, "max_num_seqs": None, "enable_chunked_prefill": None,
     "enable_prefix_caching": None, "disable_log_stats": False, "compilation_config": None,
     "disable_mm_preprocessor_cache": False, "quantization": None, "worker_extension_cls": "",
-    "logprobs_mode": "raw_logprobs", "max_logprobs": 20,
+    "logprobs_mode": "raw_logprobs", "max_logprobs": 20, "kv_cache_memory_bytes": None,
 }
 #: What ``CompletionOutput.logprobs`` holds (vLLM >= 0.10.1); the fake reports the two log-prob modes.
 LOGPROBS_MODES = ("raw_logprobs", "processed_logprobs")
@@ -52,16 +56,23 @@ LOAD_FORMATS = ("auto", "pt", "safetensors", "npcache", "dummy")
 class _Model:
     """What ``apply_model`` hands to the function: the model with vLLM's ``load_weights``."""
 
+    packed_modules_mapping = cpu_build.PACKED_MODULES
+
     def __init__(self, llm: LLM, lm: TinyLM) -> None:
         self._llm, self.lm = llm, lm
+
+    def named_modules(self, *args, **kwargs):
+        return self.lm.model.named_modules(*args, **kwargs)
 
     def load_weights(self, weights):
         if "weights" in self._llm.released:
             raise RuntimeError("load_weights while the weights are released by sleep(); wake_up first")
-        if self._llm.args["quantization"] and not self._llm.updating:
-            raise AttributeError("'Parameter' object has no attribute 'weight_loader' (quantized layers take new "
-                                 "weights only between start_weight_update and finish_weight_update)")
         weights = list(weights)
+        packed = [t for name, t in weights if self._llm.cpu and cpu_build.is_packed_linear(name)]
+        if packed:
+            raise AssertionError(f"Attempted to load weight ({packed[0].shape}) into parameter (torch.Size([0]))")
+        if self._llm.args["quantization"] and not self._llm.updating:
+            raise AttributeError("'Parameter' object has no attribute 'weight_loader'")
         CALLS.append(("load_weights", [(n, tuple(t.shape), t.dtype) for n, t in weights]))
         return self.lm.load_weights(weights)
 
@@ -77,7 +88,7 @@ class _Worker:
         external = llm.args["distributed_executor_backend"] == "external_launcher"
         self.rank = self.local_rank = dist.get_rank() if external else 0
         self.device = torch.device("cpu")
-        self.model_runner = SimpleNamespace(model=llm.model)
+        self.model_runner = SimpleNamespace(model=llm.model, reload_weights=lambda **kw: self.reload_weights(**kw))
 
     @staticmethod
     def with_extension(qualname: str) -> type:
@@ -86,10 +97,24 @@ class _Worker:
         module, _, name = qualname.rpartition(".")
         return type("Worker", (_Worker, getattr(importlib.import_module(module), name)), {})
 
-    def start_weight_update(self, is_checkpoint_format: bool = True) -> None:
+    def reload_weights(self, weights_iterator=None, weights_path: str | None = None,
+                       is_checkpoint_format: bool = True) -> None:
+        """vLLM's in-place reload: each layer processed again (quantized, re-packed) from this call's tensors."""
+        if "weights" in self._llm.released:
+            raise RuntimeError("reload_weights while the weights are released by sleep(); wake_up first")
+        weights = list(weights_iterator or [])
+        CALLS.append(("reload_weights", [(n, tuple(t.shape), t.dtype) for n, t in weights]))
+        cpu_build.reload(self._llm.lm.params, self._llm.lm.load_weights, weights)
+        self._llm.quantize()
+
+    def start_weight_update(self) -> None:
+        """vLLM 0.32: a session of the configured weight-transfer engine (``weight_transfer_config``)."""
+        if self._llm.args.get("weight_transfer_config") is None:
+            raise RuntimeError("Weight transfer not configured. Please set weight_transfer_config to enable "
+                               "weight transfer.")
         if self._llm.updating:
             raise RuntimeError("start_weight_update: a weight update is already in progress")
-        CALLS.append(("start_weight_update", is_checkpoint_format))
+        CALLS.append(("start_weight_update", ()))
         self._llm.updating = True
 
     def finish_weight_update(self) -> None:
@@ -135,7 +160,13 @@ class LLM:
         }
         env = {key: os.environ.get(key) for key in OBSERVED_ENV}
         CALLS.append(("LLM", {**args, "env": env}))
+        self.cpu = current_platform.is_cpu()
+        if self.cpu and enable_sleep_mode:
+            cpu_build.refuse_sleep_mode()
+        if self.cpu and args["kv_cache_memory_bytes"] is None:
+            cpu_build.check_host_share(gpu_memory_utilization)
         if distributed_executor_backend == "external_launcher":
+            int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])  # torchrun's variables, as vLLM reads them
             if not dist.is_initialized():
                 raise RuntimeError("external_launcher needs torch.distributed to be initialised by the launcher")
             if dist.get_world_size() % tensor_parallel_size:
@@ -155,6 +186,9 @@ class LLM:
         if max_lora_rank not in MAX_LORA_RANKS:
             raise ValueError(f"max_lora_rank={max_lora_rank} is not one of {MAX_LORA_RANKS}")
         self.lm = TinyLM(model, dtype)
+        if self.cpu:
+            torch.set_num_threads = cpu_build.skip_set_num_threads
+            cpu_build.PackedHead(self.lm.model.get_output_embeddings())
         if load_format == "dummy":
             with torch.no_grad():
                 for param in self.lm.params.values():
@@ -202,8 +236,6 @@ class LLM:
         if params.logprobs is not None and params.logprobs > self.args["max_logprobs"]:
             raise ValueError(f"Requested sample logprobs of {params.logprobs}, which is greater than max allowed: "
                              f"{self.args['max_logprobs']}")
-        if self.skip_tokenizer_init and (params.stop or params.detokenize):
-            raise ValueError("stop strings / detokenize need the tokenizer (skip_tokenizer_init=True)")
         CALLS.append(("generate", {"prompts": [list(p["prompt_token_ids"]) for p in prompts], "params": params,
                                    "lora_request": lora_request}))
         with applied(self.lm.params, update):
@@ -274,6 +306,8 @@ class LLM:
         return self.lm.expand_images(ids, data["image"])
 
     def sleep(self, level: int = 1) -> None:
+        if self.cpu:  # the CPU worker logs that sleep mode is not supported and does nothing
+            return
         if not self.enable_sleep_mode:
             raise RuntimeError("Sleep mode is not enabled in the model config")
         if level not in (1, 2):
@@ -282,6 +316,8 @@ class LLM:
         self.released = set(SLEEP_TAGS)
 
     def wake_up(self, tags: list[str] | None = None) -> None:
+        if self.cpu:
+            return
         if tags is not None and not set(tags) <= set(SLEEP_TAGS):
             raise ValueError(f"unknown wake_up tags {tags}")
         CALLS.append(("wake_up", None if tags is None else list(tags)))

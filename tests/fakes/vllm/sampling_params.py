@@ -33,6 +33,8 @@ class SamplingParams:
             raise ValueError(f"n must be at least 1, got {self.n}.")
         if self.temperature < 0.0:
             raise ValueError(f"temperature must be non-negative, got {self.temperature}.")
+        if self.temperature < 1e-5 and self.n > 1:
+            raise ValueError(f"n must be 1 when using greedy sampling, got {self.n}.")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
         if self.top_k < -1:
@@ -42,4 +44,6 @@ class SamplingParams:
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = list(self.stop or [])
+        if self.stop and not self.detokenize:
+            raise ValueError("stop strings are only supported when detokenize is True. Set detokenize=True to use stop.")
         self.stop_token_ids = list(self.stop_token_ids or [])

@@ -1,0 +1,1 @@
+"""``vllm.distributed``: the engine's process groups."""
