@@ -3,8 +3,9 @@
 The overrides are verl's ``tests/special_e2e/run_v1_separate_async.sh`` (commit 1dda039, its fsdp2 branch)
 with the script's defaults substituted (NUM_GPUS=8: 4 training + 4 rollout GPUs, rollout TP 2,
 PARAMETER_SYNC_STEP=4, PPO_MINI_BATCH_SIZE=1, 2 steps), then ``device=cpu`` and the embedded model and data
-in place of the script's Qwen2.5 and GSM8K paths (as every launch-script replay here does); on the CPU vLLM
-becomes hf with one warning. ``transfer_queue.enable`` is accepted (siiRL's data coordinator is that queue) and
+in place of the script's Qwen2.5 and GSM8K paths (as every launch-script replay here does). Its vLLM rollout is
+refused in one line (vLLM's in-process engine cannot roll out on ranks of its own), so the replays name the hf
+engine (``HF``). ``transfer_queue.enable`` is accepted (siiRL's data coordinator is that queue) and
 ``checkpoint_engine.backend=nccl`` selects the broadcast transport (gloo on the CPU); FSDP hybrid sharding
 (``fsdp_size=2``: 2 of the 4 trainer GPUs) is the one key still refused. tests/e2e/test_verl_v1_async.py
 trains the same overrides at the CPU's size.
@@ -17,6 +18,8 @@ from siirl.main_dag import prepare
 from siirl.params.async_training import async_schedule
 
 REFUSED = ["actor_rollout_ref.actor.fsdp_config.fsdp_size=2"]
+#: The one change besides the device counts: separate_async rolls out with hf (vLLM is refused there).
+HF = ["actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
 
 V1_SEPARATE_ASYNC = [
     "trainer.use_v1=True", "trainer.v1.trainer_mode=separate_async",
@@ -54,8 +57,7 @@ def test_verl_v1_separate_async_script_plans_rollout_and_trainers_apart():
     script = [o for o in V1_SEPARATE_ASYNC if o not in REFUSED]
     with pytest.raises(ConfigError, match="separate_async is not supported with rollout.name=vllm"):
         prepare(["device=cpu", *script])
-    hf = ["actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.rollout.tensor_model_parallel_size=1"]
-    cfg, _, _, plan = prepare(["device=cpu", *script, *hf])
+    cfg, _, _, plan = prepare(["device=cpu", *script, *HF])
     schedule = async_schedule(cfg)
     assert (schedule.mode, schedule.max_lag) == ("separate_async", 8)  # V1's max_off_policy_threshold
     assert (plan.nnodes, plan.world_size) == (2, 8)
@@ -65,8 +67,8 @@ def test_verl_v1_separate_async_script_plans_rollout_and_trainers_apart():
 
 
 def test_the_scripts_transport_and_transfer_queue_resolve_and_hybrid_sharding_is_refused():
-    cfg, *_ = prepare(["device=cpu", *(o for o in V1_SEPARATE_ASYNC if o not in REFUSED)])
+    cfg, *_ = prepare(["device=cpu", *(o for o in V1_SEPARATE_ASYNC if o not in REFUSED), *HF])
     rollout = cfg.actor_rollout_ref.rollout
     assert (rollout.weight_sync, rollout.weight_sync_bucket_mb) == ("broadcast", 1024)
     with pytest.raises(ConfigError, match="fsdp_size=2 asks for hybrid sharding"):
-        prepare(["device=cpu", *V1_SEPARATE_ASYNC])
+        prepare(["device=cpu", *V1_SEPARATE_ASYNC, *HF])

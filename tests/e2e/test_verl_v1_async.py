@@ -1,11 +1,12 @@
 """verl's V1 ``separate_async`` e2e script (tests/special_e2e/run_v1_separate_async.sh) trains two steps with
-its overrides unchanged but for the device counts: its 4 trainer and 4 rollout GPUs become one DAG worker
-each (the two warm workers), its ``fsdp_size=2`` (2 of the 4 trainer GPUs) goes with them. The embedded
+its overrides unchanged but for the device counts and the engine: its 4 trainer and 4 rollout GPUs become one
+DAG worker each (the two warm workers), its ``fsdp_size=2`` (2 of the 4 trainer GPUs) goes with them, and its
+vLLM rollout (refused under separate_async: the in-process engine cannot roll out on ranks of its own) is hf. The embedded
 model and data stand in for its Qwen2.5 and GSM8K paths. ``transfer_queue.enable=True`` runs on the data
 coordinator, ``checkpoint_engine.backend=nccl`` broadcasts the weights (gloo on the CPU) in buckets of its
 ``update_weights_bucket_megabytes``, and the staleness metrics are logged."""
 
-from tests.async_training.test_verl_async_scripts import V1_SEPARATE_ASYNC
+from tests.async_training.test_verl_async_scripts import HF, V1_SEPARATE_ASYNC
 
 from .e2e_helpers import read_metrics, run_main
 
@@ -19,7 +20,7 @@ CPU_SIZE = {
 def test_verl_v1_separate_async_script_trains_with_its_transport_and_staleness_metrics(tmp_path, ray_session):
     overrides = [CPU_SIZE.get(o, o) for o in V1_SEPARATE_ASYNC if CPU_SIZE.get(o, o) is not None]
     run = tmp_path / "run"
-    assert run_main(run, *overrides) == 0
+    assert run_main(run, *overrides, *HF) == 0
     steps = {r["step"]: r for r in read_metrics(run) if r["step"] > 0}
     assert sorted(steps) == [1, 2]
     for record in steps.values():
