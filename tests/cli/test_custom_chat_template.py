@@ -72,6 +72,7 @@ def _run(tmp_path, template):
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({"actor_rollout_ref": {"model": {"custom_chat_template": template}}}))
     return main(["--print-config", f"--config-path={tmp_path}", "--config-name=run", "device=cpu",
                  "actor_rollout_ref.rollout.multi_turn.enable=true", "data.return_raw_chat=true",
+                 "data.max_prompt_length=64",  # the embedded default (16) cannot hold the tool schemas' prompt
                  f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tmp_path / 'tools.yaml'}"])
 
 

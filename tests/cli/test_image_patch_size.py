@@ -42,7 +42,10 @@ def test_the_qwen3_5_script_plans_at_16_and_warns_once_at_another_size(tmp_path,
     for size in (16, 14):
         caplog.clear()
         with caplog.at_level(logging.WARNING):
-            prepare([*replay.overrides, f"data.image_patch_size={size}"], replay.config_path, replay.config_name)
+            # its vLLM rollout at tp 4 plans only at its own size (8 devices); the resize does not depend on the engine
+            prepare([*replay.overrides, "actor_rollout_ref.rollout.name=hf",
+                     "actor_rollout_ref.rollout.tensor_model_parallel_size=1", f"data.image_patch_size={size}"],
+                    replay.config_path, replay.config_name)
         warnings[size] = [r.getMessage() for r in caplog.records if "data.image_patch_size" in r.getMessage()]
     assert warnings[16] == []
     (line,) = warnings[14]

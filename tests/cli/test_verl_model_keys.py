@@ -61,7 +61,6 @@ def test_plus_on_a_known_key_sets_it():
         ("critic.ulysses_sequence_parallel_size=4", "must divide the job's 2 devices"),
         ("actor_rollout_ref.ref.ulysses_sequence_parallel_size=0", "must be a positive integer"),
         ("actor_rollout_ref.rollout.mode=server", "expected one of sync, async"),
-        ("actor_rollout_ref.actor.profiler.enable=True", "profiling"),
         ("actor_rollout_ref.model.fused_kernel_options.impl_backend=cuda", "torch, triton"),
         ("actor_rollout_ref.rollout.response_length=64", "data.max_response_length"),
         ("actor_rollout_ref.rollout.prompt_length=2", "data.max_prompt_length"),

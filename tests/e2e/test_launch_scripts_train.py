@@ -3,7 +3,9 @@ family (GRPO, PPO with a critic, DAPO, GSPO, CPGD, RLOO, LoRA, LoRA from a saved
 verl's geo3k Qwen2.5-VL GRPO on images). Only the paths are swapped, the CPU size added (the script's batch
 sizes divided by one factor to 8 prompts a step, groups of 2: ``cpu_scale``; the scripts plan at their
 published sizes in tests/cli/test_launch_scripts.py), ``trainer.total_training_steps=2`` set, and the
-training file holds exactly two steps of prompts.
+training file holds exactly two steps of prompts. A script's vLLM rollout runs on vLLM's CPU build where it is
+installed (the vLLM tier) and on the hf engine where it is not (``cpu_engine``): vLLM on the CPU is never
+swapped silently, so the harness says so.
 
 A script whose expectation is not yet ``plans`` (it still waits on verl keys, listed in
 tests/fixtures/launch_scripts/expectations.json) is skipped with those keys as the reason; once the
@@ -75,7 +77,15 @@ def cpu_scale(overrides: list[str]) -> list[str]:
         scaled.append(f"actor_rollout_ref.rollout.n={min(int(values['actor_rollout_ref.rollout.n']), CPU_GROUP)}")
     scaled += [f"{key}={min(int(value), 2)}" for key, value in values.items()
                if key.endswith(MICRO_KEY_ENDS) and value.isdigit()]
-    return scaled
+    return scaled + cpu_engine(values.get("actor_rollout_ref.rollout.name"))
+
+
+def cpu_engine(engine: str | None) -> list[str]:
+    """``rollout.name=hf`` for a vLLM script where vLLM's CPU build is not installed (the launcher refuses
+    it there in one line); nothing otherwise."""
+    from siirl.device import get_backend
+
+    return ["actor_rollout_ref.rollout.name=hf"] if engine and get_backend("cpu").rollout_unavailable(engine) else []
 
 
 def _cases() -> list:
