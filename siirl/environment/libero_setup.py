@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from pathlib import Path
 
 import yaml
@@ -100,9 +101,11 @@ def write_config(package: Path) -> Path:
         "datasets": package.parent / "datasets", "assets": package / "assets",
     }
     folder.mkdir(parents=True, exist_ok=True)
-    partial = config.with_suffix(".yaml.tmp")
+    # two environments (processes, or the slot threads of one process) may write it at once: each writes its
+    # own partial file, so one's rename never finds its partial file already renamed by another
+    partial = folder / f"config.yaml.{os.getpid()}.{threading.get_ident()}.tmp"
     partial.write_text(yaml.safe_dump({key: str(path) for key, path in paths.items()}))
-    partial.replace(config)  # two environment processes may write it at once
+    partial.replace(config)
     return config
 
 
