@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -28,6 +28,9 @@ from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import node_contract
 from siirl.execution.dag.multi_agent import TEAM_ROUNDS, AgentRolloutConfig, TeamRewardConfig
 from siirl.execution.dag.node import resolve_callable
+
+if TYPE_CHECKING:
+    from siirl.dag_worker.context import WorkerContext
 
 
 @cache
@@ -46,7 +49,7 @@ def _sub(batch: TensorDict, name: str) -> TensorDict:
     return batch.get(("agents", name))
 
 
-def _start_episodes(batch: TensorDict, ctx: Any) -> TensorDict:
+def _start_episodes(batch: TensorDict, ctx: WorkerContext) -> TensorDict:
     """First agent: one row per sample, the question text kept for every later agent."""
     rollout = ctx.cfg.actor_rollout_ref.rollout
     rows = expand_prompts(batch, int(rollout.val_kwargs.n if ctx.validating else rollout.n))
@@ -58,7 +61,7 @@ def _start_episodes(batch: TensorDict, ctx: Any) -> TensorDict:
     return rows
 
 
-def _prompts(ctx: Any, name: str, texts: list[str], uids: list[str]) -> TensorDict:
+def _prompts(ctx: WorkerContext, name: str, texts: list[str], uids: list[str]) -> TensorDict:
     data = ctx.cfg.data
     encoder = PromptEncoder(
         ctx.tokenizer, int(data.max_prompt_length), "left", True, data.apply_chat_template_kwargs
@@ -71,7 +74,7 @@ def _prompts(ctx: Any, name: str, texts: list[str], uids: list[str]) -> TensorDi
     return prompts
 
 
-def _answers(ctx: Any, out: TensorDict | None) -> list[str]:
+def _answers(ctx: WorkerContext, out: TensorDict | None) -> list[str]:
     if out is None:
         return []
     lengths = out["response_mask"].sum(-1)
@@ -159,7 +162,7 @@ def _in_episode(node: Any) -> bool:
     return node.executable_ref.endswith((":agent_generate", ":team_reward"))
 
 
-def _validation_rounds(ctx: Any) -> int:
+def _validation_rounds(ctx: WorkerContext) -> int:
     """Validation batches per pass; with hand-offs every worker must walk the same number of them."""
     rounds = len(ctx.val_loader)
     if ctx.handoffs and dist.is_initialized():
@@ -173,7 +176,7 @@ def _validation_rounds(ctx: Any) -> int:
     return rounds
 
 
-def validate_team(ctx: Any, step: int = 0) -> dict[str, float]:
+def validate_team(ctx: WorkerContext, step: int = 0) -> dict[str, float]:
     """Greedy team episodes on the validation set: the final-answer accuracy of the team.
 
     Agents on other workers answer their turn there: this worker's episode nodes take their input from

@@ -34,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tensordict import TensorDict
@@ -46,6 +46,9 @@ from siirl.engine.rollout.bounded import generating_for
 from siirl.engine.rollout.partial import VERSION_KEY, generate_tagged
 from siirl.engine.rollout.rollout_pool import RolloutPool
 from siirl.params.async_training import AsyncSchedule
+
+if TYPE_CHECKING:
+    from siirl.dag_worker.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
@@ -268,7 +271,7 @@ class AsyncRollout:
 
 
 def build_async_rollout(
-    ctx: Any, next_shard: Callable[[], TensorDict], start_version: int, trained_ahead: list[list[int]] | None = None
+    ctx: WorkerContext, next_shard: Callable[[], TensorDict], start_version: int, trained_ahead: list[list[int]] | None = None
 ) -> AsyncRollout | None:
     """The producer of an asynchronous run on a rank that rolls out (None otherwise), its engine already
     holding the weights of ``start_version`` (siirl.dag_worker.async_weights); ``trained_ahead``: from the

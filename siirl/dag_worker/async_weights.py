@@ -14,19 +14,22 @@ what they deliver at its next batch or piece (siirl.dag_worker.async_rollout).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from siirl.device.weight_sync import make_weight_sync, weight_sync_group
 from siirl.device.weight_sync.engine_receivers import ENGINE_RECEIVERS
 from siirl.execution.scheduler.async_graph import ROLLOUT_GROUP, TRAINER_GROUP
 from siirl.params.async_training import async_schedule
 
+if TYPE_CHECKING:
+    from siirl.dag_worker.context import WorkerContext
+
 #: rollout engine -> the attribute of siiRL's engine adapter that holds the library's own engine object.
 NATIVE_ENGINE = {"vllm": "llm", "sglang": "engine"}
 
 
 class ColocatedWeights:
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
 
     def initial(self, version: int) -> None:
@@ -38,7 +41,7 @@ class ColocatedWeights:
 
 
 class SeparateWeights:
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
         placements = ctx.plan.placements
         self.src = placements[TRAINER_GROUP][0]
@@ -86,7 +89,7 @@ class SeparateWeights:
 ROUTES = {"colocate_async": ColocatedWeights, "separate_async": SeparateWeights}
 
 
-def weight_route(ctx: Any) -> ColocatedWeights | SeparateWeights | None:
+def weight_route(ctx: WorkerContext) -> ColocatedWeights | SeparateWeights | None:
     """The run's route, None when it is synchronous (collective: every rank builds it at the same point)."""
     route = ROUTES.get(async_schedule(ctx.cfg).mode)
     return route(ctx) if route is not None else None

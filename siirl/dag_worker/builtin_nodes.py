@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tensordict import TensorDict
@@ -42,6 +42,9 @@ from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import AGENTS_FIELD, ROLLOUT_WRITES, NodeContract, node_contract
 from siirl.execution.roles import uses_reference, uses_teacher
 from siirl.params.root import SiirlConfig
+
+if TYPE_CHECKING:
+    from siirl.dag_worker.context import WorkerContext
 
 #: What a model forward over prompt + response reads.
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids", "responses", "response_mask")
@@ -140,7 +143,7 @@ def _agent(node_config: Any) -> str:
     return node_config.agent if isinstance(node_config, PolicyNodeConfig) else ""
 
 
-def _critic(ctx: Any, node_config: Any) -> Any:
+def _critic(ctx: WorkerContext, node_config: Any) -> Any:
     """The critic a node uses: its agent's, or the one it shares (``model_agent``)."""
     owner = node_config.model_agent if isinstance(node_config, PolicyNodeConfig) else ""
     return ctx.model("critic", owner or _agent(node_config))
@@ -379,7 +382,7 @@ def compute_value(batch: TensorDict, config: Any = None, *, ctx, node_config: An
     return NodeOutput(batch, metrics=_scoped(metrics, agent))
 
 
-def stop_if_diverged(model: Any, section: str, ctx: Any) -> None:
+def stop_if_diverged(model: Any, section: str, ctx: WorkerContext) -> None:
     """End the job once ``trainer.max_nonfinite_steps`` updates in a row were skipped whole: the weights have
     diverged, and training on would log NaN and score 0 to the end. Every rank sees the same all-reduced
     gradient norm, so every rank raises at the same step (no collective is left waiting)."""

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from siirl.device import DeviceBackend, get_backend
+from siirl.errors import ConfigError
 from siirl.registry import Registry
 
 
@@ -40,6 +42,34 @@ class RolloutEngine(ABC):
     #: The engine runs in the DAG worker's process and makes process groups over the whole DAG world (vLLM's
     #: external launcher and its world group), so every rank must build one: no rollout on ranks of its own.
     spans_dag_world: bool = False
+
+    def __init__(
+        self,
+        model_cfg: Any,
+        rollout_cfg: Any,
+        backend: DeviceBackend | str,
+        *,
+        max_response_length: int,
+        local_rank: int = 0,
+        tokenizer: Any = None,
+    ) -> None:
+        """``model_cfg`` / ``rollout_cfg``: the ``ModelConfig`` / ``RolloutConfig`` sections; responses are at
+        most ``max_response_length`` tokens (``data.max_response_length``); ``local_rank`` is the device index
+        this process uses; ``tokenizer`` (else loaded from the model). Checks what every engine needs, then
+        the engine builds itself (:meth:`start`)."""
+        if max_response_length < 1:
+            raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
+        self.check_rollout_config(rollout_cfg)
+        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        self.cfg = rollout_cfg
+        self.max_response_length = max_response_length
+        self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
+        self.start(model_cfg, local_rank=local_rank, tokenizer=tokenizer)
+
+    def start(self, model_cfg: Any, *, local_rank: int, tokenizer: Any) -> None:
+        """Load the engine's model and tokenizer (an engine built from ``__init__``'s arguments overrides it;
+        one that wraps another engine has its own constructor)."""
+        raise NotImplementedError(f"{type(self).__name__} is built by its own constructor")
 
     @classmethod
     def sampled_log_probs(cls, dtype: torch.dtype) -> str:

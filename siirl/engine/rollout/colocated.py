@@ -7,12 +7,18 @@ import logging
 import sys
 from abc import abstractmethod
 from collections.abc import Iterable
+from typing import Any
 
 import torch
+from transformers import AutoConfig
 
 from siirl.device.weight_sync.buckets import LayerOf, NamedTensors, stream_weights
 from siirl.engine.rollout.base import RolloutEngine
+from siirl.engine.rollout.engine_knobs import rollout_dtype
+from siirl.engine.rollout.vision_requests import vision_token_ids
+from siirl.engine.rollout.vllm_batch import engine_model_paths, eos_token_ids
 from siirl.engine.rollout.weight_sync import StagedMemory
+from siirl.engine.workers.model_loading import load_tokenizer, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +36,18 @@ class ColocatedRolloutEngine(RolloutEngine):
     #: Rows per ``continue_sequences`` call of a partial rollout: all of a piece's, as the engine batches and
     #: schedules its requests itself (the Hugging Face engine takes ``rollout.micro_batch_size``).
     micro_batch_size: int = sys.maxsize
+
+    def _read_model(self, model_cfg: Any, tokenizer: Any) -> tuple[str, str]:
+        """The model's dtype, tokenizer, pad and end ids, config and never-sampled (vision) tokens, as both
+        engines need them before they start; returns the model's and the tokenizer's paths for the engine."""
+        self.dtype = resolve_dtype(rollout_dtype(model_cfg.dtype, self.cfg), self.backend)
+        model_path, tokenizer_path = engine_model_paths(model_cfg)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
+        self.pad_id = int(self.tokenizer.pad_token_id)
+        self.eos_ids = eos_token_ids(model_path, self.tokenizer)
+        self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=bool(model_cfg.trust_remote_code))
+        self.never_sampled = vision_token_ids(self.hf_config)
+        return model_path, tokenizer_path
 
     @abstractmethod
     def _load(self, bucket: NamedTensors) -> None:

@@ -23,7 +23,6 @@ from transformers import (
 )
 from transformers.generation.stopping_criteria import StopStringCriteria
 
-from siirl.device import DeviceBackend, get_backend
 from siirl.device.weight_sync.engine_loaders import hf_loader
 from siirl.engine.rollout.base import ROLLOUT_ENGINES, RolloutEngine
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right, prompt_position_ids
@@ -34,7 +33,7 @@ from siirl.engine.rollout.vision_rollout import RolloutImages, rollout_images
 from siirl.engine.workers.model_loading import load_causal_lm, load_tokenizer, resolve_dtype
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.errors import ConfigError
-from siirl.params.model import ModelConfig, RolloutConfig
+from siirl.params.model import ModelConfig
 
 logger = logging.getLogger(__name__)
 
@@ -102,23 +101,9 @@ class HFRolloutEngine(RolloutEngine):
 
     takes_images = True
 
-    def __init__(
-        self,
-        model_cfg: ModelConfig,
-        rollout_cfg: RolloutConfig,
-        backend: DeviceBackend | str,
-        *,
-        max_response_length: int,
-        local_rank: int = 0,
-        tokenizer: PreTrainedTokenizerBase | None = None,
-    ) -> None:
-        if max_response_length < 1:
-            raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
-        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+    def start(self, model_cfg: ModelConfig, *, local_rank: int, tokenizer: PreTrainedTokenizerBase | None) -> None:
         self.device = self.backend.device(local_rank)
-        self.cfg = rollout_cfg
-        self.max_response_length = max_response_length
-        self.micro_batch_size = int(rollout_cfg.micro_batch_size)
+        self.micro_batch_size = int(self.cfg.micro_batch_size)
         if self.micro_batch_size < 1:
             raise ConfigError(f"rollout.micro_batch_size must be >= 1, got {self.micro_batch_size}")
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
@@ -134,9 +119,8 @@ class HFRolloutEngine(RolloutEngine):
         # After the log-prob recorder: it records the policy's own distribution, as training computes it.
         self.never_sampled = SuppressTokensLogitsProcessor(vision, device=self.device) if vision else None
         self.pad_id = int(self.tokenizer.pad_token_id)
-        self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
-        self.train_params = SamplingParams.from_config(rollout_cfg)
-        self.val_params = SamplingParams.from_config(rollout_cfg.val_kwargs)
+        self.train_params = SamplingParams.from_config(self.cfg)
+        self.val_params = SamplingParams.from_config(self.cfg.val_kwargs)
 
     # ----- weights and memory -----
 

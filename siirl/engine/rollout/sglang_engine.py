@@ -30,29 +30,25 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from tensordict import TensorDict
-from transformers import AutoConfig, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
-from siirl.device import DeviceBackend, get_backend
 from siirl.device.weight_sync.buckets import NamedTensors
 from siirl.device.weight_sync.engine_loaders import sglang_loader
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
-from siirl.engine.rollout.engine_knobs import rollout_dtype, sglang_knobs
+from siirl.engine.rollout.engine_knobs import sglang_knobs
 from siirl.engine.rollout.sampled_log_probs import listed_log_probs
 from siirl.engine.rollout.sampling import SamplingParams
-from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA, NEVER, image_requests, vision_token_ids
+from siirl.engine.rollout.vision_requests import MULTIMODAL_DATA, NEVER, image_requests
 from siirl.engine.rollout.vllm_batch import (
     continuation,
     dtype_name,
-    engine_model_paths,
-    eos_token_ids,
     import_engine_package,
     prompt_token_lists,
     responses_to_batch,
     scoped_env,
 )
 from siirl.engine.rollout.weight_sync import StagedMemory
-from siirl.engine.workers.model_loading import load_tokenizer, resolve_dtype
 from siirl.errors import ConfigError
 from siirl.params.model import ModelConfig, RolloutConfig
 
@@ -69,33 +65,11 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
 
     takes_images = True
 
-    def __init__(
-        self,
-        model_cfg: ModelConfig,
-        rollout_cfg: RolloutConfig,
-        backend: DeviceBackend | str,
-        *,
-        max_response_length: int,
-        local_rank: int = 0,
-        tokenizer: PreTrainedTokenizerBase | None = None,
-    ) -> None:
-        if max_response_length < 1:
-            raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
-        self.check_rollout_config(rollout_cfg)
-        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+    def start(self, model_cfg: ModelConfig, *, local_rank: int, tokenizer: PreTrainedTokenizerBase | None) -> None:
         sglang = import_engine_package("sglang", "sglang", self.backend)
-        self.cfg = rollout_cfg
-        self.max_response_length = max_response_length
-        self.memory_saver = bool(rollout_cfg.free_cache_engine)
-        self.bucket_mb = rollout_cfg.weight_sync_bucket_mb
-        self.dtype = resolve_dtype(rollout_dtype(model_cfg.dtype, rollout_cfg), self.backend)
-        model_path, tokenizer_path = engine_model_paths(model_cfg)
-        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
-        self.pad_id = int(self.tokenizer.pad_token_id)
-        self.eos_ids = eos_token_ids(model_path, self.tokenizer)
-        self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=bool(model_cfg.trust_remote_code))
-        self.never_sampled = vision_token_ids(self.hf_config)
-        self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
+        self.memory_saver = bool(self.cfg.free_cache_engine)
+        self.bucket_mb = self.cfg.weight_sync_bucket_mb
+        model_path, tokenizer_path = self._read_model(model_cfg, tokenizer)
         args: dict[str, Any] = {
             "model_path": model_path,
             "tokenizer_path": tokenizer_path,
@@ -106,22 +80,22 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
             "tp_size": 1,
             "base_gpu_id": local_rank,
             "dtype": dtype_name(self.dtype),
-            "mem_fraction_static": float(rollout_cfg.gpu_memory_utilization),
-            "disable_cuda_graph": bool(rollout_cfg.enforce_eager),
+            "mem_fraction_static": float(self.cfg.gpu_memory_utilization),
+            "disable_cuda_graph": bool(self.cfg.enforce_eager),
             "enable_memory_saver": self.memory_saver,
             "random_seed": dist.get_rank() if dist.is_available() and dist.is_initialized() else 0,
-            "load_format": str(rollout_cfg.load_format),
-            **sglang_knobs(rollout_cfg, max_response_length),
+            "load_format": str(self.cfg.load_format),
+            **sglang_knobs(self.cfg, self.max_response_length),
         }
         with scoped_env(self.backend.rollout_env("sglang", local_rank)):
             self.engine = sglang.Engine(**args)
-        staged = bool(rollout_cfg.multi_stage_wake_up) and (
+        staged = bool(self.cfg.multi_stage_wake_up) and (
             "tags" in inspect.signature(self.engine.resume_memory_occupation).parameters
         )
         self.memory = StagedMemory(self._resume, staged=staged)
         self._loader = sglang_loader(self.engine)
-        self.train_params = SamplingParams.from_config(rollout_cfg)
-        self.val_params = SamplingParams.from_config(rollout_cfg.val_kwargs)
+        self.train_params = SamplingParams.from_config(self.cfg)
+        self.val_params = SamplingParams.from_config(self.cfg.val_kwargs)
         logger.info("SGLang rollout engine ready (dtype=%s, memory saver=%s)", self.dtype, self.memory_saver)
 
     @classmethod

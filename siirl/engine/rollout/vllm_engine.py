@@ -49,24 +49,21 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from tensordict import TensorDict
-from transformers import AutoConfig, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
-from siirl.device import DeviceBackend, get_backend
 from siirl.device.weight_sync.buckets import NamedTensors, fused_layers
 from siirl.device.weight_sync.engine_loaders import vllm_loader, vllm_reload
 from siirl.device.weight_sync.vllm_worker import WORKER_EXTENSION
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
-from siirl.engine.rollout.engine_knobs import context_length, rollout_dtype, vllm_knobs
+from siirl.engine.rollout.engine_knobs import context_length, vllm_knobs
 from siirl.engine.rollout.lora_adapters import AdapterFolders
 from siirl.engine.rollout.sampled_log_probs import chosen_log_probs
 from siirl.engine.rollout.sampling import SamplingParams
-from siirl.engine.rollout.vision_requests import NEVER, image_requests, vision_token_ids
+from siirl.engine.rollout.vision_requests import NEVER, image_requests
 from siirl.engine.rollout.vllm_batch import (
     continuation,
     dtype_name,
-    engine_model_paths,
-    eos_token_ids,
     import_engine_package,
     prompt_token_lists,
     responses_to_batch,
@@ -81,10 +78,9 @@ from siirl.engine.rollout.vllm_platform import (
 )
 from siirl.engine.rollout.weight_sync import StagedMemory
 from siirl.engine.workers.lora import configured_rank
-from siirl.engine.workers.model_loading import load_tokenizer, resolve_dtype
 from siirl.errors import ConfigError
 from siirl.params.lora import serves_adapters
-from siirl.params.model import ModelConfig, RolloutConfig
+from siirl.params.model import ModelConfig
 
 logger = logging.getLogger(__name__)
 
@@ -120,36 +116,15 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
     takes_images = True
     spans_dag_world = True
 
-    def __init__(
-        self,
-        model_cfg: ModelConfig,
-        rollout_cfg: RolloutConfig,
-        backend: DeviceBackend | str,
-        *,
-        max_response_length: int,
-        local_rank: int = 0,
-        tokenizer: PreTrainedTokenizerBase | None = None,
-    ) -> None:
-        if max_response_length < 1:
-            raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
-        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+    def start(self, model_cfg: ModelConfig, *, local_rank: int, tokenizer: PreTrainedTokenizerBase | None) -> None:
         self.vllm = import_engine_package("vllm", "vllm", self.backend)
         self.platform = engine_platform(self.vllm)
-        self.cfg = rollout_cfg
-        self.max_response_length = max_response_length
-        self.tp_size = int(rollout_cfg.tensor_model_parallel_size)
-        self.sleep_enabled = bool(rollout_cfg.free_cache_engine) and bool(self.platform.is_sleep_mode_available())
-        if rollout_cfg.free_cache_engine and not self.sleep_enabled:
+        self.tp_size = int(self.cfg.tensor_model_parallel_size)
+        self.sleep_enabled = bool(self.cfg.free_cache_engine) and bool(self.platform.is_sleep_mode_available())
+        if self.cfg.free_cache_engine and not self.sleep_enabled:
             logger.info("rollout.free_cache_engine: this vLLM build has no sleep mode; the engine keeps its memory")
-        self.bucket_mb = rollout_cfg.weight_sync_bucket_mb
-        self.dtype = resolve_dtype(rollout_dtype(model_cfg.dtype, rollout_cfg), self.backend)
-        model_path, tokenizer_path = engine_model_paths(model_cfg)
-        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
-        self.pad_id = int(self.tokenizer.pad_token_id)
-        self.eos_ids = eos_token_ids(model_path, self.tokenizer)
-        self.hf_config = AutoConfig.from_pretrained(model_path, trust_remote_code=bool(model_cfg.trust_remote_code))
-        self.never_sampled = vision_token_ids(self.hf_config)
-        self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
+        self.bucket_mb = self.cfg.weight_sync_bucket_mb
+        model_path, tokenizer_path = self._read_model(model_cfg, tokenizer)
         self.lora_rank = configured_rank(model_cfg) if serves_adapters(model_cfg) else 0
         self.takes_lora_adapters = bool(self.lora_rank)  # under lora.merge the engine takes merged weights
         self.adapters = AdapterFolders() if self.lora_rank else None
@@ -158,7 +133,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         env = {**ENGINE_ENV, **self._launcher_env(args, local_rank), **self.backend.rollout_env("vllm", local_rank)}
         with scoped_env(env), trainer_threads():
             self.llm = self._build(args)
-        staged = bool(rollout_cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
+        staged = bool(self.cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
         self.memory = StagedMemory(self._wake, staged=staged)
         self._reload = None
         # Packed GEMM weights (the CPU build) and quantized layers (verl's fp8 rollout) take new weights only
@@ -170,7 +145,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self._loader = self._reload or vllm_loader(self.llm)
         #: validate? -> siiRL's sampling settings (the vLLM ones below are built from them)
         self.sampling = {
-            False: SamplingParams.from_config(rollout_cfg), True: SamplingParams.from_config(rollout_cfg.val_kwargs)
+            False: SamplingParams.from_config(self.cfg), True: SamplingParams.from_config(self.cfg.val_kwargs)
         }
         self.train_params, self.val_params = self.sampling[False], self.sampling[True]  # as every engine's
         #: validate? -> vLLM's request parameters
