@@ -91,10 +91,12 @@ def link_assets(package: Path, assets: Path) -> Path:
 
 def write_config(package: Path) -> Path:
     """``$LIBERO_CONFIG_PATH/config.yaml`` with LIBERO's default folders; ``LIBERO_CONFIG_PATH`` is set to a
-    folder of LIBERO's package unless the user chose one. A user's existing file is left as it is."""
+    folder of LIBERO's package unless the user chose one. A user's existing file is left as it is; ours is
+    written again when it names another place than this package (a virtualenv moved or copied)."""
+    users = "LIBERO_CONFIG_PATH" in os.environ
     folder = Path(os.environ.setdefault("LIBERO_CONFIG_PATH", str(package / "siirl_config"))).expanduser()
     config = folder / "config.yaml"
-    if config.exists():
+    if config.exists() and (users or _written_for(config) == str(package)):
         return config
     paths = {
         "benchmark_root": package, "bddl_files": package / "bddl_files", "init_states": package / "init_files",
@@ -107,6 +109,14 @@ def write_config(package: Path) -> Path:
     partial.write_text(yaml.safe_dump({key: str(path) for key, path in paths.items()}))
     partial.replace(config)
     return config
+
+
+def _written_for(config: Path) -> str | None:
+    """The package folder a config of ours was written for (None when unreadable)."""
+    try:
+        return (yaml.safe_load(config.read_text()) or {}).get("benchmark_root")
+    except (OSError, yaml.YAMLError):
+        return None
 
 
 def prepare_libero() -> Path:

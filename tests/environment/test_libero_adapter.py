@@ -90,6 +90,17 @@ def test_config_and_assets_link_live_in_the_package(fake_libero, tmp_path, monke
     assert (mine / "config.yaml").read_text() == "bddl_files: /mine\n"
 
 
+def test_our_config_follows_a_moved_package(fake_libero, tmp_path, monkeypatch):
+    """A virtualenv moved or copied keeps our config naming its old place: it is written again for this one."""
+    make_env("libero", suite="libero_spatial")
+    package = tmp_path / "site" / "libero" / "libero"
+    config = package / "siirl_config" / "config.yaml"
+    config.write_text(yaml.safe_dump({"benchmark_root": "/old/venv/libero/libero", "bddl_files": "/old/bddl"}))
+    monkeypatch.delenv("LIBERO_CONFIG_PATH")
+    libero_setup.write_config(package)
+    assert yaml.safe_load(config.read_text())["bddl_files"] == str(package / "bddl_files")
+
+
 def test_action_chunks_run_in_order_and_stop_at_success(fake_libero):
     env = make_env("libero", suite="libero_spatial", num_steps_wait=0, max_steps=50)
     start = env.reset({"index": 0}, seed=None).observation["robot0_eef_pos"]
