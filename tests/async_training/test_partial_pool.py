@@ -3,6 +3,7 @@ ask for: a long response no longer holds its step, it crosses a weight sync, not
 could not train, a group past the staleness bound is sampled again, and a checkpoint taken while prompts train out of order resumes without
 losing or repeating one."""
 
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -100,11 +101,15 @@ def test_a_long_response_goes_into_a_later_step():
 
 
 def test_a_carried_response_continues_under_the_new_weights():
+    built = threading.Event()  # the producer samples from its construction on: the piece may come first
+
     def publish_during_step_2(call):  # the first piece after step 1's batch: step 1's update lands mid-piece
         if call == 2:
+            assert built.wait(30)
             producer.publish(1, _weights(1))
 
     producer = _producer(LengthEngine(on_piece=publish_during_step_2), Loader(), max_lag=1)
+    built.set()
     try:
         producer.take(1)
         second, metrics = producer.take(2)
