@@ -29,7 +29,7 @@ from siirl.errors import ConfigError
 from siirl.execution.roles import ROLES, uses_lora
 from siirl.params import compose_config
 from siirl.params.async_checks import check_async
-from siirl.params.async_training import async_schedule
+from siirl.params.async_training import trainer_mode
 from siirl.params.lora import serves_adapters
 from siirl.params.old_log_prob import BYPASS_KEY, OLD_LOG_PROB_KEY
 from siirl.params.root import EXTERNAL_LIB_KEY, SiirlConfig, external_libs
@@ -151,7 +151,7 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
 def check_rollout_apart(cfg: SiirlConfig) -> None:
     """An engine whose process groups span every DAG worker cannot roll out on ranks of their own."""
     name = cfg.actor_rollout_ref.rollout.name
-    if async_schedule(cfg).mode == "separate_async" and ROLLOUT_ENGINES.get(name).spans_dag_world:
+    if trainer_mode(cfg) == "separate_async" and ROLLOUT_ENGINES.get(name).spans_dag_world:
         raise ConfigError(
             f"bad config: trainer.v1.trainer_mode=separate_async is not supported with rollout.name={name}: its "
             "in-process engine forms its process groups over every DAG worker, and the trainer ranks build no "
@@ -218,7 +218,7 @@ def resolve_old_log_prob_source(cfg: SiirlConfig) -> str:
             "cannot provide; use recompute (or auto)"
         )
     if requested == "auto":  # asynchronous samples come from older weights: the actor recomputes pi_old
-        exact = quality == "exact" and mode is None and not async_schedule(cfg).is_async
+        exact = quality == "exact" and mode is None and trainer_mode(cfg) == "sync"
         return "rollout" if exact else "recompute"
     return requested
 

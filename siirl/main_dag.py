@@ -111,10 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         from siirl.cluster import check_local_capacity
         from siirl.driver import run_job
         from siirl.execution.scheduler.ray_request import placement_bundles
-        from siirl.params.async_training import async_schedule
 
         check_local_capacity(cfg, placement_bundles(backend, plan.world_size),
-                             separate=async_schedule(cfg).mode == "separate_async")
+                             separate=plan.resolved.schedule.mode == "separate_async")
         resumed = resume_message(cfg)
         if resumed:
             print(resumed)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from siirl.device.weight_sync import WEIGHT_SYNC_BACKENDS
 from siirl.errors import ConfigError
-from siirl.params.async_training import async_schedule
+from siirl.params.async_training import trainer_mode
 
 KEY = "actor_rollout_ref.rollout.weight_sync"
 VERL = "verl's checkpoint_engine.backend"
@@ -45,7 +45,7 @@ def check_verl_backend(value: str) -> None:
 def resolve_weight_sync(cfg) -> str:
     """The registered transport this run uses; one line when the layout cannot use the one asked for."""
     rollout = cfg.actor_rollout_ref.rollout
-    mode = async_schedule(cfg).mode
+    mode = trainer_mode(cfg)
     allowed = MODE_TRANSPORTS[mode]
     asked = str(rollout.weight_sync)
     if asked in AUTO:

@@ -34,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from tensordict import TensorDict
@@ -46,9 +46,6 @@ from siirl.engine.rollout.bounded import generating_for
 from siirl.engine.rollout.partial import VERSION_KEY, generate_tagged
 from siirl.engine.rollout.rollout_pool import RolloutPool
 from siirl.params.async_training import AsyncSchedule
-
-if TYPE_CHECKING:
-    from siirl.dag_worker.context import WorkerContext
 
 logger = logging.getLogger(__name__)
 
@@ -269,35 +266,3 @@ class AsyncRollout:
         if self._thread.is_alive():
             self._thread.join(CLOSE_TIMEOUT_S)
 
-
-def build_async_rollout(
-    ctx: WorkerContext, next_shard: Callable[[], TensorDict], start_version: int, trained_ahead: list[list[int]] | None = None
-) -> AsyncRollout | None:
-    """The producer of an asynchronous run on a rank that rolls out (None otherwise), its engine already
-    holding the weights of ``start_version`` (siirl.dag_worker.async_weights); ``trained_ahead``: from the
-    checkpoint it resumes (:meth:`AsyncRollout.resume_point`)."""
-    from siirl.device.weight_sync import make_weight_sync
-    from siirl.params.async_training import async_schedule
-
-    schedule = async_schedule(ctx.cfg)
-    if not schedule.is_async:  # synchronous (teams, whose agents each hold a policy, are only ever that)
-        return None
-    policy = ctx.policy()
-    if policy.rollout is None:  # a trainer apart from the rollout
-        return None
-    policy.free_cache = False  # the producer keeps the engine awake between the steps it overlaps
-    policy.rollout.records_log_probs = True  # behaviour log-probs, for the off-policy correction
-    rollout = ctx.cfg.actor_rollout_ref.rollout
-    # colocate_async resolves to object_store; a separate rollout rank's producer gets the broadcast's
-    # snapshots through the same kind of hand-over
-    sync = make_weight_sync("object_store", bucket_mb=rollout.weight_sync_bucket_mb)
-    producer = AsyncRollout(
-        policy.rollout, schedule, sync, next_shard, ctx.train_loader.state_dict, start_version=start_version,
-        trained_ahead=trained_ahead,
-    )
-    producer.start()
-    logger.info(
-        "asynchronous rollout (%s): tokens at most %d versions old, partial rollouts %s",
-        schedule.mode, schedule.max_lag, "on" if schedule.partial_rollout else "off",
-    )
-    return producer

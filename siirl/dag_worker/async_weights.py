@@ -5,11 +5,14 @@ on sync steps), since gathering sharded weights and broadcasting them are collec
 what they deliver at its next batch or piece (siirl.dag_worker.async_rollout).
 
 - ``colocate_async``: each rank's actor and engine share the rank; the actor's gathered weights are handed
-  to the rank's own producer.
+  to the rank's own producer through the run's transport (``object_store``).
 - ``separate_async``: the trainers' first rank broadcasts the gathered weights to the rollout ranks over a
   group of those ranks (the device layer's bucketed broadcast: gloo, NCCL or HCCL; ``engine_broadcast``: into
   the vLLM / SGLang engine's own processes); the other trainer ranks take part in the gather only. The
-  transport is ``actor_rollout_ref.rollout.weight_sync``, resolved before Ray (siirl.weight_transport).
+  transport is ``actor_rollout_ref.rollout.weight_sync``, resolved before Ray (siirl.weight_transport) and
+  carried by the plan; a rollout rank hands what it received to its producer thread through the object store.
+
+``producer_transport``: the registered transport that hands a rank's snapshot to its producer thread.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from siirl.device.weight_sync import make_weight_sync, weight_sync_group
 from siirl.device.weight_sync.engine_receivers import ENGINE_RECEIVERS
 from siirl.execution.scheduler.async_graph import ROLLOUT_GROUP, TRAINER_GROUP
-from siirl.params.async_training import async_schedule
 
 if TYPE_CHECKING:
     from siirl.dag_worker.context import WorkerContext
@@ -31,6 +33,7 @@ NATIVE_ENGINE = {"vllm": "llm", "sglang": "engine"}
 class ColocatedWeights:
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
+        self.producer_transport = ctx.plan.resolved.weight_sync
 
     def initial(self, version: int) -> None:
         """The engine starts from the actor's weights (a resumed run's too)."""
@@ -48,14 +51,15 @@ class SeparateWeights:
         members = [self.src, *placements[ROLLOUT_GROUP]]
         group = weight_sync_group(members, ctx.backend)  # every rank creates it
         self.role = "source" if ctx.rank == self.src else "receiver" if ctx.rank in members else "trainer"
-        self.every = async_schedule(ctx.cfg).sync_every
-        rollout = ctx.cfg.actor_rollout_ref.rollout
-        transport, options = rollout.weight_sync, {}  # resolved: broadcast or engine_broadcast
+        self.every = ctx.plan.resolved.schedule.sync_every
+        self.producer_transport = "object_store"
+        rollout, resolved = ctx.cfg.actor_rollout_ref.rollout, ctx.plan.resolved
+        transport, options, name = resolved.weight_sync, {}, resolved.rollout_engine  # broadcast or engine_broadcast
         if transport == "engine_broadcast":
             engine = ctx.policy().rollout
-            native = getattr(engine, NATIVE_ENGINE[rollout.name]) if self.role == "receiver" else None
-            options = {"engine": rollout.name, "engine_ranks": int(rollout.tensor_model_parallel_size),
-                       "receiver": ENGINE_RECEIVERS.get(rollout.name)(native) if native is not None else None}
+            native = getattr(engine, NATIVE_ENGINE[name]) if self.role == "receiver" else None
+            options = {"engine": name, "engine_ranks": int(rollout.tensor_model_parallel_size),
+                       "receiver": ENGINE_RECEIVERS.get(name)(native) if native is not None else None}
         self.sync = make_weight_sync(
             transport, group=group, src=self.src, device=ctx.backend.device(ctx.local_device),
             bucket_mb=rollout.weight_sync_bucket_mb, **options,
@@ -86,10 +90,5 @@ class SeparateWeights:
             producer.publish(version, lambda: snapshot)
 
 
+#: asynchronous trainer mode -> its route (built by every rank at the same point: it may form a group).
 ROUTES = {"colocate_async": ColocatedWeights, "separate_async": SeparateWeights}
-
-
-def weight_route(ctx: WorkerContext) -> ColocatedWeights | SeparateWeights | None:
-    """The run's route, None when it is synchronous (collective: every rank builds it at the same point)."""
-    route = ROUTES.get(async_schedule(ctx.cfg).mode)
-    return route(ctx) if route is not None else None

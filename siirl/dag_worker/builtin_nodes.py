@@ -168,19 +168,11 @@ def per_policy(**contract: Any):
     when=with_images(_environment_outputs, (MULTIMODAL_INPUTS, MULTIMODAL_DATA)),
 )
 def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
-    """Roll out ``n`` responses per prompt with the current policy (weights synced when stale); in an
-    asynchronous run, take the step's batch from the producer, which sampled it ahead."""
+    """Roll out ``n`` responses per prompt with the current policy, through the run's batch source
+    (siirl.dag_worker.batch_source): sampled now, or taken from the producer that sampled it ahead."""
     start = time.perf_counter()
     policy = ctx.policy()
-    produced: dict[str, float] = {}
-    if ctx.async_rollout is not None and not ctx.validating:
-        out, produced = ctx.async_rollout.take(ctx.step)
-        prompt_mask = out["attention_mask"][:, : out["prompts"].shape[1]]
-    else:
-        policy.refresh()
-        out = policy.rollout.generate(batch, validate=ctx.validating)
-        policy.done()
-        prompt_mask = batch["attention_mask"]
+    out, prompt_mask, produced = ctx.batch_source.rollout(policy, batch, ctx.step, ctx.validating)
     lengths = out["response_mask"].sum(-1).float()
     prompt_lengths = prompt_mask.sum(-1).float()
     metrics = {

@@ -58,8 +58,8 @@ class WorkerContext:
     startup_marks: dict[str, float] = field(default_factory=dict)
     #: The training step being run (1-based; 0 before the first), for nodes that act by step.
     step: int = 0
-    #: An asynchronous run's rollout producer (siirl.dag_worker.async_rollout); None when synchronous.
-    async_rollout: Any = None
+    #: Where training batches come from, chosen once when the run starts (siirl.dag_worker.batch_source).
+    batch_source: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     def policy(self, agent: str = "") -> Policy:

@@ -24,8 +24,7 @@ import torch.distributed as dist
 from siirl import startup_timing, user_code
 from siirl.dag_worker import builtin_nodes, val_generations
 from siirl.dag_worker.agent_nodes import validate_team
-from siirl.dag_worker.async_rollout import build_async_rollout
-from siirl.dag_worker.async_weights import weight_route
+from siirl.dag_worker.batch_source import choose_batch_source
 from siirl.dag_worker.checkpoint import CheckpointManager, checkpoint_root, rng_state, set_rng_state
 from siirl.dag_worker.layouts import node_layout_key, role_layouts
 from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
@@ -35,7 +34,6 @@ from siirl.dag_worker.rollout_dump import RolloutDump
 from siirl.dag_worker.step_profiler import profiled_step
 from siirl.dag_worker.val_reward_extra import add_reward_extra, val_reward_extra
 from siirl.data_coordinator import needs_redistribution
-from siirl.errors import SiirlUserError
 from siirl.execution.dag import NEED_MORE_DATA, NodeOutput, TaskGraph
 from siirl.execution.dag.contract_check import check_declared_writes
 from siirl.execution.dag.node_types import NodeRole, NodeType
@@ -56,8 +54,6 @@ class TrainingLoop:
         self.ckpt = CheckpointManager(checkpoint_root(self.cfg.trainer), self.rank, self.cfg.trainer.max_ckpt_to_keep)
         self.progress = ProgressReporter(self.rank)
         self.samples_per_step = int(self.cfg.data.train_batch_size) * int(self.cfg.actor_rollout_ref.rollout.n)
-        self.train_iter = None
-        self.weights = None  # an asynchronous run's weight route (siirl.dag_worker.async_weights)
         self._trained_ahead: list[list[int]] = []  # a resumed asynchronous run: prompts drawn ahead, trained
         self.handoffs = ctx.handoffs
         skip = self.cfg.actor_rollout_ref.rollout.skip
@@ -65,36 +61,6 @@ class TrainingLoop:
         self.dump = RolloutDump(skip, self.rank) if skip.enable and first_rolls_out else None
         #: Workers whose first node is fed by another placement group read no training data.
         self.loads_data = not (self.handoffs and self.handoffs.receives(self.nodes[0].node_id))
-
-    # ----- data -----
-
-    def _next_batch(self):
-        """Next training shard; the loader moves to the next (reshuffled) epoch when one is exhausted."""
-        while True:
-            if self.train_iter is None:
-                self._check_same_order()
-                self.train_iter = iter(self.ctx.train_loader)
-            try:
-                return next(self.train_iter)
-            except StopIteration:
-                self.train_iter = None
-
-    def _check_same_order(self) -> None:
-        """With ``data.sampler`` every worker draws the epoch's order from its own sampler instance: the rollout
-        dp ranks compare them before cutting shards (an unseeded generator, or a curriculum ``update`` that
-        reacts to each worker's own shard, would otherwise train on overlapping shards)."""
-        sampler = getattr(self.ctx.train_loader, "user_sampler", None)
-        if sampler is None or not dist.is_initialized() or "rollout" not in self.ctx.groups:
-            return
-        group = self.ctx.groups["rollout"]
-        digests: list = [None] * dist.get_world_size(group)
-        dist.all_gather_object(digests, self.ctx.train_loader.order_digest(), group=group)
-        if len(set(digests)) > 1:
-            raise SiirlUserError(
-                f"data.sampler: {sampler.name} gave the data-parallel workers different orders for epoch "
-                f"{self.ctx.train_loader.epoch}; its order must depend only on the global RNGs (seeded per epoch "
-                "from data.seed) and on updates that are the same on every worker"
-            )
 
     # ----- one step -----
 
@@ -108,9 +74,9 @@ class TrainingLoop:
         index, batch, layout = 0, None, self.data_layout
         while index < len(self.nodes):
             clock = time.perf_counter()
-            if index == 0 and self.loads_data and self.ctx.async_rollout is None:
-                batch, layout = self._next_batch(), self.data_layout
-                metrics["data/gen_batches"] += 1
+            if index == 0 and self.loads_data:  # the source's draw (none when a producer samples ahead)
+                (batch, drawn), layout = self.ctx.batch_source.draw(), self.data_layout
+                metrics["data/gen_batches"] += drawn
                 metrics["timing_s/data"] += time.perf_counter() - clock
             node = self.nodes[index]
             self.progress.beat(self.step, f"node {node.node_id}")
@@ -160,11 +126,8 @@ class TrainingLoop:
         An asynchronous run's producer waits meanwhile (the engine then holds the trained weights)."""
         if self.ctx.val_loader is None:
             return {}
-        if self.ctx.async_rollout is not None:  # a colocated engine is refreshed to this step's weights
-            colocated = self.ctx.policy().actor is not None
-            with self.ctx.async_rollout.engine_held(self.step if colocated else None):
-                return self._validate()
-        return self._validate()
+        with self.ctx.batch_source.engine_held(self.step):
+            return self._validate()
 
     def _validate(self) -> dict[str, float]:
         if self.ctx.agents():  # multi-agent graphs: greedy team episodes
@@ -208,9 +171,7 @@ class TrainingLoop:
     # ----- checkpoints -----
 
     def _worker_state(self, step: int) -> dict:
-        producer = self.ctx.async_rollout  # it drew the prompts of the steps it runs ahead on
-        loader, trained_ahead = (producer.resume_point() if producer is not None
-                                 else (self.ctx.train_loader.state_dict(), []))
+        loader, trained_ahead = self.ctx.batch_source.resume_point()
         return {"step": step, "dataloader": loader, "trained_ahead": trained_ahead, "rng": rng_state(),
                 "kl_ctrl": self.ctx.kl_ctrl_state()}
 
@@ -240,6 +201,7 @@ class TrainingLoop:
         trainer = self.cfg.trainer
         total = self.total_steps()
         start = self._resume()
+        self.ctx.batch_source = choose_batch_source(self.ctx, start, self._trained_ahead)
         run = RunInfo(trainer.project_name, trainer.experiment_name, dataclasses.asdict(self.cfg), resumed_at=start)
         self.metrics_logger = MetricsLogger(self.run_dir, list(trainer.logger), enabled=self.rank == 0, run=run)
         startup_timing.mark("loggers", self.ctx.startup_marks)
@@ -251,26 +213,17 @@ class TrainingLoop:
                 summary["val/score_before"] = before["val/score"]
                 self.metrics_logger.log(0, before)
                 self.progress.report(start, total, before)
-        self.weights = weight_route(self.ctx)
-        if self.weights is not None:
-            self.weights.initial(start)
-        self.ctx.async_rollout = build_async_rollout(self.ctx, self._next_batch, start, self._trained_ahead)
         try:
+            self.ctx.batch_source.start(start)
             self._train(start, total, summary)
         finally:
-            if self.ctx.async_rollout is not None:
-                self.ctx.async_rollout.close()
+            self.ctx.batch_source.close()
         self.metrics_logger.close()
         if self.rank == 0:
             plot = plot_run(self.run_dir)
             if plot is not None:
                 logger.info("reward plot: %s", plot)
         return summary
-
-    def _publish(self, step: int) -> None:
-        """Asynchronous runs: the producer gets this update's weights (on its sync steps)."""
-        if self.weights is not None:
-            self.weights.after_update(step, self.ctx.async_rollout)
 
     def _train(self, start: int, total: int, summary: dict[str, float]) -> None:
         trainer, marks = self.cfg.trainer, self.ctx.startup_marks
@@ -282,7 +235,7 @@ class TrainingLoop:
             began = time.perf_counter()
             with profiled_step(self.cfg, step, self.rank):
                 metrics = self.run_graph()
-                self._publish(step)
+                self.ctx.batch_source.after_update(step)  # asynchronous runs: weights move on sync steps
             metrics["timing_s/step"] = time.perf_counter() - began
             self.ctx.step_finished(metrics)
             began = time.perf_counter()

@@ -126,22 +126,27 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
         init_seed=cfg.trainer.seed, local_rank=ctx.local_device, rollout_correction=cfg.algorithm.rollout_correction,
         distillation=cfg.distillation.distillation_loss if cfg.distillation.enabled else None,
     )
-    policy = Policy(actor, None, make_kl_controller(cfg.algorithm.kl_ctrl), bool(arr.rollout.free_cache_engine))
-    if "rollout" in roles:
-        engine = make_rollout_engine(
-            arr.rollout.name, model_cfg=model,
-            rollout_cfg=single_sample_config(arr.rollout) if agent else inner_rollout_config(cfg),
-            backend=ctx.backend, max_response_length=_response_limit(cfg), tokenizer=ctx.tokenizer,
-            local_rank=ctx.local_device,
-        )
-        bound_generation(engine, arr.rollout.name, arr.rollout.generation_timeout_s, lambda: ctx.step,
-                         pin=lambda: ctx.backend.set_device(ctx.local_device))
-        policy.rollout = engine if agent else wrap_rollout(engine, cfg, ctx.tokenizer)
-        # Exact only while the rollout copy is this worker's actor, synced before every rollout.
-        policy.old_log_probs_from_rollout = str(arr.actor.old_log_prob_source) == "rollout" and policy.rollout is engine
-        # verl's calculate_log_probs: recorded too, to compare with the actor's recomputation (a metric)
-        engine.records_log_probs = policy.old_log_probs_from_rollout or bool(arr.rollout.calculate_log_probs)
-    return policy
+    resolved = ctx.plan.resolved
+    kl_ctrl = make_kl_controller(cfg.algorithm.kl_ctrl)
+    # an asynchronous producer keeps the engine awake between the steps it overlaps
+    free_cache = bool(arr.rollout.free_cache_engine) and not resolved.schedule.is_async
+    if "rollout" not in roles:
+        return Policy(actor, None, kl_ctrl, free_cache)
+    engine = make_rollout_engine(
+        resolved.rollout_engine, model_cfg=model,
+        rollout_cfg=single_sample_config(arr.rollout) if agent else inner_rollout_config(cfg),
+        backend=ctx.backend, max_response_length=_response_limit(cfg), tokenizer=ctx.tokenizer,
+        local_rank=ctx.local_device,
+    )
+    bound_generation(engine, resolved.rollout_engine, arr.rollout.generation_timeout_s, lambda: ctx.step,
+                     pin=lambda: ctx.backend.set_device(ctx.local_device))
+    rollout = engine if agent else wrap_rollout(engine, cfg, ctx.tokenizer)
+    # Exact only while the rollout copy is this worker's actor, synced before every rollout.
+    from_rollout = resolved.old_log_prob_source == "rollout" and rollout is engine
+    # verl's calculate_log_probs: recorded too, to compare with the actor's recomputation (a metric);
+    # asynchronous runs record the behaviour policy's, for the off-policy correction
+    engine.records_log_probs = from_rollout or bool(arr.rollout.calculate_log_probs) or resolved.schedule.is_async
+    return Policy(actor, rollout, kl_ctrl, free_cache, old_log_probs_from_rollout=from_rollout)
 
 
 @MODEL_BUILDERS.register("reference")

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from siirl.errors import ConfigError
-from siirl.params.async_training import TRAINER_MODES, async_schedule
+from siirl.params.async_training import TRAINER_MODES, AsyncSchedule, async_schedule
 
 #: Engines whose generation can stop at a chunk boundary and continue under new weights.
 PARTIAL_ROLLOUT_ENGINES = ("hf", "vllm", "sglang")
@@ -56,7 +56,7 @@ def _check_values(cfg: Any) -> None:
         raise ConfigError("bad config: rollout.nnodes and rollout.n_gpus_per_node must be >= 0")
 
 
-def _refusal(cfg: Any, mode: str | None) -> str | None:
+def _refusal(cfg: Any, schedule: AsyncSchedule, mode: str | None) -> str | None:
     """Why this async run cannot run as configured, or None (``mode``: the run's environment mode)."""
     if mode is not None:
         what = "EMBODIED environment rollouts" if mode == "steps" else "multi-turn rollouts"
@@ -66,7 +66,6 @@ def _refusal(cfg: Any, mode: str | None) -> str | None:
     if cfg.algorithm.filter_groups.enable:
         return "dynamic sampling (algorithm.filter_groups.enable) restarts a step for more groups, not implemented in asynchronous training"
     name = str(cfg.actor_rollout_ref.rollout.name)
-    schedule = async_schedule(cfg)
     if schedule.partial_rollout and name not in PARTIAL_ROLLOUT_ENGINES:
         return (f"async_training.partial_rollout with the '{name}' rollout engine is not implemented "
                 f"({', '.join(PARTIAL_ROLLOUT_ENGINES)} only)")
@@ -89,7 +88,7 @@ def check_async(cfg: Any, env_mode: str | None) -> None:
             f"(async_training.trigger_parameter_sync_step), so the staleness bound must be at least "
             f"{schedule.sync_every - 1} versions, got {schedule.max_lag} (trainer.v1.sampler.max_off_policy_threshold)"
         )
-    why = _refusal(cfg, env_mode)
+    why = _refusal(cfg, schedule, env_mode)
     if why is not None:
         raise ConfigError(f"bad config: {why}")
     if cfg.data.gen_batch_size is not None and cfg.data.gen_batch_size != cfg.data.train_batch_size:

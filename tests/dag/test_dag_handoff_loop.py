@@ -8,6 +8,7 @@ import torch
 from config_testutils import typed_config
 from tensordict import TensorDict
 
+from siirl.dag_worker.batch_source import choose_batch_source
 from siirl.dag_worker.handoff import Handoffs
 from siirl.dag_worker.loop import TrainingLoop
 from siirl.execution.dag import NodeRole, NodeType, Pipeline
@@ -75,9 +76,10 @@ def _loops(tmp_path, plan, coordinator):
     })
     loops = []
     for rank in range(plan.world_size):
-        ctx = SimpleNamespace(cfg=cfg, rank=rank, plan=plan, coordinator=coordinator,
+        ctx = SimpleNamespace(cfg=cfg, rank=rank, plan=plan, coordinator=coordinator, groups={},
                               train_loader=Loader(forbidden=plan.worker(rank).placement == "b"),
-                              handoffs=Handoffs(plan, rank, coordinator), async_rollout=None)
+                              handoffs=Handoffs(plan, rank, coordinator))
+        ctx.batch_source = choose_batch_source(ctx, 0, [])  # the plan's resolved defaults: synchronous
         loops.append(TrainingLoop(ctx, plan.worker(rank).graph))
     return loops
 

@@ -152,18 +152,17 @@ def test_the_launchers_plan_refuses_a_bad_sampler_before_ray(sampler_file):
 def test_workers_whose_orders_differ_stop_at_the_epoch_start(parquet_of, sampler_file, loader, monkeypatch):
     from types import SimpleNamespace
 
-    import siirl.dag_worker.loop as loop_module
+    import siirl.dag_worker.batch_source as loop_module
     from siirl.errors import SiirlUserError
 
     run = loader(sampler_file, "Shuffled", [parquet_of(8)])
-    loop = object.__new__(loop_module.TrainingLoop)
-    loop.ctx = SimpleNamespace(train_loader=run, groups={"rollout": None})
+    loop = loop_module.ShardReader(SimpleNamespace(train_loader=run, groups={"rollout": None}))
     monkeypatch.setattr(loop_module.dist, "is_initialized", lambda: True)
     monkeypatch.setattr(loop_module.dist, "get_world_size", lambda group=None: 2)
     peer = {"digest": run.order_digest()}
     monkeypatch.setattr(loop_module.dist, "all_gather_object",
                         lambda out, mine, group=None: out.__setitem__(slice(None), [mine, peer["digest"]]))
-    loop._check_same_order()  # the same order on both ranks
+    loop.check_same_order()  # the same order on both ranks
     peer["digest"] += 1
     with pytest.raises(SiirlUserError, match="data.sampler: Shuffled gave the data-parallel workers different orders"):
-        loop._check_same_order()
+        loop.check_same_order()

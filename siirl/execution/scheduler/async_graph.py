@@ -20,13 +20,12 @@ from siirl.execution.dag.node_types import NodeRole
 from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.scheduler.placement import PLACEMENT_KEY, node_placements
 from siirl.execution.scheduler.plan import ALL_RANKS
-from siirl.params.async_training import async_schedule
+from siirl.params.async_training import AsyncSchedule
 
 ROLLOUT_GROUP, TRAINER_GROUP = "rollout", "trainer"
 
 
-def check_async_graph(graph: TaskGraph, cfg: Any) -> None:
-    schedule = async_schedule(cfg)
+def check_async_graph(graph: TaskGraph, schedule: AsyncSchedule) -> None:
     if not schedule.is_async:
         return
     prefix = f"bad config: trainer.v1.trainer_mode={schedule.mode}"
@@ -69,10 +68,12 @@ def separate_split(cfg: Any, per_node: int) -> tuple[int, int, int]:
     )
 
 
-def separate_layout(graph: TaskGraph, cfg: Any, per_node: int) -> tuple[TaskGraph, int, int, dict[str, int]] | None:
+def separate_layout(
+    graph: TaskGraph, cfg: Any, per_node: int, schedule: AsyncSchedule
+) -> tuple[TaskGraph, int, int, dict[str, int]] | None:
     """``separate_async``: the graph with its two placement groups, the planned nodes of the whole job,
-    workers per planned node and the groups' sizes; None for the other modes."""
-    if async_schedule(cfg).mode != "separate_async":
+    workers per planned node and the groups' sizes; None for the other modes (``schedule``: the resolved run's)."""
+    if schedule.mode != "separate_async":
         return None
     trainer_nodes, rollout_nodes, per_node = separate_split(cfg, per_node)
     placed = graph.copy()

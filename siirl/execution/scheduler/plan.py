@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from siirl.execution.dag.node_types import NodeRole
 from siirl.execution.dag.task_graph import TaskGraph
+from siirl.params.resolved import ResolvedRun, resolve
+from siirl.params.root import SiirlConfig
 
 #: Placement of nodes without ``config.placement_group``: they run on every rank.
 ALL_RANKS = "all"
@@ -112,6 +114,9 @@ class ExecutionPlan:
     workers: list[WorkerPlan]
     #: Edges between placement groups, in execution order of their consumers (empty: one placement).
     handoffs: list[Handoff] = field(default_factory=list)
+    #: What the run derives from its config (siirl.params.resolved), resolved once on the driver; a plan
+    #: made without a config carries the defaults'.
+    resolved: ResolvedRun = field(default_factory=lambda: resolve(SiirlConfig()))
 
     @property
     def world_size(self) -> int:

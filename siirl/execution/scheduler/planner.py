@@ -12,6 +12,7 @@ shard their worker holds.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from siirl.errors import ConfigError
@@ -34,6 +35,7 @@ from siirl.execution.scheduler.plan import (
     RoleGroups,
     WorkerPlan,
 )
+from siirl.params.resolved import ResolvedRun, resolve
 from siirl.params.root import SiirlConfig, or_defaults
 from siirl.params.sequence_parallel import sequence_parallel_sizes
 
@@ -190,6 +192,7 @@ def make_plan(
     parallelism: Parallelism | None = None,
     placement_sizes: Mapping[str, int] | None = None,
     agent_placement: str = "auto",
+    resolved: ResolvedRun | None = None,
 ) -> ExecutionPlan:
     """Plan ``graph`` onto ``nnodes x devices_per_node`` ranks; same inputs, same plan, on every process.
 
@@ -220,9 +223,10 @@ def make_plan(
         for key, (role, placement) in role_keys.items()
     }
     workers = [_worker(rank, graph, placements, ranges, groups, per_node) for rank in range(world_size)]
-    return ExecutionPlan(
+    plan = ExecutionPlan(
         graph.graph_id, nnodes, per_node, order, ranges, groups, workers, _handoffs(graph, order, placements)
     )
+    return plan if resolved is None else replace(plan, resolved=resolved)
 
 
 def plan_from_config(graph: TaskGraph, cfg: SiirlConfig | None) -> ExecutionPlan:
@@ -234,8 +238,9 @@ def plan_from_config(graph: TaskGraph, cfg: SiirlConfig | None) -> ExecutionPlan
     would fail at step 1 for a missing key or model is refused here, in one line. ``None``: the defaults.
     """
     cfg = or_defaults(cfg)
+    resolved = resolve(cfg)
     check_contracts(graph, cfg)
-    check_async_graph(graph, cfg)
+    check_async_graph(graph, resolved.schedule)
     per_node = cfg.trainer.n_gpus_per_node or cfg.trainer.n_devices_per_node
     model_roles = {n.node_role for n in graph if n.node_type in _MODEL_TYPES}
     parallelism: dict[str, dict[str, int]] = {}
@@ -244,10 +249,10 @@ def plan_from_config(graph: TaskGraph, cfg: SiirlConfig | None) -> ExecutionPlan
     for role, size in sequence_parallel_sizes(cfg).items():
         if size > 1 and NodeRole(role) in model_roles:
             parallelism[role] = {"sp": size}
-    separate = separate_layout(graph, cfg, per_node)
+    separate = separate_layout(graph, cfg, per_node, resolved.schedule)
     if separate is not None:  # verl's fully-async layout: the rollout on nodes of its own
         graph, nnodes, per_node, sizes = separate
-        return make_plan(graph, nnodes, per_node, parallelism, placement_sizes=sizes)
+        return make_plan(graph, nnodes, per_node, parallelism, placement_sizes=sizes, resolved=resolved)
     return make_plan(
-        graph, cfg.trainer.nnodes, per_node, parallelism, agent_placement=cfg.dag.agent_placement,
+        graph, cfg.trainer.nnodes, per_node, parallelism, agent_placement=cfg.dag.agent_placement, resolved=resolved,
     )
