@@ -12,16 +12,18 @@ from typing import Any
 from siirl.params import SiirlConfig
 
 
-def final_step(cfg: SiirlConfig, loader_state: dict[str, Any]) -> int | None:
+def final_step(cfg: SiirlConfig, loader_state: dict[str, Any], prompts_per_draw: int | None = None) -> int | None:
     """The run's last step as the workers will count it (``trainer.total_training_steps``, else batches per
     epoch x ``trainer.total_epochs``); None when it cannot be told from the checkpoint alone (a sampler of
-    the user's, or a batch size other than the one saved)."""
+    the user's, or a batch size other than the one saved). ``prompts_per_draw``: the plan's resolved draw
+    (siirl.params.resolved), else the config's generation batch."""
     if cfg.trainer.total_training_steps > 0:
         return int(cfg.trainer.total_training_steps)
     from siirl.data_coordinator.custom_sampler import sampler_class
 
     rows, batch = loader_state.get("num_rows"), loader_state.get("global_batch_size")
-    if sampler_class(cfg.data) is not None or not rows or batch != cfg.data.prompts_per_generation():
+    draw = cfg.data.prompts_per_generation() if prompts_per_draw is None else prompts_per_draw
+    if sampler_class(cfg.data) is not None or not rows or batch != draw:
         return None
     return int(rows) // int(batch) * int(cfg.trainer.total_epochs)  # the training loader drops the last batch
 
@@ -47,13 +49,13 @@ def resume_message(cfg: SiirlConfig) -> str | None:
     )
 
 
-def finished_message(cfg: SiirlConfig) -> str | None:
+def finished_message(cfg: SiirlConfig, prompts_per_draw: int | None = None) -> str | None:
     """One line when the checkpoint the run resumes from (pinned by the preflight) is at the final step."""
     state = _resumed_state(cfg)
     if state is None:
         return None
     mode = str(cfg.trainer.resume_mode)
-    step, total = int(state.get("step", 0)), final_step(cfg, state.get("dataloader") or {})
+    step, total = int(state.get("step", 0)), final_step(cfg, state.get("dataloader") or {}, prompts_per_draw)
     if total is None or step < total:
         return None
     return (

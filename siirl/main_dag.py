@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.print_config:
             print(OmegaConf.to_yaml(OmegaConf.structured(cfg)))  # the typed tree, dumped as YAML
             return 0
-        finished = None if args.plan else finished_message(cfg)
+        finished = None if args.plan else finished_message(cfg, plan.resolved.prompts_per_draw)
         if finished:  # resuming would start Ray to train nothing
             print(finished)
             return 0

@@ -8,6 +8,7 @@ be written, a checkpoint that is missing or corrupt) is looked up here from the 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import tempfile
 from collections.abc import Collection
@@ -257,9 +258,8 @@ def _data_dp_size(plan: ExecutionPlan) -> int:
 def check_batch_sizes(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     """Batch sizes split evenly over the plan's data-parallel ranks (the rules the workers enforce)."""
     rollout_dp = _data_dp_size(plan)
-    for key in ("train_batch_size", "gen_batch_size"):
-        value = getattr(cfg.data, key)
-        if value is not None and value % rollout_dp:
+    for key, value in (("train_batch_size", cfg.data.train_batch_size), ("gen_batch_size", plan.resolved.prompts_per_draw)):
+        if value % rollout_dp:
             raise ConfigError(
                 f"bad config: data.{key}={value} must be divisible by the rollout data-parallel size "
                 f"{rollout_dp} (trainer.nnodes x trainer.n_devices_per_node / tensor parallel)"
@@ -304,7 +304,8 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     mismatch = patch_size_mismatch(images, cfg.data.image_patch_size)  # None for a text policy
     if mismatch:
         logger.warning(mismatch)
-    for build, files in ((build_train_dataloader, cfg.data.train_files), (build_val_dataloader, cfg.data.val_files)):
+    train = functools.partial(build_train_dataloader, prompts_per_draw=plan.resolved.prompts_per_draw)
+    for build, files in ((train, cfg.data.train_files), (build_val_dataloader, cfg.data.val_files)):
         if not files:
             continue
         custom = dataset_class(cfg.data) is not None  # the user's dataset filters its own rows

@@ -15,10 +15,13 @@ from siirl.errors import ConfigError
 from siirl.params.async_training import trainer_mode
 
 KEY = "actor_rollout_ref.rollout.weight_sync"
+#: How a rank's actor loads its own colocated engine: every synchronous sync, and an asynchronous run's loads
+#: of a colocated engine outside its producer (at the start, for validation) (siirl.dag_worker.policy).
+COLOCATED = "in_place"
 VERL = "verl's checkpoint_engine.backend"
 #: trainer mode -> the transports its layout can use, its default first.
 MODE_TRANSPORTS = {
-    "sync": ("in_place",),
+    "sync": (COLOCATED,),
     "colocate_async": ("object_store",),
     "separate_async": ("broadcast", "engine_broadcast"),
 }

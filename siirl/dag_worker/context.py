@@ -142,6 +142,7 @@ def build_context(
     # length everywhere) but never iterate it, so they read no rows.
     train_loader = build_train_dataloader(
         cfg.data, tokenizer, data_coord.dp_rank, data_coord.dp_size, scan=dist_scan_share(), image_processor=images,
+        prompts_per_draw=plan.resolved.prompts_per_draw,
     )
     val_loader = (
         build_val_dataloader(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from siirl.device.weight_sync import WeightSync
 from siirl.engine.rollout.base import RolloutEngine
 
 
@@ -19,10 +20,15 @@ class Policy:
     #: Adaptive or fixed KL-in-reward coefficient of this policy (moves once per step).
     kl_ctrl: Any
     free_cache: bool = False
+    #: How the actor's weights reach its colocated engine: the registered ``in_place`` transport into the
+    #: engine's ``sync_weights`` (siirl.weight_transport.COLOCATED); None without an engine on this rank.
+    weight_sync: WeightSync | None = None
     #: The rollout records the sampled tokens' log-probs and they serve as the PPO old log-probs
     #: (``actor_rollout_ref.actor.old_log_prob_source``), so the actor skips its extra forward.
     old_log_probs_from_rollout: bool = False
     stale: bool = True
+    #: Weight loads so far (the version the colocated transport's tickets carry).
+    loads: int = 0
 
     def refresh(self) -> None:
         """Wake the engine and, after this policy's last update, stream the actor's weights in (no disk):
@@ -32,7 +38,8 @@ class Policy:
             if self.rollout.takes_lora_adapters and getattr(self.actor, "lora", False):
                 self.rollout.sync_lora_adapter(*self.actor.lora_adapter())
             else:
-                self.rollout.sync_weights(self.actor.named_parameters_for_sync())
+                self.loads += 1
+                self.weight_sync.send(self.actor.named_parameters_for_sync(), self.loads)
             self.stale = False
 
     def done(self) -> None:

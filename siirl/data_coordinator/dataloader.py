@@ -382,16 +382,17 @@ class DistributedDataLoader:
 
 def build_train_dataloader(
     config: DataConfig, tokenizer: Any, dp_rank: int, dp_size: int, files: Sequence[str] | None = None,
-    scan: ScanShare | None = None, image_processor: Any = None,
+    scan: ScanShare | None = None, image_processor: Any = None, prompts_per_draw: int | None = None,
 ) -> DistributedDataLoader:
-    """Shuffled, ``drop_last`` loader of ``data.train_batch_size`` prompts per batch over all ranks, or of
-    ``data.gen_batch_size`` when set (DAPO's group filter then fills a train batch from several of them)."""
+    """Shuffled, ``drop_last`` loader of ``prompts_per_draw`` prompts per batch over all ranks: the run's
+    resolved draw (siirl.params.resolved), else ``data.gen_batch_size`` when set (DAPO's group filter then
+    fills a train batch from several of them), else ``data.train_batch_size``."""
     files = list(config.train_files if files is None else files)
     if not files:
         raise DataError("data.train_files is empty")
-    for key in ("train_batch_size", "gen_batch_size"):
-        value = getattr(config, key)
-        if value is not None and value % dp_size:
+    draw = config.prompts_per_generation() if prompts_per_draw is None else prompts_per_draw
+    for key, value in (("train_batch_size", config.train_batch_size), ("gen_batch_size", draw)):
+        if value % dp_size:
             raise DataError(f"data.{key}={value} must be divisible by the rollout dp size {dp_size}")
     return DistributedDataLoader(
         files,
@@ -399,7 +400,7 @@ def build_train_dataloader(
         config,
         dp_rank=dp_rank,
         dp_size=dp_size,
-        global_batch_size=config.prompts_per_generation(),
+        global_batch_size=draw,
         shuffle=config.shuffle,
         drop_last=True,
         scan=scan,

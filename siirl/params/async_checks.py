@@ -93,7 +93,7 @@ def check_async(cfg: Any, env_mode: str | None) -> None:
         raise ConfigError(f"bad config: {why}")
     if cfg.data.gen_batch_size is not None and cfg.data.gen_batch_size != cfg.data.train_batch_size:
         # verl's fully-async recipe sets gen_batch_size=1: its rollout takes prompts one at a time. Here the
-        # producer draws each step's train batch and streams it; there is no DAPO refill to size (refused above).
+        # producer draws each step's train batch and streams it (siirl.params.resolved: prompts_per_draw);
+        # there is no DAPO refill to size (refused above).
         logger.info("data.gen_batch_size=%s: asynchronous rollouts draw data.train_batch_size prompts per step",
                     cfg.data.gen_batch_size)
-        cfg.data.gen_batch_size = None

@@ -58,8 +58,11 @@ def test_verl_v1_separate_async_script_plans_rollout_and_trainers_apart():
     with pytest.raises(ConfigError, match="separate_async is not supported with rollout.name=vllm"):
         prepare(["device=cpu", *script])
     cfg, _, _, plan = prepare(["device=cpu", *script, *HF])
-    schedule = async_schedule(cfg)
+    schedule = plan.resolved.schedule
+    assert schedule == async_schedule(cfg)  # resolved once, carried by the plan
     assert (schedule.mode, schedule.max_lag) == ("separate_async", 8)  # V1's max_off_policy_threshold
+    # verl's streaming unit gen_batch_size=1 is left as given; the producer draws a train batch per step
+    assert (cfg.data.gen_batch_size, plan.resolved.prompts_per_draw) == (1, 4)
     assert (plan.nnodes, plan.world_size) == (2, 8)
     assert plan.placements["rollout"] == (0, 1, 2, 3) and plan.placements["trainer"] == (4, 5, 6, 7)
     assert plan.groups["trainer/actor"].dp_size == 4 and plan.groups["rollout/rollout"].ranks == (0, 1, 2, 3)

@@ -14,9 +14,7 @@ SEPARATE = ["trainer.v1.trainer_mode=separate_async"]
 COLOCATE = ["trainer.v1.trainer_mode=colocate_async"]
 
 
-@pytest.mark.parametrize(
-    ("overrides", "transport"),
-    [
+RESOLVED = [
         ([], "in_place"),
         ([f"{VERL}naive"], "in_place"),  # verl's default everywhere: the layout's own transport
         ([*COLOCATE], "object_store"),
@@ -26,16 +24,22 @@ COLOCATE = ["trainer.v1.trainer_mode=colocate_async"]
         ([*SEPARATE, f"{VERL}nccl"], "broadcast"),
         ([*SEPARATE, f"{VERL}hccl"], "broadcast"),
         ([*SEPARATE, "actor_rollout_ref.rollout.weight_sync=gloo"], "broadcast"),
-    ],
-)
+        # SGLang's schedulers join the broadcast themselves (vLLM's in-process engine cannot roll out apart)
+        ([*SEPARATE, "device=cuda", "actor_rollout_ref.rollout.name=sglang", f"{VERL}engine_broadcast"],
+         "engine_broadcast"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "transport"), RESOLVED)
 def test_the_key_resolves_to_a_transport_of_the_layout(overrides, transport):
     assert load_config(overrides).actor_rollout_ref.rollout.weight_sync == transport
 
 
-def test_every_shipped_transport_is_some_modes_choice():
+def test_every_shipped_transport_is_some_configs_choice():
     shipped = {name for name, cls in WEIGHT_SYNC_BACKENDS.items()
                if next(n for n, c in WEIGHT_SYNC_BACKENDS.items() if c is cls) == name}
     assert shipped == {t for transports in MODE_TRANSPORTS.values() for t in transports}
+    assert shipped == {transport for _, transport in RESOLVED}  # each one reached by a config above
 
 
 def test_the_bucket_size_is_verls_update_weights_bucket_megabytes():

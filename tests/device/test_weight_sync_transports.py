@@ -61,6 +61,21 @@ def test_in_place_streams_into_the_colocated_engine_and_counts_bytes():
     assert sync.receive(load, ticket).bytes == 0  # nothing left to move
 
 
+def test_in_place_without_buckets_hands_the_engine_the_stream_it_buckets_itself():
+    """The colocated policy's path (siirl.dag_worker.policy): one ``load`` call, fed as the trainer yields."""
+    source, engine = tiny_model(0), tiny_model(1)
+    load, calls = hf_loader(params(engine)), []
+
+    def engine_load(stream):
+        calls.append(type(stream))
+        return load(stream)
+
+    ticket = make_weight_sync("in_place", load=engine_load, bucket_mb=None).send(source.named_parameters(), 2)
+    assert_same_weights(source, engine)
+    assert len(calls) == 1 and not issubclass(calls[0], list)  # a stream, not a bucket held in memory
+    assert (ticket.stats.tensors, ticket.stats.bytes) == (len(params(source)), model_bytes(source))
+
+
 class NodeObjectStore:
     """Objects live on the node that put them; a node's first ``get`` of an object copies it there (counted),
     later gets on that node read the local copy, as Ray's object manager does."""
