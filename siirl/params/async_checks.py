@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from siirl.errors import ConfigError
-from siirl.params.async_training import TRAINER_MODES, AsyncSchedule, async_schedule
+from siirl.params.async_training import TRAINER_MODES, trainer_mode
 
 #: Engines whose generation can stop at a chunk boundary and continue under new weights.
 PARTIAL_ROLLOUT_ENGINES = ("hf", "vllm", "sglang")
@@ -56,7 +56,7 @@ def _check_values(cfg: Any) -> None:
         raise ConfigError("bad config: rollout.nnodes and rollout.n_gpus_per_node must be >= 0")
 
 
-def _refusal(cfg: Any, schedule: AsyncSchedule, mode: str | None) -> str | None:
+def _refusal(cfg: Any, mode: str | None) -> str | None:
     """Why this async run cannot run as configured, or None (``mode``: the run's environment mode)."""
     if mode is not None:
         what = "EMBODIED environment rollouts" if mode == "steps" else "multi-turn rollouts"
@@ -65,11 +65,11 @@ def _refusal(cfg: Any, schedule: AsyncSchedule, mode: str | None) -> str | None:
         return "replaying dumped rollouts (actor_rollout_ref.rollout.skip.enable) is not implemented in asynchronous training"
     if cfg.algorithm.filter_groups.enable:
         return "dynamic sampling (algorithm.filter_groups.enable) restarts a step for more groups, not implemented in asynchronous training"
-    name = str(cfg.actor_rollout_ref.rollout.name)
-    if schedule.partial_rollout and name not in PARTIAL_ROLLOUT_ENGINES:
+    name, section = str(cfg.actor_rollout_ref.rollout.name), cfg.async_training
+    if section.partial_rollout and name not in PARTIAL_ROLLOUT_ENGINES:
         return (f"async_training.partial_rollout with the '{name}' rollout engine is not implemented "
                 f"({', '.join(PARTIAL_ROLLOUT_ENGINES)} only)")
-    if schedule.partial_rollout and schedule.chunk_tokens is None and name in CHUNK_CAPPED_ENGINES:
+    if section.partial_rollout and section.chunk_tokens is None and name in CHUNK_CAPPED_ENGINES:
         return (f"async_training.chunk_tokens=null with partial rollouts on the '{name}' rollout engine: its "
                 "generate cannot stop mid-piece, so a piece ends only at chunk_tokens; set it (e.g. 8)")
     return None
@@ -77,18 +77,20 @@ def _refusal(cfg: Any, schedule: AsyncSchedule, mode: str | None) -> str | None:
 
 def check_async(cfg: Any, env_mode: str | None) -> None:
     """Values first, then what the chosen mode runs; sync runs are untouched. ``env_mode``: the run's
-    environment mode (siirl.environment.outputs.env_mode), None without one."""
+    environment mode (siirl.environment.outputs.env_mode), None without one. The keys are read as given: the
+    schedule they make is derived once, by the resolve step (siirl.params.resolved)."""
     _check_values(cfg)
-    schedule = async_schedule(cfg)
-    if not schedule.is_async:
+    if trainer_mode(cfg) == "sync":
         return
-    if schedule.max_lag < schedule.sync_every - 1:
+    every, bound = int(cfg.async_training.trigger_parameter_sync_step), cfg.trainer.v1.sampler.max_off_policy_threshold
+    # the bound derived from staleness_threshold always covers a sync window; verl V1's, given in versions, may not
+    if bound is not None and int(bound) < every - 1:
         raise ConfigError(
-            f"bad config: weights reach the rollout every {schedule.sync_every} updates "
+            f"bad config: weights reach the rollout every {every} updates "
             f"(async_training.trigger_parameter_sync_step), so the staleness bound must be at least "
-            f"{schedule.sync_every - 1} versions, got {schedule.max_lag} (trainer.v1.sampler.max_off_policy_threshold)"
+            f"{every - 1} versions, got {bound} (trainer.v1.sampler.max_off_policy_threshold)"
         )
-    why = _refusal(cfg, schedule, env_mode)
+    why = _refusal(cfg, env_mode)
     if why is not None:
         raise ConfigError(f"bad config: {why}")
     if cfg.data.gen_batch_size is not None and cfg.data.gen_batch_size != cfg.data.train_batch_size:

@@ -38,6 +38,18 @@ def test_schedule_from_verl_keys(overrides, mode, lag, partial):
     assert (schedule.mode, schedule.max_lag, schedule.partial_rollout) == (mode, lag, partial)
 
 
+def test_the_plan_carries_the_run_resolved_once():
+    """The planner and the workers read the schedule, transport, sources and draw size from the plan."""
+    cfg, *_, plan = prepare([*COLOCATE, "async_training.staleness_threshold=1", "data.gen_batch_size=1"])
+    resolved = plan.resolved
+    assert resolved.schedule == async_schedule(cfg) and resolved.schedule.max_lag == 1
+    assert (resolved.weight_sync, resolved.old_log_prob_source, resolved.rollout_engine) == ("object_store", "recompute", "hf")
+    assert (cfg.data.gen_batch_size, resolved.prompts_per_draw) == (1, cfg.data.train_batch_size)
+    *_, sync_plan = prepare(["data.gen_batch_size=64", "data.train_batch_size=16", "algorithm.filter_groups.enable=true",
+                             "algorithm.adv_estimator=grpo", "algorithm.filter_groups.metric=acc"])
+    assert (sync_plan.resolved.schedule.mode, sync_plan.resolved.prompts_per_draw) == ("sync", 64)
+
+
 def test_async_recomputes_old_log_probs():
     """Samples from older weights: the actor's forward gives pi_old; the rollout's are behaviour log-probs."""
     assert load_config(["actor_rollout_ref.model.dtype=float32"]).actor_rollout_ref.actor.old_log_prob_source == "rollout"
@@ -55,6 +67,8 @@ def test_async_recomputes_old_log_probs():
         ([*COLOCATE, "algorithm.workflow_type=EMBODIED"], "EMBODIED environment rollouts are not implemented"),
         ([*COLOCATE, "actor_rollout_ref.rollout.multi_turn.enable=true"], "multi-turn rollouts are not implemented"),
         ([*COLOCATE, "algorithm.filter_groups.enable=true"], "dynamic sampling"),
+        ([*COLOCATE, "async_training.trigger_parameter_sync_step=4", "trainer.v1.sampler.max_off_policy_threshold=2"],
+         "the staleness bound must be at least 3 versions, got 2"),
     ],
 )
 def test_refused_in_one_line(overrides, message):
