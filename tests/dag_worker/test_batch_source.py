@@ -126,7 +126,8 @@ def test_a_producer_source_takes_the_steps_batch_and_validation_samples_now():
     source = ProducerSource(producer, route, colocated=True)
     assert source.draw() == (None, 0)  # the producer draws its own prompts
     out, prompt_mask, metrics = source.rollout(policy, None, step=4, validate=False)
-    assert producer.taken == [4] and prompt_mask.tolist() == [[0, 1, 1]] * 2 and metrics["async/staleness_max"] == 1
+    assert producer.taken == [4] and out["prompts"].shape == (2, 3) and prompt_mask.tolist() == [[0, 1, 1]] * 2
+    assert metrics["async/staleness_max"] == 1
     source.rollout(policy, _prompts(0), step=4, validate=True)
     assert producer.taken == [4] and policy.rollout.calls == [True]
     source.start(3)
