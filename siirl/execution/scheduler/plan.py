@@ -114,8 +114,9 @@ class ExecutionPlan:
     workers: list[WorkerPlan]
     #: Edges between placement groups, in execution order of their consumers (empty: one placement).
     handoffs: list[Handoff] = field(default_factory=list)
-    #: What the run derives from its config (siirl.params.resolved), resolved once on the driver; a plan
-    #: made without a config carries the defaults'.
+    #: What the run derives from its config (siirl.params.resolved), resolved once on the driver by
+    #: ``plan_from_config``; a plan made by ``make_plan`` alone (planner tests) carries the schema defaults'
+    #: (synchronous; the ``auto`` choices that need ``load_config`` left as ``auto``).
     resolved: ResolvedRun = field(default_factory=lambda: resolve(SiirlConfig()))
 
     @property
