@@ -111,12 +111,10 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     from siirl.algorithms import make_kl_controller
     from siirl.dag_worker.env_setup import inner_rollout_config, wrap_rollout
     from siirl.dag_worker.policy import Policy
-    from siirl.device.weight_sync import make_weight_sync
     from siirl.engine.rollout import make_rollout_engine
     from siirl.engine.rollout.bounded import bound_generation
     from siirl.engine.rollout.env_session import single_sample_config
     from siirl.engine.workers import ActorWorker
-    from siirl.weight_transport import COLOCATED
 
     cfg, arr = ctx.cfg, ctx.cfg.actor_rollout_ref
     model = agent_model_config(cfg, ctx.graph, agent)
@@ -148,9 +146,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     # verl's calculate_log_probs: recorded too, to compare with the actor's recomputation (a metric);
     # asynchronous runs record the behaviour policy's, for the off-policy correction
     engine.records_log_probs = from_rollout or bool(arr.rollout.calculate_log_probs) or resolved.schedule.is_async
-    # the colocated path goes through the transport registry; the engine buckets the stream by its fused layers
-    weight_sync = make_weight_sync(COLOCATED, load=rollout.sync_weights, bucket_mb=None)
-    return Policy(actor, rollout, kl_ctrl, free_cache, weight_sync, old_log_probs_from_rollout=from_rollout)
+    return Policy(actor, rollout, kl_ctrl, free_cache, old_log_probs_from_rollout=from_rollout)
 
 
 @MODEL_BUILDERS.register("reference")

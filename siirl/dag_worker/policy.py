@@ -6,11 +6,12 @@ The single policy of a run and every agent of a team are each one ``Policy`` (sl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from siirl.device.weight_sync import WeightSync
+from siirl.device.weight_sync import WeightSync, make_weight_sync
 from siirl.engine.rollout.base import RolloutEngine
+from siirl.weight_transport import COLOCATED
 
 
 @dataclass
@@ -20,15 +21,20 @@ class Policy:
     #: Adaptive or fixed KL-in-reward coefficient of this policy (moves once per step).
     kl_ctrl: Any
     free_cache: bool = False
-    #: How the actor's weights reach its colocated engine: the registered ``in_place`` transport into the
-    #: engine's ``sync_weights`` (siirl.weight_transport.COLOCATED); None without an engine on this rank.
-    weight_sync: WeightSync | None = None
     #: The rollout records the sampled tokens' log-probs and they serve as the PPO old log-probs
     #: (``actor_rollout_ref.actor.old_log_prob_source``), so the actor skips its extra forward.
     old_log_probs_from_rollout: bool = False
     stale: bool = True
     #: Weight loads so far (the version the colocated transport's tickets carry).
     loads: int = 0
+    #: How the actor's weights reach its colocated engine: the registered ``in_place`` transport
+    #: (siirl.weight_transport.COLOCATED) streaming into the engine's ``sync_weights``, which buckets them by
+    #: its fused layers; None without an engine on this rank.
+    weight_sync: WeightSync | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.weight_sync = None if self.rollout is None else make_weight_sync(
+            COLOCATED, load=self.rollout.sync_weights, bucket_mb=None)
 
     def refresh(self) -> None:
         """Wake the engine and, after this policy's last update, stream the actor's weights in (no disk):

@@ -29,24 +29,28 @@ class InPlaceSync(WeightSync):
     def send(self, named_tensors: Iterable[tuple[str, torch.Tensor]], version: int) -> SyncTicket:
         stats, start = SyncStats(version), time.perf_counter()
         if self.max_bytes is None:
-            counted = [0, 0]  # tensors, bytes
-
-            def stream() -> Iterator[tuple[str, torch.Tensor]]:
-                for name, tensor in named_tensors:
-                    counted[0] += 1
-                    counted[1] += tensor_bytes(tensor)
-                    yield name, tensor
-
-            self.load(stream())
-            stats.add_bucket(*counted)
+            self._stream(named_tensors, stats)
         else:
             for bucket in iter_buckets(named_tensors, self.max_bytes, self.dtype):
                 self.load(bucket)
                 stats.add_bucket(len(bucket), sum(tensor_bytes(t) for _, t in bucket))
-        if stats.tensors == 0:
-            raise ValueError("weight sync received no tensors: the trainer yielded an empty parameter list")
+            if stats.tensors == 0:
+                raise ValueError("weight sync received no tensors: the trainer yielded an empty parameter list")
         stats.seconds = time.perf_counter() - start
         return SyncTicket(version, stats)
+
+    def _stream(self, named_tensors: Iterable[tuple[str, torch.Tensor]], stats: SyncStats) -> None:
+        """One ``load`` of the whole stream, counted as the engine takes it (the engine judges what it gets)."""
+        counted = [0, 0]  # tensors, bytes
+
+        def stream() -> Iterator[tuple[str, torch.Tensor]]:
+            for name, tensor in named_tensors:
+                counted[0] += 1
+                counted[1] += tensor_bytes(tensor)
+                yield name, tensor
+
+        self.load(stream())
+        stats.add_bucket(*counted)
 
     def receive(self, load: Loader, ticket: SyncTicket | None = None) -> SyncStats:
         """The weights are already in the engine (``send`` loaded them): nothing to move."""
