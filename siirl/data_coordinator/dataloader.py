@@ -387,25 +387,14 @@ def build_train_dataloader(
     """Shuffled, ``drop_last`` loader of ``prompts_per_draw`` prompts per batch over all ranks: the run's
     resolved draw (siirl.params.resolved), else ``data.gen_batch_size`` when set (DAPO's group filter then
     fills a train batch from several of them), else ``data.train_batch_size``."""
-    files = list(config.train_files if files is None else files)
-    if not files:
-        raise DataError("data.train_files is empty")
+    files = _split_files(config, "train", files)
     draw = config.prompts_per_generation() if prompts_per_draw is None else prompts_per_draw
     for key, value in (("train_batch_size", config.train_batch_size), ("gen_batch_size", draw)):
         if value % dp_size:
             raise DataError(f"data.{key}={value} must be divisible by the rollout dp size {dp_size}")
     return DistributedDataLoader(
-        files,
-        tokenizer,
-        config,
-        dp_rank=dp_rank,
-        dp_size=dp_size,
-        global_batch_size=draw,
-        shuffle=config.shuffle,
-        drop_last=True,
-        scan=scan,
-        image_processor=image_processor,
-        user_sampler=True,
+        files, tokenizer, config, dp_rank=dp_rank, dp_size=dp_size, scan=scan, image_processor=image_processor,
+        global_batch_size=draw, shuffle=config.shuffle, drop_last=True, user_sampler=True,
     )
 
 
@@ -414,18 +403,17 @@ def build_val_dataloader(
     scan: ScanShare | None = None, image_processor: Any = None,
 ) -> DistributedDataLoader:
     """The whole validation set, sharded in file order, nothing dropped (``val_batch_size=-1``: one batch)."""
-    files = list(config.val_files if files is None else files)
-    if not files:
-        raise DataError("data.val_files is empty")
+    files = _split_files(config, "val", files)
+    batch = None if config.val_batch_size == -1 else config.val_batch_size
     return DistributedDataLoader(
-        files,
-        tokenizer,
-        config,
-        dp_rank=dp_rank,
-        dp_size=dp_size,
-        global_batch_size=None if config.val_batch_size == -1 else config.val_batch_size,
-        shuffle=False,
-        drop_last=False,
-        scan=scan,
-        image_processor=image_processor,
+        files, tokenizer, config, dp_rank=dp_rank, dp_size=dp_size, scan=scan, image_processor=image_processor,
+        global_batch_size=batch, shuffle=False, drop_last=False,
     )
+
+
+def _split_files(config: DataConfig, split: str, files: Sequence[str] | None) -> list[str]:
+    """The files given, else ``data.<split>_files``; none is an error naming the key."""
+    files = list(getattr(config, f"{split}_files") if files is None else files)
+    if not files:
+        raise DataError(f"data.{split}_files is empty")
+    return files

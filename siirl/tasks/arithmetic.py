@@ -66,16 +66,11 @@ def split_pairs(seed: int, n_train: int, n_val: int) -> tuple[list[tuple[int, in
     return pairs[n_val : n_val + n_train], pairs[:n_val]
 
 
-def build_table(pairs: Sequence[tuple[int, int]], split: str) -> pa.Table:
-    """A pyarrow table of verl records for the given pairs (index = position in the split)."""
-    rows = [make_row(a, b, split, i) for i, (a, b) in enumerate(pairs)]
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
-
-
 def generate(out_dir: str, seed: int = 0, n_train: int = 8000, n_val: int = 256) -> tuple[str, str]:
     """Write ``train.parquet`` and ``val.parquet`` into ``out_dir``; returns their paths."""
     train_pairs, val_pairs = split_pairs(seed, n_train, n_val)
-    return write_splits(out_dir, {"train": build_table(train_pairs, "train"), "val": build_table(val_pairs, "val")})
+    splits = {"train": train_pairs, "val": val_pairs}
+    return write_splits(out_dir, splits, lambda ab, split, i: make_row(*ab, split, i), SCHEMA)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

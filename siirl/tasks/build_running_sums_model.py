@@ -12,7 +12,6 @@ CLI: ``python -m siirl.tasks.build_running_sums_model --out siirl/assets/tiny_qw
 from __future__ import annotations
 
 import argparse
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,7 +20,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from siirl.tasks import asset_path, default_model_path
-from siirl.tasks.build_tiny_model import WarmupConfig, answer_examples, save, sft_until_band
+from siirl.tasks.build_tiny_model import WarmupConfig, answer_examples, builder_args, save, sft_until_band
 from siirl.tasks.evaluation import encode_prompt, greedy_accuracy
 
 #: The longest correct trace (8 two-digit sums and 7 spaces) and its end-of-sequence token.
@@ -68,11 +67,7 @@ def warm_up(seed: int, cfg: TraceWarmupConfig):
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SFT warm-up of the tiny Qwen2 on running-sums traces.")
     parser.add_argument("--out", required=True, help="output directory for model + tokenizer")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    args = builder_args(parser, argv)
     model, tokenizer, step, acc = warm_up(args.seed, TraceWarmupConfig())
     save(model, tokenizer, args.out)
     print(f"saved to {args.out}: {model.num_parameters()} params, stopped at step {step}, val acc {acc:.3f}")

@@ -26,14 +26,20 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class WarmupConfig:
-    """Model shape and SFT schedule; the defaults produce the shipped model."""
+class BackboneShape:
+    """The tiny Qwen2 decoder's shape, shared by the text policy and the VLM's language model."""
 
     hidden_size: int = 128
     num_layers: int = 3
     num_heads: int = 4
     num_kv_heads: int = 2
     intermediate_size: int = 384
+
+
+@dataclass
+class WarmupConfig(BackboneShape):
+    """Model shape and SFT schedule; the defaults produce the shipped model."""
+
     initializer_range: float = 0.02
     # Warming up at a high lr leaves the model where GRPO at a few 1e-4 improves it instead of collapsing;
     # a 5e-4 warm-up gave a checkpoint that RL at the same lr degraded.
@@ -173,15 +179,22 @@ def save(model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerBase, out_dir: s
         os.chmod(os.path.join(out_dir, name), 0o644)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="SFT warm-up of the embedded tiny Qwen2 on addition.")
-    parser.add_argument("--out", required=True, help="output directory for model + tokenizer")
+def builder_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse a model builder's command line (``--seed`` added) and make its run bit-for-bit reproducible:
+    one thread and deterministic kernels, progress logged."""
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--data-out", default=None, help="also write the task parquet files here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="SFT warm-up of the embedded tiny Qwen2 on addition.")
+    parser.add_argument("--out", required=True, help="output directory for model + tokenizer")
+    parser.add_argument("--data-out", default=None, help="also write the task parquet files here")
+    args = builder_args(parser, argv)
     cfg = WarmupConfig()
     model, tokenizer, step, acc = warm_up(args.seed, cfg)
     save(model, tokenizer, args.out)

@@ -26,7 +26,7 @@ from transformers import PreTrainedTokenizerBase, Qwen2ForSequenceClassification
 
 from siirl.tasks import ASSETS_DIR, default_model_path
 from siirl.tasks.arithmetic import MAX_OPERAND, format_prompt, split_pairs
-from siirl.tasks.build_tiny_model import save
+from siirl.tasks.build_tiny_model import builder_args, save
 from siirl.tasks.tiny_tokenizer import build_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -245,13 +245,9 @@ def train(
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Train the embedded tiny reward model on addition answers.")
     parser.add_argument("--out", default=str(ASSETS_DIR / "tiny_reward_model"), help="output directory")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sft-steps", type=int, default=RewardTrainConfig.sft_steps)
     parser.add_argument("--steps", type=int, default=RewardTrainConfig.steps)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    args = builder_args(parser, argv)
     model, tokenizer, metrics = train(
         args.seed, RewardTrainConfig(sft_steps=args.sft_steps, steps=args.steps)
     )

@@ -11,7 +11,6 @@ CLI: ``python -m siirl.tasks.build_tiny_vlm --out siirl/assets/tiny_qwen2_vl --s
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,20 +25,16 @@ from transformers import (
 )
 
 from siirl.tasks import digit_images
-from siirl.tasks.build_tiny_model import answer_examples, save, sft_until_band
+from siirl.tasks.build_tiny_model import BackboneShape, answer_examples, builder_args, save, sft_until_band
 from siirl.tasks.tiny_tokenizer import IMAGE_PAD, VISION_END, VISION_START, build_tokenizer
 from siirl.tasks.vision_inputs import encode_image_prompts, greedy_image_accuracy
 
 
 @dataclass
-class VlmWarmupConfig:
-    """Model shape, image processing and SFT schedule; the defaults produce the shipped model."""
+class VlmWarmupConfig(BackboneShape):
+    """Vision tower, image processing and SFT schedule on the text model's shape; the defaults produce the
+    shipped model."""
 
-    hidden_size: int = 128
-    num_layers: int = 3
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    intermediate_size: int = 384
     # Split of the rotary frequencies (head_dim / 2 = 16) between the temporal, height and width positions.
     mrope_section: tuple[int, int, int] = (4, 6, 6)
     vision_depth: int = 2
@@ -181,12 +176,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--out", required=True, help="output directory for model, tokenizer and image processor"
     )
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-out", default=None, help="also write the task parquet files here")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
+    args = builder_args(parser, argv)
     cfg = VlmWarmupConfig()
     began = time.perf_counter()
     model, tokenizer, image_processor, step, acc = warm_up(args.seed, cfg)

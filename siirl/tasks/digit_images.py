@@ -137,16 +137,12 @@ def make_row(example: DigitExample, split: str, index: int) -> dict:
     }
 
 
-def build_table(examples: Sequence[DigitExample], split: str) -> pa.Table:
-    return pa.Table.from_pylist([make_row(e, split, i) for i, e in enumerate(examples)], schema=SCHEMA)
-
-
 def generate(
     out_dir: str, seed: int = 0, n_train: int = DEFAULT_N_TRAIN, n_val: int = DEFAULT_N_VAL
 ) -> tuple[str, str]:
     """Write ``train.parquet`` and ``val.parquet`` into ``out_dir``; returns their paths."""
     train, val = split_examples(seed, n_train, n_val)
-    return write_splits(out_dir, {"train": build_table(train, "train"), "val": build_table(val, "val")})
+    return write_splits(out_dir, {"train": train, "val": val}, make_row, SCHEMA)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -70,11 +70,7 @@ def generate(out_dir: str, seed: int = 0, n_train: int = 2000, n_val: int = 128)
         problem = draw(rng)
         if problem not in val:
             train.append(problem)
-    tables = {}
-    for split, chunk in (("train", train), ("val", list(val))):
-        rows = [make_row(operands, split, i) for i, operands in enumerate(chunk)]
-        tables[split] = pa.Table.from_pylist(rows, schema=SCHEMA)
-    return write_splits(out_dir, tables)
+    return write_splits(out_dir, {"train": train, "val": list(val)}, make_row, SCHEMA)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

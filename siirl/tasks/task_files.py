@@ -5,18 +5,23 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def write_splits(out_dir: str, tables: dict[str, pa.Table]) -> tuple[str, str]:
-    """``<out_dir>/<split>.parquet`` for each split's table; returns the (train, val) paths."""
+def write_splits(
+    out_dir: str, splits: dict[str, Sequence[Any]], make_row: Callable[[Any, str, int], dict],
+    schema: pa.Schema,
+) -> tuple[str, str]:
+    """``<out_dir>/<split>.parquet`` of ``make_row(item, split, index)`` per item; returns (train, val) paths."""
     os.makedirs(out_dir, exist_ok=True)
     paths = {}
-    for split, table in tables.items():
+    for split, items in splits.items():
         paths[split] = os.path.join(out_dir, f"{split}.parquet")
-        pq.write_table(table, paths[split])
+        rows = [make_row(item, split, index) for index, item in enumerate(items)]
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), paths[split])
     return paths["train"], paths["val"]
 
 

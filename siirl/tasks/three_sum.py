@@ -56,11 +56,8 @@ def generate(out_dir: str, seed: int = 0, n_train: int = 4000, n_val: int = 128)
         if problem not in seen:
             seen.add(problem)
             problems.append(problem)
-    tables = {}
-    for split, chunk in (("train", problems[n_val:]), ("val", problems[:n_val])):
-        rows = [make_row(a, b, c, split, i) for i, (a, b, c) in enumerate(chunk)]
-        tables[split] = pa.Table.from_pylist(rows, schema=SCHEMA)
-    return write_splits(out_dir, tables)
+    splits = {"train": problems[n_val:], "val": problems[:n_val]}
+    return write_splits(out_dir, splits, lambda abc, split, i: make_row(*abc, split, i), SCHEMA)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -12,7 +12,15 @@ from tokenizers.models import WordLevel
 from tokenizers.pre_tokenizers import WhitespaceSplit
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from siirl.params.model import ActorConfig, CriticConfig, FSDPModelConfig, ModelConfig, OptimConfig
+from siirl.params.model import (
+    ActorConfig,
+    CriticConfig,
+    FSDPModelConfig,
+    ModelConfig,
+    OptimConfig,
+    RolloutConfig,
+    ValSamplingConfig,
+)
 
 PAD, EOS = 0, 1
 VOCAB = 32
@@ -97,3 +105,16 @@ def make_batch(
     )
 
 
+def single_sample_hf_engine(model_path: str, max_response_length: int) -> tuple[Any, RolloutConfig, Any]:
+    """(tokenizer, rollout config with groups of 2, an hf engine sampling one response per prompt): the
+    inner engine that the multi-turn and environment rollouts drive one sample at a time."""
+    from siirl.engine.rollout import make_rollout_engine
+    from siirl.engine.rollout.env_session import single_sample_config
+    from siirl.engine.workers.model_loading import load_tokenizer
+
+    model = ModelConfig(path=model_path)
+    tokenizer = load_tokenizer(model)
+    rollout = RolloutConfig(n=2, val_kwargs=ValSamplingConfig(n=2, do_sample=False))
+    inner = make_rollout_engine("hf", model_cfg=model, rollout_cfg=single_sample_config(rollout), backend="cpu",
+                                max_response_length=max_response_length, tokenizer=tokenizer)
+    return tokenizer, rollout, inner

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from engine_testutils import single_sample_hf_engine
 from tensordict import TensorDict
 
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.engine.reward.env_rewards import TurnRewards
-from siirl.engine.rollout import make_rollout_engine
-from siirl.engine.rollout.env_session import EnvSession, single_sample_config
+from siirl.engine.rollout.env_session import EnvSession
 from siirl.engine.rollout.env_steps import EnvStepRollout
 from siirl.engine.rollout.multi_turn import MultiTurnRollout, ObservationRenderer
-from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.params.environment import EnvConfig
-from siirl.params.model import ModelConfig, RolloutConfig, ValSamplingConfig
 from siirl.tasks import default_model_path
 
 R = 6
@@ -23,12 +21,7 @@ R = 6
 
 @pytest.fixture(scope="module")
 def parts():
-    model = ModelConfig(path=default_model_path())
-    tokenizer = load_tokenizer(model)
-    rollout = RolloutConfig(n=2, val_kwargs=ValSamplingConfig(n=2, do_sample=False))
-    inner = make_rollout_engine("hf", model_cfg=model, rollout_cfg=single_sample_config(rollout), backend="cpu",
-                                max_response_length=R, tokenizer=tokenizer)
-    return tokenizer, rollout, inner
+    return single_sample_hf_engine(default_model_path(), R)
 
 
 def prompts(tokenizer, problems=("12+30=", "5+7=", "40+9=")) -> TensorDict:

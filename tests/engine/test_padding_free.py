@@ -12,7 +12,8 @@ from siirl.algorithms import entropy_from_logits, logprobs_from_logits
 from siirl.engine.workers import ActorWorker
 from siirl.engine.workers.actor import log_prob_reduce
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
-from siirl.engine.workers.padding_free import choose_layout, response_outputs, select_shared_prompts
+from siirl.engine.workers.padding_free import LAYOUTS as SELECTIONS
+from siirl.engine.workers.padding_free import choose_layout, response_outputs
 from siirl.engine.workers.varlen_attention import VARLEN_SDPA
 from siirl.errors import ConfigError
 
@@ -139,12 +140,12 @@ def grouped_batch(seed: int) -> TensorDict:
 def test_shared_prompts_are_packed_once_with_packed_results(tiny_model_dir):
     """Outputs and gradients of ``shared`` equal the padded forward's, from fewer packed tokens."""
     batch = grouped_batch(seed=8)
-    selection = select_shared_prompts(batch["input_ids"], batch["attention_mask"], batch["position_ids"], 8)
+    selection = SELECTIONS.get("shared")(batch["input_ids"], batch["attention_mask"], batch["position_ids"], 8)
     prompt_tokens = batch["attention_mask"][:, :6].sum(-1)
     repeated = int(sum(prompt_tokens[row] for row, source in enumerate(PROMPT_OF_ROW) if source != row))
     assert selection.model_inputs["input_ids"].shape[1] == int(batch["attention_mask"].sum()) - repeated
     distinct = make_batch(4, seed=8)  # no prompt repeats: plain packing, no gather for the kernel
-    plain = select_shared_prompts(distinct["input_ids"], distinct["attention_mask"], distinct["position_ids"], 8)
+    plain = SELECTIONS.get("shared")(distinct["input_ids"], distinct["attention_mask"], distinct["position_ids"], 8)
     assert "siirl_sequence_tokens" not in plain.model_inputs
     results = {
         layout: _log_probs_and_gradients(tiny_model_dir, batch, layout, attn)

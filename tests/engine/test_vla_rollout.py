@@ -6,21 +6,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from engine_testutils import single_sample_hf_engine
 from tensordict import TensorDict
 
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
-from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.rollout.action_tokens import ActionTokenizer
-from siirl.engine.rollout.env_session import EnvSession, single_sample_config
+from siirl.engine.rollout.env_session import EnvSession
 from siirl.engine.rollout.env_steps import EnvStepRollout
 from siirl.engine.rollout.vla_prompts import VlaPrompts
-from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.engine.workers.vision import load_image_processor
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.environment.libero import NOOP_ACTION
 from siirl.params.environment import EnvConfig
-from siirl.params.model import ModelConfig, RolloutConfig, ValSamplingConfig
+from siirl.params.model import ModelConfig
 from siirl.tasks import default_vlm_model_path
 from tests.fakes.libero_install import forget_fake_libero, install_fake_libero
 
@@ -29,12 +28,8 @@ CHUNK = 2
 
 @pytest.fixture(scope="module")
 def policy():
-    model = ModelConfig(path=default_vlm_model_path())
-    tokenizer = load_tokenizer(model)
-    rollout = RolloutConfig(n=2, val_kwargs=ValSamplingConfig(n=2, do_sample=False))
-    inner = make_rollout_engine("hf", model_cfg=model, rollout_cfg=single_sample_config(rollout), backend="cpu",
-                                max_response_length=7 * CHUNK, tokenizer=tokenizer)
-    return tokenizer, rollout, inner, load_image_processor(model)
+    tokenizer, rollout, inner = single_sample_hf_engine(default_vlm_model_path(), 7 * CHUNK)
+    return tokenizer, rollout, inner, load_image_processor(ModelConfig(path=default_vlm_model_path()))
 
 
 def test_action_tokens_are_the_last_plain_tokens_and_round_trip(policy):

@@ -78,6 +78,17 @@ class MicroLoss:
     averaged: dict[str, torch.Tensor | float]
 
 
+@dataclass(frozen=True)
+class _OptimizerStep:
+    """What every mini-batch step of one ``run_updates`` call does the same way."""
+
+    keys: tuple[str, ...]
+    batching: Batching
+    optimizer: torch.optim.Optimizer
+    grad_clip: float
+    micro_loss: Callable[[TensorDict, LossScale], MicroLoss]
+
+
 def train_batching(config: ActorConfig | CriticConfig) -> Batching:
     """Micro-batching of an update from ``use_dynamic_bsz`` / ``ppo_micro_batch_size_per_gpu`` /
     ``ppo_max_token_len_per_gpu`` (ActorConfig, CriticConfig)."""
@@ -326,12 +337,12 @@ class FSDPWorker:
         mask = batch["response_mask"]
         with self.timer.phase("collectives"):  # the loss scales of every optimizer step at once
             counts = self.dp.sum_ints([c for index in minis for c in (int(mask[index].sum().item()), len(index))])
-        steps = []
+        step, steps = _OptimizerStep(keys, batching, optimizer, grad_clip, micro_loss), []
         for k, index in enumerate(minis):
             with self.timer.phase("data_movement"):
                 mini = batch[index]
             scale = LossScale(max(counts[2 * k], 1), counts[2 * k + 1], self.dp.size)
-            steps.append(self._mini_batch_step(mini, keys, batching, optimizer, grad_clip, micro_loss, scale))
+            steps.append(self._mini_batch_step(mini, step, scale))
         if self.state_offload is not None:
             with self.timer.phase("data_movement"):
                 self.state_offload.offload()
@@ -366,24 +377,15 @@ class FSDPWorker:
         # A key naming its own namespace (verl's ``rollout_corr/*`` from the bypass loss) keeps it.
         return {key if "/" in key else f"{prefix}/{key}": sum(values) / len(values) for key, values in history.items()}
 
-    def _mini_batch_step(
-        self,
-        mini: TensorDict,
-        keys: tuple[str, ...],
-        batching: Batching,
-        optimizer: torch.optim.Optimizer,
-        grad_clip: float,
-        micro_loss: Callable[[TensorDict, LossScale], MicroLoss],
-        scale: LossScale,
-    ) -> dict[str, Any]:
+    def _mini_batch_step(self, mini: TensorDict, step: _OptimizerStep, scale: LossScale) -> dict[str, Any]:
         """Accumulate gradients over the micro-batches and step; returns this rank's metric sums."""
         # Accumulated where they are computed (device tensors or floats); read back once per mini-batch.
         summed: dict[str, torch.Tensor | float] = defaultdict(float)
         weighted: dict[str, torch.Tensor | float] = defaultdict(float)  # token-weighted sums of averaged metrics
         weight: torch.Tensor | float = 0.0
-        for _, micro, dummy in self.iter_micro_batches(mini, keys, batching):
+        for _, micro, dummy in self.iter_micro_batches(mini, step.keys, step.batching):
             with self.timer.phase("forward"):
-                result = micro_loss(micro, scale)
+                result = step.micro_loss(micro, scale)
             with self.timer.phase("backward"):
                 (result.loss * (0.0 if dummy else 1.0)).backward()
             if dummy:
@@ -400,7 +402,7 @@ class FSDPWorker:
             if self.sp is not None:
                 self.sp.reduce_gradients(self.model, self.device)
         with self.timer.phase("optimizer"):
-            grad_norm = self._optimizer_step(optimizer, grad_clip)
+            grad_norm = self._optimizer_step(step.optimizer, step.grad_clip)
         sum_keys, avg_keys = sorted(summed), sorted(weighted)
         values = _as_floats([summed[k] for k in sum_keys] + [weighted[k] for k in avg_keys] + [weight])
         return {

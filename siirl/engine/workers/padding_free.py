@@ -27,6 +27,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
@@ -104,8 +105,11 @@ def _select_columns(
     attention_mask: torch.Tensor,
     position_ids: torch.Tensor,
     response_len: int,
+    row_key: torch.Tensor | None = None,
+    *,
     trim: bool,
 ) -> TokenSelection:
+    """Every row whole (``trim=False``) or cut to the columns some row uses; ``row_key`` plays no part."""
     rows, width = input_ids.shape
     prompt_len = width - response_len
     lo, hi = 0, width
@@ -135,20 +139,6 @@ def _select_columns(
     )
 
 
-@LAYOUTS.register("padded")
-def select_padded(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int,
-    row_key: torch.Tensor | None = None,
-) -> TokenSelection:
-    return _select_columns(input_ids, attention_mask, position_ids, response_len, trim=False)
-
-
-@LAYOUTS.register("trimmed")
-def select_trimmed(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int,
-    row_key: torch.Tensor | None = None,
-) -> TokenSelection:
-    return _select_columns(input_ids, attention_mask, position_ids, response_len, trim=True)
 
 
 def prompt_groups(
@@ -167,8 +157,9 @@ def _pack(
     attention_mask: torch.Tensor,
     position_ids: torch.Tensor,
     response_len: int,
-    share_prompts: bool,
     row_key: torch.Tensor | None = None,
+    *,
+    share_prompts: bool,
 ) -> TokenSelection:
     """Every valid token in one row; with ``share_prompts``, a row whose prompt an earlier row repeats
     leaves its prompt tokens out and reads that row's (same tokens, same positions) through the attention
@@ -227,20 +218,6 @@ def _pack(
     )
 
 
-@LAYOUTS.register("packed")
-def select_packed(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int,
-    row_key: torch.Tensor | None = None,
-) -> TokenSelection:
-    return _pack(input_ids, attention_mask, position_ids, response_len, share_prompts=False, row_key=row_key)
-
-
-@LAYOUTS.register("shared")
-def select_shared_prompts(
-    input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor, response_len: int,
-    row_key: torch.Tensor | None = None,
-) -> TokenSelection:
-    return _pack(input_ids, attention_mask, position_ids, response_len, share_prompts=True, row_key=row_key)
 
 
 def supports_logits_to_keep(model: nn.Module) -> bool:
@@ -303,3 +280,9 @@ def response_outputs(
     out = values.new_zeros((rows * response_len, *values.shape[1:]))
     out = out.index_copy(0, selection.target, values)
     return out.view(rows, response_len, *values.shape[1:])
+
+
+LAYOUTS.register("padded")(partial(_select_columns, trim=False))
+LAYOUTS.register("trimmed")(partial(_select_columns, trim=True))
+LAYOUTS.register("packed")(partial(_pack, share_prompts=False))
+LAYOUTS.register("shared")(partial(_pack, share_prompts=True))
