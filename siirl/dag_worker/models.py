@@ -95,6 +95,14 @@ def agent_model_config(cfg: SiirlConfig, graph: TaskGraph, agent: str) -> Any:
     return replace(cfg.actor_rollout_ref.model, path=path, tokenizer_path="")
 
 
+def scheduled_over_run(section: Any, run_steps: int) -> Any:
+    """``section`` (actor or critic) with ``optim.total_training_steps`` set to the run's length where the user
+    left it unset, as verl's trainer fills it: its lr schedule then decays over the whole run."""
+    if section.optim.total_training_steps > 0 or run_steps <= 0:
+        return section
+    return replace(section, optim=replace(section.optim, total_training_steps=run_steps))
+
+
 def _response_limit(cfg: SiirlConfig) -> int:
     """The rollout's response-length limit (``rollout.response_length``, default the data's)."""
     rollout, data = cfg.actor_rollout_ref.rollout, cfg.data
@@ -120,7 +128,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     model = agent_model_config(cfg, ctx.graph, agent)
     apart = "actor" not in roles and ctx.plan.worker(ctx.rank).placement != ALL_RANKS
     actor = None if apart else ActorWorker(
-        model, arr.actor, ctx.backend, process_group=_group(ctx, ROLES.get("actor"), agent),
+        model, scheduled_over_run(arr.actor, ctx.plan.resolved.run_steps), ctx.backend, process_group=_group(ctx, ROLES.get("actor"), agent),
         sp_group=_sp_group(ctx, ROLES.get("actor"), agent),
         rollout_n=arr.rollout.n, temperature=arr.rollout.temperature, log_prob_cfg=arr.rollout,
         init_seed=cfg.trainer.seed, local_rank=ctx.local_device, rollout_correction=cfg.algorithm.rollout_correction,
@@ -192,7 +200,7 @@ def build_critic(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
 
     cfg = ctx.cfg
     return CriticWorker(
-        cfg.critic, ctx.backend, process_group=_group(ctx, ROLES.get("critic"), agent),
+        scheduled_over_run(cfg.critic, ctx.plan.resolved.run_steps), ctx.backend, process_group=_group(ctx, ROLES.get("critic"), agent),
         sp_group=_sp_group(ctx, ROLES.get("critic"), agent),
         rollout_n=cfg.actor_rollout_ref.rollout.n, init_seed=cfg.trainer.seed, local_rank=ctx.local_device,
     )

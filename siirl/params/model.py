@@ -107,7 +107,7 @@ class OptimConfig:
     #: constant | cosine
     lr_scheduler_type: str = "constant"
     min_lr_ratio: float = 0.0
-    #: Filled by the trainer from the dataloader size and epochs; -1 = unknown.
+    #: -1: the run's length (siirl.params.resolved.ResolvedRun.run_steps), as verl's trainer fills it.
     total_training_steps: int = -1
 
 
