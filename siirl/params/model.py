@@ -165,7 +165,44 @@ class PolicyLossConfig:
 
 
 @dataclass
-class ActorConfig:
+class UpdateConfig:
+    """The PPO update keys the actor and the critic share (verl's names)."""
+
+    #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
+    ppo_mini_batch_size: int = checked(16, POSITIVE)
+    #: null = not set (64). Setting it without ``use_dynamic_bsz`` turns token-budget batching off, as the
+    #: command asked for micro-batches of this size (see ``siirl.params.micro_batch_keys``).
+    ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
+    ppo_micro_batch_size: Optional[int] = None  # noqa: UP045
+    #: null = true unless ``ppo_micro_batch_size_per_gpu`` is set.
+    use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
+    ppo_max_token_len_per_gpu: int = checked(4096, POSITIVE)
+    ppo_epochs: int = checked(1, POSITIVE)
+    #: Ulysses sequence parallelism: this many ranks share each micro-batch, each running the model on a
+    #: slice of its packed tokens (needs model.use_remove_padding); data parallelism is world / this.
+    ulysses_sequence_parallel_size: int = 1
+    loss_agg_mode: str = "token-mean"
+    #: Constant divisor of seq-mean-token-sum-norm (0: the response width); applies to every loss term
+    #: (policy, entropy, KL).
+    loss_agg_horizon: int = checked(0, NON_NEGATIVE)
+    grad_clip: float = 1.0
+
+
+@dataclass
+class LogProbBatchingConfig:
+    """The micro-batching keys of a forward-only log-prob pass (the rollout's policy, the reference)."""
+
+    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
+    log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
+    log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
+    log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
+    log_prob_max_token_len_per_gpu: int = 8192
+
+
+@dataclass
+class ActorConfig(UpdateConfig):
     #: auto (replicate small models, FSDP2 otherwise) | fsdp (= fsdp2) | replicate; also used by the reference.
     #: megatron is not implemented and refused.
     strategy: str = refused(
@@ -180,17 +217,6 @@ class ActorConfig:
     #: the ``shared`` layout (padding-free, prompt groups planned into one micro-batch), whatever
     #: ``model.use_remove_padding`` says (verl's grouper needs it false; the reference keeps the model's).
     use_prefix_grouper: bool = False
-    #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
-    ppo_mini_batch_size: int = checked(16, POSITIVE)
-    #: null = not set (64). Setting it without ``use_dynamic_bsz`` turns token-budget batching off, as the
-    #: command asked for micro-batches of this size (see ``siirl.params.micro_batch_keys``).
-    ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
-    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
-    ppo_micro_batch_size: Optional[int] = None  # noqa: UP045
-    #: null = true unless ``ppo_micro_batch_size_per_gpu`` is set.
-    use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
-    ppo_max_token_len_per_gpu: int = checked(4096, POSITIVE)
-    ppo_epochs: int = checked(1, POSITIVE)
     shuffle: bool = False
     #: Token-ratio clip range where clip_ratio_low/high are not set.
     clip_ratio: float = 0.2
@@ -198,13 +224,6 @@ class ActorConfig:
     clip_ratio_low: Optional[float] = None  # noqa: UP045
     clip_ratio_high: Optional[float] = None  # noqa: UP045
     clip_ratio_c: float = 3.0
-    #: Ulysses sequence parallelism: this many ranks share each micro-batch, each running the model on a
-    #: slice of its packed tokens (needs model.use_remove_padding); data parallelism is world / this.
-    ulysses_sequence_parallel_size: int = 1
-    loss_agg_mode: str = "token-mean"
-    #: Constant divisor of seq-mean-token-sum-norm (0: the response width); applies to every loss term
-    #: (policy, entropy, KL).
-    loss_agg_horizon: int = checked(0, NON_NEGATIVE)
     #: GSPO's own (tiny) clip range on the sequence-level ratio; null = clip_ratio_low/high when those are
     #: set, else 3e-4 / 4e-4.
     gspo_clip_ratio_low: Optional[float] = None  # noqa: UP045
@@ -220,7 +239,6 @@ class ActorConfig:
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
     kl_loss_type: str = "low_var_kl"
-    grad_clip: float = 1.0
     #: verl's: the old-log-prob forward also returns ``sum_pi_squared`` (sum over the vocabulary of pi^2
     #: per response token), which ``adv_estimator=optimal_token_baseline`` needs; forces that forward.
     calculate_sum_pi_squared: bool = False
@@ -283,7 +301,7 @@ class TeamRolloutConfig:
 
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(LogProbBatchingConfig):
     #: hf | vllm | sglang (the device backend says which are available; on device=cpu vllm/sglang fall
     #: back to hf with a warning)
     name: str = refused(
@@ -335,12 +353,6 @@ class RolloutConfig:
     calculate_log_probs: bool = False
     #: Sequences generated per forward batch by the HF engine.
     micro_batch_size: int = 256
-    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
-    log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
-    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
-    log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
-    log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
-    log_prob_max_token_len_per_gpu: int = 8192
     #: Bucket size (MB) for streaming weights from the trainer into the engine (verl's
     #: ``checkpoint_engine.update_weights_bucket_megabytes``).
     weight_sync_bucket_mb: int = 512
@@ -368,13 +380,7 @@ class RolloutConfig:
 
 
 @dataclass
-class RefConfig:
-    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
-    log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
-    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
-    log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
-    log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
-    log_prob_max_token_len_per_gpu: int = 8192
+class RefConfig(LogProbBatchingConfig):
     #: null = the actor's ``ulysses_sequence_parallel_size`` (verl's default).
     ulysses_sequence_parallel_size: Optional[int] = None  # noqa: UP045
     #: siiRL's earlier spelling of ``fsdp_config.param_offload``; folded into it when the config loads.
@@ -394,7 +400,7 @@ class ActorRolloutRefConfig:
 
 
 @dataclass
-class CriticConfig:
+class CriticConfig(UpdateConfig):
     enable: bool = False
     #: auto | fsdp (= fsdp2) | replicate, as ``actor_rollout_ref.actor.strategy`` (megatron: refused)
     strategy: str = refused(
@@ -403,18 +409,4 @@ class CriticConfig:
     )
     model: FSDPModelConfig = field(default_factory=FSDPModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
-    ppo_mini_batch_size: int = 16
-    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
-    ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
-    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
-    ppo_micro_batch_size: Optional[int] = None  # noqa: UP045
-    use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
-    ppo_max_token_len_per_gpu: int = 4096
-    ppo_epochs: int = 1
     cliprange_value: float = 0.5
-    #: As the actor's ``ulysses_sequence_parallel_size``, for the critic's forward and update.
-    ulysses_sequence_parallel_size: int = 1
-    loss_agg_mode: str = "token-mean"
-    #: Constant divisor of seq-mean-token-sum-norm (0: the response width), as for the actor.
-    loss_agg_horizon: int = checked(0, NON_NEGATIVE)
-    grad_clip: float = 1.0
