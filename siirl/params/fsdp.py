@@ -9,6 +9,7 @@ accepted at their no-op value and refused otherwise in one line (field rules and
 from __future__ import annotations
 
 import logging
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,7 +108,7 @@ class FSDPConfig:
         role = next(role for role, section in FSDP_SECTIONS.items() if section == key)
         offload = next((k for k in ("param_offload", "offload_policy") if getattr(self, k)), None)
         strategy_key = STRATEGY_KEYS[role]
-        if offload and OmegaConf.select(cfg, strategy_key) == "replicate":
+        if offload and attrgetter(strategy_key)(cfg) == "replicate":
             raise ConfigError(
                 f"bad config: {key}.{offload}=true shards the model with FSDP2 and keeps the shards in "
                 f"host memory, but {strategy_key}=replicate keeps a whole copy per device; use strategy=auto or fsdp"

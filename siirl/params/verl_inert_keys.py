@@ -2,7 +2,9 @@
 
 - ``RENAMED``: the key means the same as a siiRL key; the override is rewritten to it (optionally with a
   value map, e.g. ``use_cpgd_loss=True`` -> ``policy_loss.loss_mode=cpgd``); a ``prefix.*`` entry moves a
-  whole section (``siirl.params.verl_moved_keys``).
+  whole section (``MOVED``: keys verl moved, at their new place, renamed onto the siiRL key that keeps the old
+  one; screened again where they land, so a move onto a renamed key or a key with a status ends where the old
+  spelling ends; where two spellings are set to different values the newest wins, with one warning).
 - ``INERT``: the feature is not implemented; the key is accepted only at the value that leaves it off
   (the override is then dropped) and refused, naming the feature, otherwise.
 - ``NOT_READ``: a speed / memory / serving knob whose every value leaves the results as they are here; it
@@ -16,8 +18,23 @@ from __future__ import annotations
 from typing import Any
 
 from siirl.params.verl_key_kinds import ACTOR, DROP, MODEL, REF, ROLLOUT, SPEED, Inert, Renamed, each
-from siirl.params.verl_moved_keys import MOVED
 from siirl.params.verl_tree_keys import TREE_INERT, TREE_NOT_READ, TREE_RENAMED
+
+MOVED: dict[str, Renamed] = {
+    # verl's reward section (February 2026): reward.* replaces reward_model.* and custom_reward_function.*
+    "reward.reward_model.*": Renamed("reward_model.*", newer=1),
+    "reward.num_workers": Renamed("reward_model.num_workers", newer=1),
+    "reward.reward_manager.name": Renamed("reward_model.reward_manager.name", newer=1),
+    "reward.reward_manager.*": Renamed("reward_manager.*", newer=1),  # source, module.*: the older tree's keys
+    "reward.custom_reward_function.*": Renamed("custom_reward_function.*", newer=1),
+    "reward.reward_kwargs.*": Renamed("reward_model.reward_kwargs.*", newer=1),
+    "reward.sandbox_fusion.*": Renamed("reward_model.sandbox_fusion.*", newer=1),
+    # the weeks between (verl's reward_model section before the move)
+    "reward_model.model_path": Renamed("reward_model.model.path", newer=1),
+    "reward_model.reward_manager.name": Renamed("reward_model.reward_manager", newer=1),
+    # verl's critic engine section (April 2026)
+    "critic.fsdp.*": Renamed("critic.model.fsdp_config.*", newer=1),
+}
 
 RENAMED: dict[str, Renamed] = {
     MODEL + "torch_dtype": Renamed(MODEL + "dtype"),
