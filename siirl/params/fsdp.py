@@ -9,8 +9,8 @@ accepted at their no-op value and refused otherwise in one line (field rules and
 from __future__ import annotations
 
 import logging
-from operator import attrgetter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf

@@ -35,13 +35,13 @@ def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
     [
         (
             "critic.model.remove_padding_layout=rows",
-            "bad config: critic.model.remove_padding_layout='rows' is invalid; expected one of auto, packed, shared, "
-            "trimmed",
+            "bad config: critic.model.remove_padding_layout='rows' is invalid; expected one of auto, packed, "
+            + "shared, trimmed",
         ),
         (
             "reward_model.model.fused_kernel_options.impl_backend=cuda",
             "bad config: reward_model.model.fused_kernel_options.impl_backend='cuda' is invalid; expected one of "
-            "torch, triton (or null)",
+            + "torch, triton (or null)",
         ),
         (
             "reward_model.model.fsdp_config.grad_offload=true",
