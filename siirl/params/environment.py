@@ -36,7 +36,7 @@ class MultiTurnConfig:
     #: Tokens one rendered observation may take; a longer one ends the episode (info truncated).
     max_observation_length: int = checked(32, POSITIVE)
     #: verl's name for ``max_turns`` (null: keep ``max_turns``).
-    max_assistant_turns: int | None = None
+    max_assistant_turns: int | None = checked(None, (lambda v: v is None or v >= 1, ">= 1 (or null)"))
     #: Tool / user turns after which the episode ends at the next policy turn (null: no limit but max_turns).
     max_user_turns: int | None = checked(None, (lambda v: v is None or v >= 0, "null or >= 0"))
     #: Tool YAML (verl format: ``tools: [{class_name, config, tool_schema}]``); set = tool-calling rollouts.

@@ -19,6 +19,7 @@ from siirl.params.rules import (
     POSITIVE,
     PROBABILITY,
     TOP_K,
+    UNSET_OR_POSITIVE,
     checked,
     one_of,
     refused,
@@ -172,7 +173,7 @@ class UpdateConfig:
     ppo_mini_batch_size: int = checked(16, POSITIVE)
     #: null = not set (64). Setting it without ``use_dynamic_bsz`` turns token-budget batching off, as the
     #: command asked for micro-batches of this size (see ``siirl.params.micro_batch_keys``).
-    ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    ppo_micro_batch_size_per_gpu: Optional[int] = checked(None, UNSET_OR_POSITIVE)  # noqa: UP045
     #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
     ppo_micro_batch_size: Optional[int] = None  # noqa: UP045
     #: null = true unless ``ppo_micro_batch_size_per_gpu`` is set.
@@ -194,11 +195,11 @@ class LogProbBatchingConfig:
     """The micro-batching keys of a forward-only log-prob pass (the rollout's policy, the reference)."""
 
     #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
-    log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    log_prob_micro_batch_size_per_gpu: Optional[int] = checked(None, UNSET_OR_POSITIVE)  # noqa: UP045
     #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
     log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
     log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
-    log_prob_max_token_len_per_gpu: int = 8192
+    log_prob_max_token_len_per_gpu: int = checked(8192, POSITIVE)
 
 
 @dataclass

@@ -28,6 +28,8 @@ FINITE_POSITIVE: Rule = (lambda v: 0 < v < math.inf, "finite and > 0")
 FINITE_NON_NEGATIVE: Rule = (lambda v: 0 <= v < math.inf, "finite and >= 0")
 NULL_OR_POSITIVE: Rule = (lambda v: v is None or v > 0, "> 0 (or null)")
 TOP_K: Rule = (lambda v: v >= -1, ">= -1 (-1 or 0: no top-k filtering)")
+#: a size that may be left unset
+UNSET_OR_POSITIVE: Rule = (lambda v: v is None or v > 0, "> 0")
 #: verl's optional sections spell it this way round
 OPTIONAL_POSITIVE: Rule = (lambda v: v is None or v > 0, "null or > 0")
 MEGATRON = (lambda v: v == "megatron")

@@ -48,6 +48,14 @@ def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
             "bad config: reward_model.model.fsdp_config.grad_offload=True was removed from verl",
         ),
         ("critic.ppo_epochs=0", "bad config: critic.ppo_epochs=0 is invalid; expected > 0"),
+        (
+            "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=0",
+            "bad config: actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=0 is invalid; expected > 0",
+        ),
+        (
+            "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=0",
+            "bad config: actor_rollout_ref.rollout.multi_turn.max_assistant_turns=0 is invalid; expected >= 1 (or null)",
+        ),
     ],
 )
 def test_a_shared_section_refuses_at_the_path_it_sits_at(override, message):
