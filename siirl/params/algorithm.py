@@ -13,11 +13,11 @@ from siirl.params.is_threshold import parse_is_threshold
 from siirl.params.model import FSDPModelConfig
 from siirl.params.rules import (
     FINITE_POSITIVE,
-    MEGATRON,
     NON_NEGATIVE,
     OPTIONAL_POSITIVE,
     POSITIVE,
     checked,
+    is_megatron,
     one_of,
     refused,
 )
@@ -255,7 +255,7 @@ class RewardModelConfig:
     enable: bool = False
     #: auto | fsdp (= fsdp2) | replicate, as ``critic.strategy`` (megatron: refused)
     strategy: str = refused(
-        "auto", MEGATRON,
+        "auto", is_megatron,
         "is not implemented; the reward model runs with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
     )
     model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)

@@ -12,7 +12,6 @@ from siirl.params.lora import check_lora_keys
 from siirl.params.old_log_prob import SOURCES as OLD_LOG_PROB_SOURCES
 from siirl.params.rules import (
     FINITE_NON_NEGATIVE,
-    MEGATRON,
     NON_NEGATIVE,
     NULL_OR_POSITIVE,
     OPTIONAL_POSITIVE,
@@ -21,6 +20,7 @@ from siirl.params.rules import (
     TOP_K,
     UNSET_OR_POSITIVE,
     checked,
+    is_megatron,
     one_of,
     refused,
 )
@@ -207,7 +207,7 @@ class ActorConfig(UpdateConfig):
     #: auto (replicate small models, FSDP2 otherwise) | fsdp (= fsdp2) | replicate; also used by the reference.
     #: megatron is not implemented and refused.
     strategy: str = refused(
-        "auto", MEGATRON,
+        "auto", is_megatron,
         "is not implemented; the actor trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
     )
     #: auto | recompute | rollout: where the PPO old log-probs come from (see siirl.params.old_log_prob).
@@ -405,7 +405,7 @@ class CriticConfig(UpdateConfig):
     enable: bool = False
     #: auto | fsdp (= fsdp2) | replicate, as ``actor_rollout_ref.actor.strategy`` (megatron: refused)
     strategy: str = refused(
-        "auto", MEGATRON,
+        "auto", is_megatron,
         "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
     )
     model: FSDPModelConfig = field(default_factory=FSDPModelConfig)

@@ -26,13 +26,17 @@ NON_NEGATIVE: Rule = (lambda v: v >= 0, ">= 0")
 PROBABILITY: Rule = (lambda v: 0.0 < v <= 1.0, "in (0, 1]")
 FINITE_POSITIVE: Rule = (lambda v: 0 < v < math.inf, "finite and > 0")
 FINITE_NON_NEGATIVE: Rule = (lambda v: 0 <= v < math.inf, "finite and >= 0")
-NULL_OR_POSITIVE: Rule = (lambda v: v is None or v > 0, "> 0 (or null)")
 TOP_K: Rule = (lambda v: v >= -1, ">= -1 (-1 or 0: no top-k filtering)")
-#: a size that may be left unset
+#: One check, worded as each family's refusals have always read: an engine knob, a micro-batch size that may be
+#: left unset, an option of verl's optional algorithm sections.
+NULL_OR_POSITIVE: Rule = (lambda v: v is None or v > 0, "> 0 (or null)")
 UNSET_OR_POSITIVE: Rule = (lambda v: v is None or v > 0, "> 0")
-#: verl's optional sections spell it this way round
 OPTIONAL_POSITIVE: Rule = (lambda v: v is None or v > 0, "null or > 0")
-MEGATRON = (lambda v: v == "megatron")
+
+
+def is_megatron(strategy: Any) -> bool:
+    """verl's Megatron-LM training strategy, which siiRL does not implement."""
+    return strategy == "megatron"
 
 
 def one_of(*values: str) -> Rule:
@@ -52,7 +56,7 @@ def refused(default: Any, is_set: Callable[[Any], bool], why: str, early: bool =
 
 
 @cache
-def _fields(cls: type) -> tuple[tuple[dataclasses.Field, type | None], ...]:
+def section_fields(cls: type) -> tuple[tuple[dataclasses.Field, type | None], ...]:
     """Each field of ``cls`` with the section dataclass it holds (None for a leaf, a list or a dict)."""
     hints = typing.get_type_hints(cls)
     return tuple((f, hints[f.name] if dataclasses.is_dataclass(hints[f.name]) else None) for f in dataclasses.fields(cls))
@@ -61,7 +65,7 @@ def _fields(cls: type) -> tuple[tuple[dataclasses.Field, type | None], ...]:
 def field_table(cls: type, kind: str, prefix: str = "") -> dict[str, Any]:
     """Dotted key -> the ``kind`` (``rule`` or ``refused``) metadata of every field under ``cls``."""
     table: dict[str, Any] = {}
-    for f, section in _fields(cls):
+    for f, section in section_fields(cls):
         if kind in f.metadata:
             table[prefix + f.name] = f.metadata[kind]
         if section is not None:
@@ -79,7 +83,7 @@ def check_value(key: str, value: Any, f: dataclasses.Field) -> None:
 def validate_sections(cfg: Any, cls: type, node: Any = None, key: str = "") -> None:
     """Every field's rule, each nested section, then the section's own ``validate(cfg, key)``."""
     node = cfg if node is None else node
-    for f, section in _fields(cls):
+    for f, section in section_fields(cls):
         value, dotted = getattr(node, f.name), f"{key}.{f.name}" if key else f.name
         check_value(dotted, value, f)
         if section is not None:

@@ -7,14 +7,14 @@ import pytest
 
 from siirl.errors import ConfigError
 from siirl.params import SiirlConfig, compose_config
-from siirl.params.rules import _fields, validate_sections
+from siirl.params.rules import section_fields, validate_sections
 from siirl.params.schema_keys import schema_keys
 from siirl.params.validate import RULES, UNSUPPORTED
 
 
 def _sections(cls: type, seen: set[type]) -> set[type]:
     seen.add(cls)
-    for _, section in _fields(cls):
+    for _, section in section_fields(cls):
         if section is not None and section not in seen:
             _sections(section, seen)
     return seen
