@@ -23,6 +23,7 @@ import torch
 from tensordict import TensorDict
 
 from siirl.device import DeviceBackend, get_backend
+from siirl.errors import ConfigError
 from siirl.registry import Registry
 
 
@@ -56,6 +57,8 @@ class RolloutEngine(ABC):
         most ``max_response_length`` tokens (``data.max_response_length``); ``local_rank`` is the device index
         this process uses; ``tokenizer`` (else loaded from the model). Checks what every engine needs, then
         the engine builds itself (:meth:`start`)."""
+        if max_response_length < 1:
+            raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
         self.check_rollout_config(rollout_cfg)
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.cfg = rollout_cfg
