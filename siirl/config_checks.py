@@ -33,7 +33,7 @@ from siirl.params.async_training import trainer_mode
 from siirl.params.lora import serves_adapters
 from siirl.params.old_log_prob import BYPASS_KEY, OLD_LOG_PROB_KEY
 from siirl.params.root import EXTERNAL_LIB_KEY, SiirlConfig, external_libs
-from siirl.params.sequence_parallel import SP_KEYS, check_sequence_parallel, sequence_parallel_sizes
+from siirl.params.sequence_parallel import SP_KEYS, sequence_parallel_sizes
 from siirl.registry import governed_keys, import_user_modules
 from siirl.weight_transport import check_verl_backend, resolve_weight_sync
 
@@ -308,22 +308,12 @@ def check_reference_sequence_parallel(cfg: SiirlConfig) -> None:
         )
 
 
-def check_rollout_skip(cfg: SiirlConfig) -> None:
-    """A replayed step has one batch; dynamic sampling would ask the rollout again for the same dump forever."""
-    if cfg.actor_rollout_ref.rollout.skip.enable and cfg.algorithm.filter_groups.enable:
-        raise ConfigError(
-            "bad config: actor_rollout_ref.rollout.skip.enable replays one dumped batch per step, and dynamic "
-            "sampling (algorithm.filter_groups.enable) would draw more for a step; use one of them"
-        )
-
-
 def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_loggers(list(cfg.trainer.logger))
     check_ray_init_keys(cfg.ray_kwargs.ray_init)
     check_tools(cfg)
     check_agent_loops(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
-    check_rollout_skip(cfg)
     check_verl_backend(str(cfg.actor_rollout_ref.rollout.weight_sync))
     check_registry_values(cfg)
     check_remax_baseline(cfg)
@@ -332,7 +322,6 @@ def check_config(cfg: SiirlConfig) -> None:
     check_group_filter_metric(cfg)
     check_lora_rollout(cfg)
     warn_short_sandbox_budget(cfg)
-    check_sequence_parallel(cfg)
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
     check_async(cfg, env_mode(cfg))

@@ -1,10 +1,26 @@
-"""``algorithm.*``, ``reward_model.*`` and ``custom_reward_function.*``."""
+"""``algorithm.*``, ``reward_model.*`` and ``custom_reward_function.*``, with their checks: verl's optional
+algorithm sections (``pf_ppo``, ``rollout_correction``, GDPO's reward keys) and DAPO's overlong buffer, each
+mistake one ``ConfigError`` line before Ray starts."""
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from siirl.errors import ConfigError
+from siirl.params.divergence_bounds import OPTIONS, is_divergence_spec, parse_bounds
+from siirl.params.enums import WorkflowType
 from siirl.params.environment import EmbodiedConfig
+from siirl.params.is_threshold import parse_is_threshold
 from siirl.params.model import FSDPModelConfig
+from siirl.params.rules import (
+    FINITE_POSITIVE,
+    NON_NEGATIVE,
+    OPTIONAL_POSITIVE,
+    POSITIVE,
+    checked,
+    is_megatron,
+    one_of,
+    refused,
+)
 
 
 @dataclass
@@ -34,7 +50,7 @@ class PfPpoConfig:
     #: pow | max_min | max_random
     reweight_method: str = "pow"
     #: Exponent of ``|score|`` under ``pow``.
-    weight_pow: float = 2.0
+    weight_pow: float = checked(2.0, NON_NEGATIVE)
 
 
 #: Levels at which a log-ratio is aggregated (``siirl.algorithms.rollout_correction``).
@@ -51,23 +67,32 @@ class RolloutCorrectionConfig:
 
     #: null | token | sequence: importance weights ``pi_train / pi_rollout`` per token or per sequence,
     #: bounded by ``rollout_is_threshold``, multiplied into the policy loss.
-    rollout_is: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
+    rollout_is: Optional[str] = checked(  # noqa: UP045 - OmegaConf reads Optional
+        None, (lambda v: v is None or v in ROLLOUT_IS_LEVELS, f"null or one of {', '.join(ROLLOUT_IS_LEVELS)}")
+    )
     #: A number: weights truncated at it (TIS); ``'lower_upper'``: weights outside the range set to 0 (IcePop;
     #: AReaL's decoupled PPO cap). ``siirl.params.is_threshold``.
-    rollout_is_threshold: Any = 2.0
+    rollout_is_threshold: Any = checked(
+        2.0, (lambda v: parse_is_threshold(v) is not None, "a number > 0 or 'lower_upper' with 0 < lower <= upper")
+    )
     #: Rescale the truncated weights to mean 1 over the batch.
     rollout_is_batch_normalize: bool = False
     #: null | token | sequence | geometric: mask out tokens / whole responses whose ratio leaves
     #: ``[rollout_rs_threshold_lower, rollout_rs_threshold]``; or verl's divergence options, comma separated
     #: (``token_k1,seq_max_k2``: ``siirl.algorithms.divergence_rejection``).
-    rollout_rs: Optional[str] = None  # noqa: UP045
+    rollout_rs: Optional[str] = checked(None, (  # noqa: UP045
+        lambda v: v is None or v in ROLLOUT_RS_LEVELS or is_divergence_spec(v),
+        f"null, one of {', '.join(ROLLOUT_RS_LEVELS)}, or verl's options {', '.join(OPTIONS)} (comma separated)",
+    ))
     #: Upper ratio bound of rejection (null: ``rollout_is_threshold``); for divergence options their bounds,
     #: e.g. ``'0.6_1.6,2.5'`` (``siirl.params.divergence_bounds``).
-    rollout_rs_threshold: Any = None
+    rollout_rs_threshold: Any = checked(
+        None, (lambda v: v is None or isinstance(v, str) or v > 0, "null, > 0, or bounds per divergence option")
+    )
     #: Lower ratio bound of rejection (null: ``1 / rollout_rs_threshold``).
-    rollout_rs_threshold_lower: Optional[float] = None  # noqa: UP045
+    rollout_rs_threshold_lower: Optional[float] = checked(None, OPTIONAL_POSITIVE)  # noqa: UP045
     #: Reject a whole response if any token's ratio is below this (null: no veto).
-    rollout_token_veto_threshold: Optional[float] = None  # noqa: UP045
+    rollout_token_veto_threshold: Optional[float] = checked(None, OPTIONAL_POSITIVE)  # noqa: UP045
     #: verl's bypass mode: the rollout's log-probs ARE the old log-probs (no actor forward over the responses);
     #: the weights and masks above compare the current policy with the rollout inside the policy loss.
     bypass_mode: bool = False
@@ -80,6 +105,40 @@ class RolloutCorrectionConfig:
         """Whether the correction changes training (weights or masks), not only reports metrics."""
         return any(v is not None for v in (self.rollout_is, self.rollout_rs, self.rollout_token_veto_threshold))
 
+    def validate(self, cfg: Any, key: str) -> None:
+        """verl's divergence options carry every bound in ``rollout_rs_threshold``; the ratio levels take one
+        upper number and an optional lower one below it. Any use of the rollout's log-probs needs them recorded."""
+        if is_divergence_spec(self.rollout_rs):
+            if self.rollout_rs_threshold_lower is not None:
+                raise ConfigError(
+                    f"bad config: {key}.rollout_rs_threshold_lower applies to rollout_rs=token|sequence|geometric; "
+                    f"rollout_rs={self.rollout_rs} takes its lower bounds in rollout_rs_threshold ('lower_upper')"
+                )
+            parse_bounds(self.rollout_rs, self.rollout_rs_threshold)
+        elif isinstance(self.rollout_rs_threshold, str):
+            raise ConfigError(
+                f"bad config: {key}.rollout_rs_threshold={self.rollout_rs_threshold!r} lists bounds of verl's "
+                f"divergence options, but rollout_rs={self.rollout_rs} takes one number"
+            )
+        else:
+            upper = self.rollout_rs_threshold
+            upper = parse_is_threshold(self.rollout_is_threshold)[0] if upper is None else upper
+            lower = self.rollout_rs_threshold_lower
+            if self.rollout_rs is not None and lower is not None and lower > upper:
+                raise ConfigError(
+                    f"bad config: {key}.rollout_rs_threshold_lower={lower} is above the upper bound {upper}; "
+                    "every response would be rejected"
+                )
+        active = any(v is not None for v in (self.rollout_is, self.rollout_rs, self.rollout_token_veto_threshold))
+        users = [key] if active else []
+        users += [f"{key}.bypass_mode=true"] if self.bypass_mode else []
+        users += ["trainer.dump_high_diff_tokens=true"] if cfg.trainer.dump_high_diff_tokens else []
+        if users and not cfg.actor_rollout_ref.rollout.calculate_log_probs:
+            raise ConfigError(
+                f"bad config: {' and '.join(users)} compares the rollout's log-probs with the actor's; set "
+                "actor_rollout_ref.rollout.calculate_log_probs=true so the rollout records them (as verl requires)"
+            )
+
 
 @dataclass
 class AlgorithmConfig:
@@ -87,7 +146,7 @@ class AlgorithmConfig:
     #: | gdpo | gae_marft (teams only)
     adv_estimator: str = "grpo"
     #: DEFAULT | DAPO | EMBODIED
-    workflow_type: str = "DEFAULT"
+    workflow_type: str = checked("DEFAULT", one_of(*(e.value for e in WorkflowType)))
     gamma: float = 1.0
     lam: float = 1.0
     norm_adv_by_std_in_grpo: bool = True
@@ -111,6 +170,25 @@ class AlgorithmConfig:
     gdpo_reward_keys: Optional[list[str]] = None  # noqa: UP045
     gdpo_reward_weights: Optional[list[float]] = None  # noqa: UP045
 
+    def validate(self, cfg: Any, key: str) -> None:
+        """GDPO normalises the reward components ``gdpo_reward_keys`` names, its weights (if given) pair with
+        them; policy-filtered PPO resamples after GAE."""
+        keys, weights = self.gdpo_reward_keys, self.gdpo_reward_weights
+        if str(self.adv_estimator) == "gdpo" and not keys:
+            raise ConfigError(
+                "bad config: algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, the keys of the score "
+                "function's returned dict to normalise one by one (e.g. '[\"accuracy_reward\",\"format_reward\"]')"
+            )
+        if keys and weights is not None and len(weights) != len(keys):
+            raise ConfigError(
+                f"bad config: algorithm.gdpo_reward_weights has {len(weights)} weights for {len(keys)} gdpo_reward_keys"
+            )
+        if self.use_pf_ppo and str(self.adv_estimator) != "gae":
+            raise ConfigError(
+                f"bad config: algorithm.use_pf_ppo=True resamples after GAE as in verl, but "
+                f"algorithm.adv_estimator={self.adv_estimator}; use gae or drop use_pf_ppo"
+            )
+
 
 @dataclass
 class OverlongBufferConfig:
@@ -119,12 +197,33 @@ class OverlongBufferConfig:
     enable: bool = False
     #: Tokens before ``data.max_response_length`` where the penalty starts.
     len: int = 2
-    penalty_factor: float = 1.0
+    penalty_factor: float = checked(1.0, NON_NEGATIVE)
     #: Log ``reward/overlong_reward`` and ``reward/overlong`` (share of penalised responses) each step.
     log: bool = False
     #: verl's ``reward_kwargs.max_resp_len``: the length the penalty counts to. Here it is always
     #: ``data.max_response_length``; null or that value is accepted.
     max_resp_len: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+
+    def validate(self, cfg: Any, key: str) -> None:
+        """verl's DAPO keys act only together with the feature they tune, so alone they are refused, not ignored."""
+        if not self.enable:
+            return
+        manager, longest = cfg.reward_model.reward_manager, cfg.data.max_response_length
+        if manager != "dapo":
+            raise ConfigError(
+                "bad config: reward_model.overlong_buffer.enable=true is applied by the dapo reward manager; set "
+                f"reward_model.reward_manager=dapo (got {manager!r})"
+            )
+        if self.max_resp_len is not None and self.max_resp_len != longest:
+            raise ConfigError(
+                f"bad config: reward_model.reward_kwargs.max_resp_len={self.max_resp_len} differs from "
+                f"data.max_response_length={longest}; the overlong penalty counts to the latter"
+            )
+        if not 0 < self.len < longest:
+            raise ConfigError(
+                f"bad config: reward_model.overlong_buffer.len={self.len} must be in (0, data.max_response_length="
+                f"{longest})"
+            )
 
 
 @dataclass
@@ -146,8 +245,8 @@ class SandboxFusionConfig:
     #: The server's ``/run_code`` endpoint; null = no sandbox (code datasets cannot be scored).
     url: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
     #: Requests in flight at once, per scoring process.
-    max_concurrent: int = 64
-    memory_limit_mb: int = 1024
+    max_concurrent: int = checked(64, POSITIVE)
+    memory_limit_mb: int = checked(1024, POSITIVE)
 
 
 @dataclass
@@ -155,20 +254,23 @@ class RewardModelConfig:
     #: Model-based reward (a sequence classifier); rule rewards need none.
     enable: bool = False
     #: auto | fsdp (= fsdp2) | replicate, as ``critic.strategy`` (megatron: refused)
-    strategy: str = "auto"
+    strategy: str = refused(
+        "auto", is_megatron,
+        "is not implemented; the reward model runs with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
+    )
     model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
-    micro_batch_size_per_gpu: int = 64
+    micro_batch_size_per_gpu: int = checked(64, POSITIVE)
     use_dynamic_bsz: bool = True
-    forward_max_token_len_per_gpu: int = 8192
+    forward_max_token_len_per_gpu: int = checked(8192, POSITIVE)
     #: Longest re-rendered input (``model.input_tokenizer`` set), cut from the left so the response stays;
     #: null = no limit.
     max_length: int | None = None
     #: naive | batch | parallel (verl: prime) | dapo
     reward_manager: str = "naive"
-    num_workers: int = 2
+    num_workers: int = checked(2, POSITIVE)
     #: Bound of one score-function call in every manager (``batch``: the whole batch call); a late call
     #: scores 0 and is counted in the reward/timeouts metric.
-    timeout_s: float = 10.0
+    timeout_s: float = checked(10.0, FINITE_POSITIVE)
     overlong_buffer: OverlongBufferConfig = field(default_factory=OverlongBufferConfig)
     sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
 

@@ -9,9 +9,7 @@ reads the whole step, so an explicit ``load_contents`` must list it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
-
-from omegaconf import DictConfig, OmegaConf
+from typing import Any, Optional
 
 from siirl.errors import ConfigError
 
@@ -19,7 +17,6 @@ from siirl.errors import ConfigError
 WHOLE_STEP = ("model", "optimizer", "extra")
 #: What ``save_contents`` may add.
 EXPORTS = ("hf_model",)
-SECTION = "actor_rollout_ref.actor.checkpoint"
 
 
 @dataclass
@@ -28,21 +25,19 @@ class CheckpointContentsConfig:
     #: null = save_contents (verl's ``${.save_contents}``); hf_model in it is not read (verl reads none either).
     load_contents: Optional[list[str]] = None  # noqa: UP045 - OmegaConf reads Optional
 
-
-def check_checkpoint_contents(cfg: DictConfig) -> None:
-    """Only known contents; an explicit ``load_contents`` reads the whole step. One line otherwise."""
-    section = OmegaConf.select(cfg, SECTION)
-    unknown = sorted(set(section.save_contents) - set(WHOLE_STEP) - set(EXPORTS))
-    if unknown:
-        raise ConfigError(
-            f"bad config: {SECTION}.save_contents names unknown contents {', '.join(unknown)}; "
-            f"expected some of {', '.join(WHOLE_STEP + EXPORTS)}"
-        )
-    if section.load_contents is not None:
-        missing = [item for item in WHOLE_STEP if item not in section.load_contents]
+    def validate(self, cfg: Any, key: str) -> None:
+        """Only known contents; an explicit ``load_contents`` reads the whole step. One line otherwise."""
+        unknown = sorted(set(self.save_contents) - set(WHOLE_STEP) - set(EXPORTS))
+        if unknown:
+            raise ConfigError(
+                f"bad config: {key}.save_contents names unknown contents {', '.join(unknown)}; "
+                f"expected some of {', '.join(WHOLE_STEP + EXPORTS)}"
+            )
+        loaded = WHOLE_STEP if self.load_contents is None else self.load_contents
+        missing = [item for item in WHOLE_STEP if item not in loaded]
         if missing:
             raise ConfigError(
-                f"bad config: {SECTION}.load_contents={list(section.load_contents)} lacks {', '.join(missing)}: "
+                f"bad config: {key}.load_contents={list(self.load_contents)} lacks {', '.join(missing)}: "
                 f"a resume here reads the whole step ({', '.join(WHOLE_STEP)})"
             )
 

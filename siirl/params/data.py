@@ -3,6 +3,8 @@
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from siirl.params.rules import POSITIVE, checked
+
 
 @dataclass
 class CustomDatasetClassConfig:
@@ -35,17 +37,19 @@ class DataConfig:
     #: verl's: images are resized so their sides are multiples of this patch size times the processor's
     #: merge size (Qwen2.5-VL 14, Qwen3-VL / Qwen3.5 16), within 4 to 16384 vision tokens, before the image
     #: processor; null = the image processor alone resizes, onto its own patch grid.
-    image_patch_size: int | None = None
+    image_patch_size: int | None = checked(
+        None, (lambda v: v is None or v > 0, "> 0 (or null: the image processor's own)")
+    )
     #: Column of each row's videos (verl's); a row with videos is refused (video input is not built).
     video_key: str = "videos"
     reward_fn_key: str = "data_source"
-    max_prompt_length: int = 16
-    max_response_length: int = 6
+    max_prompt_length: int = checked(16, POSITIVE)
+    max_response_length: int = checked(6, POSITIVE)
     #: Prompts (not responses) per training step, summed over all rollout dp ranks.
-    train_batch_size: int = 32
+    train_batch_size: int = checked(32, POSITIVE)
     #: Prompts generated per chunk when ``algorithm.filter_groups`` drops groups (verl's DAPO key): chunks
     #: are generated until ``train_batch_size`` kept groups are in; null = ``train_batch_size``.
-    gen_batch_size: int | None = None
+    gen_batch_size: int | None = checked(None, (lambda v: v is None or v > 0, "> 0 (or null: data.train_batch_size)"))
     #: Prompts per validation pass; -1 = the whole validation set.
     val_batch_size: int = -1
     shuffle: bool = True
@@ -54,7 +58,7 @@ class DataConfig:
     filter_overlong_prompts: bool = True
     #: verl's process count for filtering over-long prompts; siiRL filters each worker's shard as it
     #: loads it, so any positive count behaves the same.
-    filter_overlong_prompts_workers: int = 1
+    filter_overlong_prompts_workers: int = checked(1, POSITIVE)
     #: verl's: load the tokenizer/processor the data side uses with trust_remote_code (siiRL's data side
     #: uses the policy's tokenizer, loaded with actor_rollout_ref.model.trust_remote_code).
     trust_remote_code: bool = False

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from omegaconf import DictConfig
-
 from siirl.errors import ConfigError
 from siirl.params.model import ModelConfig
 
@@ -105,9 +103,37 @@ class DistillationConfig:
     )
     teacher_key: str = TEACHER_KEY_DEFAULT
 
+    def validate(self, cfg: Any, key: str) -> None:
+        """One ``ConfigError`` line per mistake, before Ray; nothing is read while ``enabled`` is false."""
+        if not self.enabled:
+            return
+        loss = self.distillation_loss
+        if loss.loss_mode == "forward_kl_topk":
+            raise ConfigError(
+                "bad config: distillation.distillation_loss.loss_mode=forward_kl_topk (top-k teacher logits) is not "
+                "implemented; use a single-sample estimator (k1, k2, k3, abs, ...)"
+            )
+        if not loss.use_policy_gradient and loss.loss_mode in ("k1", "kl"):
+            raise ConfigError(
+                f"bad config: distillation.distillation_loss.loss_mode={loss.loss_mode} with use_policy_gradient=false: "
+                "the gradient of k1 does not depend on the teacher (as verl refuses); use k3, or use_policy_gradient=true"
+            )
+        if loss.policy_loss_mode != "vanilla":
+            raise ConfigError(
+                f"bad config: distillation.distillation_loss.policy_loss_mode={loss.policy_loss_mode!r}: only vanilla "
+                "is supported with use_policy_gradient (as in verl)"
+            )
+        needed = cfg.data.max_prompt_length + cfg.data.max_response_length + 1
+        limit = teacher_of(self).inference.max_model_len
+        if limit is not None and needed > limit:
+            raise ConfigError(
+                f"bad config: distillation.teacher_models.{SINGLE_TEACHER}.inference.max_model_len={limit} is below "
+                f"prompt + response + 1 = {needed} (data.max_prompt_length + data.max_response_length + 1)"
+            )
+
 
 def teacher_of(cfg: DistillationConfig) -> TeacherModelConfig:
-    """The one teacher (checked by ``check_distillation`` before Ray)."""
+    """The one teacher (``refuse_other_teachers`` refuses others before Ray)."""
     return next(iter(cfg.teacher_models.values()))
 
 
@@ -131,34 +157,3 @@ def teacher_model_config(policy: ModelConfig, cfg: DistillationConfig) -> ModelC
     shared = ("dtype", "attn_implementation", "use_remove_padding", "remove_padding_layout", "trust_remote_code",
               "use_fused_kernels")
     return ModelConfig(path=str(teacher_of(cfg).model_path), **{name: getattr(policy, name) for name in shared})
-
-
-def check_distillation(cfg: DictConfig) -> None:
-    """One ``ConfigError`` line per mistake, before Ray; nothing is read while ``enabled`` is false."""
-    distill = cfg.distillation
-    if not distill.enabled:
-        return
-    loss = distill.distillation_loss
-    if loss.loss_mode == "forward_kl_topk":
-        raise ConfigError(
-            "bad config: distillation.distillation_loss.loss_mode=forward_kl_topk (top-k teacher logits) is not "
-            "implemented; use a single-sample estimator (k1, k2, k3, abs, ...)"
-        )
-    if not loss.use_policy_gradient and loss.loss_mode in ("k1", "kl"):
-        raise ConfigError(
-            f"bad config: distillation.distillation_loss.loss_mode={loss.loss_mode} with use_policy_gradient=false: "
-            "the gradient of k1 does not depend on the teacher (as verl refuses); use k3, or use_policy_gradient=true"
-        )
-    if loss.policy_loss_mode != "vanilla":
-        raise ConfigError(
-            f"bad config: distillation.distillation_loss.policy_loss_mode={loss.policy_loss_mode!r}: only vanilla "
-            "is supported with use_policy_gradient (as in verl)"
-        )
-    teacher = next(iter(distill.teacher_models.values()))
-    needed = cfg.data.max_prompt_length + cfg.data.max_response_length + 1
-    limit = teacher.inference.max_model_len
-    if limit is not None and needed > limit:
-        raise ConfigError(
-            f"bad config: distillation.teacher_models.{SINGLE_TEACHER}.inference.max_model_len={limit} is below "
-            f"prompt + response + 1 = {needed} (data.max_prompt_length + data.max_response_length + 1)"
-        )

@@ -3,19 +3,20 @@
 The same section sits under verl's paths (``actor_rollout_ref.actor``, ``actor_rollout_ref.ref``,
 ``critic.model``, ``reward_model.model``). Keys with a meaning under FSDP2 are implemented by the engine
 (``siirl.engine.workers.fsdp``); keys that only steer verl's FSDP1 engine, or features siiRL lacks, are
-accepted at their no-op value and refused otherwise in one line (``check_fsdp_sections``).
+accepted at their no-op value and refused otherwise in one line (field rules and ``FSDPConfig.validate``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from siirl.errors import ConfigError
+from siirl.params.rules import refused
 from siirl.params.trainer import world_size
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,11 @@ FROZEN_ROLES = ("reference", "reward_model")
 @dataclass
 class WrapPolicyConfig:
     #: FSDP1's size-based auto-wrap; FSDP2 (siiRL, and verl's fsdp2) makes each transformer block a unit.
-    min_num_params: int = 0
+    min_num_params: int = refused(
+        0, lambda v: v != 0,
+        "is FSDP1's size-based wrapping; siiRL's FSDP2 makes each transformer block a unit (as verl's fsdp2); use 0",
+        early=False,
+    )
 
 
 @dataclass
@@ -81,45 +86,45 @@ class FSDPConfig:
     wrap_policy: WrapPolicyConfig = field(default_factory=WrapPolicyConfig)
     mixed_precision: MixedPrecisionConfig = field(default_factory=MixedPrecisionConfig)
     #: Old verl key; gradients follow ``param_offload`` under FSDP2.
-    grad_offload: bool = False
+    grad_offload: bool = refused(
+        False, bool, "was removed from verl; under FSDP2 gradients live with the parameters: set param_offload=true",
+        early=False,
+    )
     #: verl's FSDP engine version; siiRL's FSDP is always FSDP2, so both names mean it.
-    strategy: str = "fsdp"
+    strategy: str = refused(
+        "fsdp", lambda v: v not in ("fsdp", "fsdp2"), "is verl's FSDP engine version; siiRL's FSDP is FSDP2, so fsdp or fsdp2",
+        early=False,
+    )
     #: FSDP1 only; FSDP2 always keeps the original parameters (any value is accepted, as verl's fsdp2 does).
     use_orig_params: bool = False
+
+    def validate(self, cfg: Any, key: str) -> None:
+        """One shard group; host offload shards (so no replicas); a frozen model has no optimizer to offload."""
+        if self.fsdp_size != -1 and self.fsdp_size < world_size(cfg):
+            raise ConfigError(
+                f"bad config: {key}.fsdp_size={self.fsdp_size!r} asks for hybrid sharding (shard groups smaller "
+                "than the world), which is not implemented; use -1 (one shard group)"
+            )
+        role = next(role for role, section in FSDP_SECTIONS.items() if section == key)
+        offload = next((k for k in ("param_offload", "offload_policy") if getattr(self, k)), None)
+        strategy_key = STRATEGY_KEYS[role]
+        if offload and attrgetter(strategy_key)(cfg) == "replicate":
+            raise ConfigError(
+                f"bad config: {key}.{offload}=true shards the model with FSDP2 and keeps the shards in "
+                f"host memory, but {strategy_key}=replicate keeps a whole copy per device; use strategy=auto or fsdp"
+            )
+        if role in FROZEN_ROLES and self.optimizer_offload:
+            # verl's forward-only engines drop it too (its current Qwen3-Next scripts set it on the reference)
+            logger.warning(
+                "%s.optimizer_offload=true is not read: the %s has no optimizer (param_offload=true offloads "
+                "its weights)", key, role.replace("_", " "),
+            )
 
 
 def host_offload(fsdp: FSDPConfig) -> bool:
     """Whether ``fully_shard`` gets ``CPUOffloadPolicy`` (either verl spelling asks for it). A function, not a
     property: sections also arrive as OmegaConf nodes, which carry fields only."""
     return bool(fsdp.param_offload or fsdp.offload_policy)
-
-
-#: (key under the section, is the value refused?, why) - a key absent here is implemented for every value.
-_REFUSALS: tuple[tuple[str, Callable[[Any, DictConfig], bool], str], ...] = (
-    (
-        "fsdp_size",
-        lambda v, cfg: v != -1 and v < world_size(cfg),
-        (
-            "asks for hybrid sharding (shard groups smaller than the world), which is not implemented; "
-            "use -1 (one shard group)"
-        ),
-    ),
-    (
-        "wrap_policy.min_num_params",
-        lambda v, cfg: v != 0,
-        "is FSDP1's size-based wrapping; siiRL's FSDP2 makes each transformer block a unit (as verl's fsdp2); use 0",
-    ),
-    (
-        "grad_offload",
-        lambda v, cfg: bool(v),
-        "was removed from verl; under FSDP2 gradients live with the parameters: set param_offload=true",
-    ),
-    (
-        "strategy",
-        lambda v, cfg: v not in ("fsdp", "fsdp2"),
-        "is verl's FSDP engine version; siiRL's FSDP is FSDP2, so fsdp or fsdp2",
-    ),
-)
 
 
 def fold_mixed_precision(cfg: DictConfig) -> None:
@@ -136,25 +141,3 @@ def fold_mixed_precision(cfg: DictConfig) -> None:
                 f"{section}.dtype={fsdp.dtype!r}; set one of them"
             )
         fsdp.dtype, fsdp.mixed_precision.param_dtype = wanted, "auto"
-
-
-def check_fsdp_sections(cfg: DictConfig) -> None:
-    """Raise ``ConfigError`` for the first ``fsdp_config`` value siiRL cannot honour as written."""
-    for role, section in FSDP_SECTIONS.items():
-        for key, refused, why in _REFUSALS:
-            value = OmegaConf.select(cfg, f"{section}.{key}")
-            if refused(value, cfg):
-                raise ConfigError(f"bad config: {section}.{key}={value!r} {why}")
-        offload = next((k for k in ("param_offload", "offload_policy") if OmegaConf.select(cfg, f"{section}.{k}")), None)
-        strategy = OmegaConf.select(cfg, STRATEGY_KEYS[role])
-        if offload and strategy == "replicate":
-            raise ConfigError(
-                f"bad config: {section}.{offload}=true shards the model with FSDP2 and keeps the shards in "
-                f"host memory, but {STRATEGY_KEYS[role]}=replicate keeps a whole copy per device; use strategy=auto or fsdp"
-            )
-        if role in FROZEN_ROLES and OmegaConf.select(cfg, f"{section}.optimizer_offload"):
-            # verl's forward-only engines drop it too (its current Qwen3-Next scripts set it on the reference)
-            logger.warning(
-                "%s.optimizer_offload=true is not read: the %s has no optimizer (param_offload=true offloads "
-                "its weights)", section, role.replace("_", " "),
-            )

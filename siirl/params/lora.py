@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig
+from omegaconf import ListConfig
 
 from siirl.errors import ConfigError
 
-LORA_KEYS = "actor_rollout_ref.model"
+LORA_KEYS = "actor_rollout_ref.model"  # where the keys live, as messages name them
 #: ``target_modules`` value that adapts every linear layer except the output head (peft's spelling).
 ALL_LINEAR = "all-linear"
 
@@ -45,14 +45,13 @@ def module_names(value: Any, key: str) -> str | list[str] | None:
     raise ConfigError(f"bad config: {key}={value!r} must be a module name, a list of them, or {ALL_LINEAR}")
 
 
-def check_lora_keys(cfg: DictConfig) -> None:
-    """Rank, alpha and module lists are well formed; the critic and reward model take no adapters."""
-    model = cfg.actor_rollout_ref.model
+def check_lora_keys(model: Any, key: str) -> None:
+    """Rank, alpha and module lists of the policy's model section ``key`` are well formed."""
     if int(model.lora_rank) < 0:
-        raise ConfigError(f"bad config: {LORA_KEYS}.lora_rank={model.lora_rank} is invalid; expected >= 0 (0 = off)")
+        raise ConfigError(f"bad config: {key}.lora_rank={model.lora_rank} is invalid; expected >= 0 (0 = off)")
     if not lora_enabled(model):
         return
     if int(model.lora_alpha) <= 0:
-        raise ConfigError(f"bad config: {LORA_KEYS}.lora_alpha={model.lora_alpha} is invalid; expected > 0")
-    module_names(model.target_modules, f"{LORA_KEYS}.target_modules")
-    module_names(model.exclude_modules, f"{LORA_KEYS}.exclude_modules")
+        raise ConfigError(f"bad config: {key}.lora_alpha={model.lora_alpha} is invalid; expected > 0")
+    module_names(model.target_modules, f"{key}.target_modules")
+    module_names(model.exclude_modules, f"{key}.exclude_modules")

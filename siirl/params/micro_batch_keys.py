@@ -60,12 +60,9 @@ def _fold_global_size(node: DictConfig, section: str, size_key: str, global_key:
 
 
 def resolve_micro_batches(cfg: DictConfig) -> None:
-    """Fill every pair in place; a size below 1 is refused naming its key."""
+    """Fill every pair in place (a size below 1 is refused by its field's rule)."""
     dp_size = world_size(cfg)
     for section, size_key, dynamic_key, global_key in PAIRS:
         node = OmegaConf.select(cfg, section)
         _fold_global_size(node, section, size_key, global_key, dp_size)
-        size, dynamic = node[size_key], node[dynamic_key]
-        if size is not None and size < 1:
-            raise ConfigError(f"bad config: {section}.{size_key}={size} is invalid; expected > 0")
-        node[size_key], node[dynamic_key] = micro_batching(size, dynamic)
+        node[size_key], node[dynamic_key] = micro_batching(node[size_key], node[dynamic_key])

@@ -1,11 +1,29 @@
 """``actor_rollout_ref.*`` and ``critic.*``: models, optimisers, rollout engine."""
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from siirl.errors import ConfigError
 from siirl.params.checkpoint_contents import CheckpointContentsConfig
 from siirl.params.environment import MultiTurnConfig
 from siirl.params.fsdp import FSDPConfig
+from siirl.params.lora import check_lora_keys
+from siirl.params.old_log_prob import SOURCES as OLD_LOG_PROB_SOURCES
+from siirl.params.rules import (
+    FINITE_NON_NEGATIVE,
+    NON_NEGATIVE,
+    NULL_OR_POSITIVE,
+    OPTIONAL_POSITIVE,
+    POSITIVE,
+    PROBABILITY,
+    TOP_K,
+    UNSET_OR_POSITIVE,
+    checked,
+    is_megatron,
+    one_of,
+    refused,
+)
 
 #: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
 REMOVE_PADDING_LAYOUTS = ("auto", "packed", "shared", "trimmed")
@@ -18,7 +36,9 @@ ROLLOUT_LOAD_FORMATS = ("auto", "safetensors", "pt", "dummy")
 class FusedKernelOptions:
     #: verl's choice of fused-kernel implementation (torch | triton); here the device backend names its one
     #: kernel, so the value is checked and recorded, not used to pick another.
-    impl_backend: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
+    impl_backend: Optional[str] = checked(  # noqa: UP045 - OmegaConf reads Optional
+        None, (lambda v: v in (None, "torch", "triton"), "one of torch, triton (or null)")
+    )
 
 
 @dataclass
@@ -39,7 +59,7 @@ class ModelConfig:
     #: auto (packed with a varlen kernel, each shared prompt once under siiRL's varlen SDPA; else
     #: length-trimmed) | packed (one prompt copy per response) | shared (each prompt once per micro-batch,
     #: under siiRL's varlen SDPA) | trimmed
-    remove_padding_layout: str = "auto"
+    remove_padding_layout: str = checked("auto", one_of(*REMOVE_PADDING_LAYOUTS))
     trust_remote_code: bool = False
     #: Values set on the model's Hugging Face config before its weights load (verl's key), e.g.
     #: ``{attention_dropout: 0.0}``; a name the config does not have is refused at load.
@@ -93,11 +113,34 @@ class PolicyModelConfig(ModelConfig):
     #: tool prompts, multi-turn observations, validation); null = the tokenizer's template.
     custom_chat_template: Optional[str] = None  # noqa: UP045
 
+    def validate(self, cfg: Any, key: str) -> None:
+        """LoRA's rank, alpha and module lists are well formed; a custom chat template compiles."""
+        check_lora_keys(self, key)
+        check_chat_template(self.custom_chat_template, f"{key}.custom_chat_template")
+
+
+def check_chat_template(template: Any, key: str) -> None:
+    """verl's ``custom_chat_template``: null, or a Jinja template that compiles in the sandboxed environment
+    transformers renders chat templates in (so it fails here, not on a worker's first prompt)."""
+    if template is None:
+        return
+    if not isinstance(template, str) or not template.strip():
+        raise ConfigError(f"bad config: {key} must be a Jinja chat template string (or null), got {template!r}")
+    from jinja2 import TemplateSyntaxError
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    try:
+        environment.from_string(template)
+    except TemplateSyntaxError as exc:
+        raise ConfigError(f"bad config: {key} is not a valid Jinja template (line {exc.lineno}: {exc.message})") from None
+
 
 @dataclass
 class OptimConfig:
     #: Small on purpose: Adam's first steps move every weight by ~lr, which wrecks a tiny policy at 1e-3.
-    lr: float = 1e-4
+    lr: float = checked(1e-4, FINITE_NON_NEGATIVE)
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1e-8
@@ -118,34 +161,63 @@ class PolicyLossConfig:
     loss_mode: str = "auto"
     #: SAPO's gate temperatures as verl's current scripts write them (``+policy_loss.tau_pos``); null = the
     #: actor's ``tau_pos`` / ``tau_neg``.
-    tau_pos: Optional[float] = None  # noqa: UP045 - OmegaConf reads Optional
-    tau_neg: Optional[float] = None  # noqa: UP045
+    tau_pos: Optional[float] = checked(None, OPTIONAL_POSITIVE)  # noqa: UP045 - OmegaConf reads Optional
+    tau_neg: Optional[float] = checked(None, OPTIONAL_POSITIVE)  # noqa: UP045
 
 
 @dataclass
-class ActorConfig:
+class UpdateConfig:
+    """The PPO update keys the actor and the critic share (verl's names)."""
+
+    #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
+    ppo_mini_batch_size: int = checked(16, POSITIVE)
+    #: null = not set (64). Setting it without ``use_dynamic_bsz`` turns token-budget batching off, as the
+    #: command asked for micro-batches of this size (see ``siirl.params.micro_batch_keys``).
+    ppo_micro_batch_size_per_gpu: Optional[int] = checked(None, UNSET_OR_POSITIVE)  # noqa: UP045
+    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
+    ppo_micro_batch_size: Optional[int] = None  # noqa: UP045
+    #: null = true unless ``ppo_micro_batch_size_per_gpu`` is set.
+    use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
+    ppo_max_token_len_per_gpu: int = checked(4096, POSITIVE)
+    ppo_epochs: int = checked(1, POSITIVE)
+    #: Ulysses sequence parallelism: this many ranks share each micro-batch, each running the model on a
+    #: slice of its packed tokens (needs model.use_remove_padding); data parallelism is world / this.
+    ulysses_sequence_parallel_size: int = 1
+    loss_agg_mode: str = "token-mean"
+    #: Constant divisor of seq-mean-token-sum-norm (0: the response width); applies to every loss term
+    #: (policy, entropy, KL).
+    loss_agg_horizon: int = checked(0, NON_NEGATIVE)
+    grad_clip: float = 1.0
+
+
+@dataclass
+class LogProbBatchingConfig:
+    """The micro-batching keys of a forward-only log-prob pass (the rollout's policy, the reference)."""
+
+    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
+    log_prob_micro_batch_size_per_gpu: Optional[int] = checked(None, UNSET_OR_POSITIVE)  # noqa: UP045
+    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
+    log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
+    log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
+    log_prob_max_token_len_per_gpu: int = checked(8192, POSITIVE)
+
+
+@dataclass
+class ActorConfig(UpdateConfig):
     #: auto (replicate small models, FSDP2 otherwise) | fsdp (= fsdp2) | replicate; also used by the reference.
     #: megatron is not implemented and refused.
-    strategy: str = "auto"
+    strategy: str = refused(
+        "auto", is_megatron,
+        "is not implemented; the actor trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
+    )
     #: auto | recompute | rollout: where the PPO old log-probs come from (see siirl.params.old_log_prob).
-    old_log_prob_source: str = "auto"
+    old_log_prob_source: str = checked("auto", one_of(*OLD_LOG_PROB_SOURCES))
     #: verl's: the policy's vision tower (a VLM's image encoder) is not trained; nothing to freeze in a text LM.
     freeze_vision_tower: bool = False
     #: verl's PrefixGrouper: the actor's forward passes run a prompt once for all its responses. Here that is
     #: the ``shared`` layout (padding-free, prompt groups planned into one micro-batch), whatever
     #: ``model.use_remove_padding`` says (verl's grouper needs it false; the reference keeps the model's).
     use_prefix_grouper: bool = False
-    #: Prompts per optimiser step (x rollout.n responses), summed over dp ranks.
-    ppo_mini_batch_size: int = 16
-    #: null = not set (64). Setting it without ``use_dynamic_bsz`` turns token-budget batching off, as the
-    #: command asked for micro-batches of this size (see ``siirl.params.micro_batch_keys``).
-    ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
-    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
-    ppo_micro_batch_size: Optional[int] = None  # noqa: UP045
-    #: null = true unless ``ppo_micro_batch_size_per_gpu`` is set.
-    use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
-    ppo_max_token_len_per_gpu: int = 4096
-    ppo_epochs: int = 1
     shuffle: bool = False
     #: Token-ratio clip range where clip_ratio_low/high are not set.
     clip_ratio: float = 0.2
@@ -153,13 +225,6 @@ class ActorConfig:
     clip_ratio_low: Optional[float] = None  # noqa: UP045
     clip_ratio_high: Optional[float] = None  # noqa: UP045
     clip_ratio_c: float = 3.0
-    #: Ulysses sequence parallelism: this many ranks share each micro-batch, each running the model on a
-    #: slice of its packed tokens (needs model.use_remove_padding); data parallelism is world / this.
-    ulysses_sequence_parallel_size: int = 1
-    loss_agg_mode: str = "token-mean"
-    #: Constant divisor of seq-mean-token-sum-norm (0: the response width); applies to every loss term
-    #: (policy, entropy, KL).
-    loss_agg_horizon: int = 0
     #: GSPO's own (tiny) clip range on the sequence-level ratio; null = clip_ratio_low/high when those are
     #: set, else 3e-4 / 4e-4.
     gspo_clip_ratio_low: Optional[float] = None  # noqa: UP045
@@ -168,14 +233,13 @@ class ActorConfig:
     policy_drift_coeff: float = 0.0
     policy_drift_clip: float = 2.0
     #: SAPO's soft-gate temperatures for tokens with positive / non-positive advantage (verl's keys).
-    tau_pos: float = 1.0
-    tau_neg: float = 1.05
+    tau_pos: float = checked(1.0, POSITIVE)  # SAPO's gate divides by its temperatures
+    tau_neg: float = checked(1.05, POSITIVE)
     policy_loss: PolicyLossConfig = field(default_factory=PolicyLossConfig)
     entropy_coeff: float = 0.0
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
     kl_loss_type: str = "low_var_kl"
-    grad_clip: float = 1.0
     #: verl's: the old-log-prob forward also returns ``sum_pi_squared`` (sum over the vocabulary of pi^2
     #: per response token), which ``adv_estimator=optimal_token_baseline`` needs; forces that forward.
     calculate_sum_pi_squared: bool = False
@@ -187,10 +251,10 @@ class ActorConfig:
 
 @dataclass
 class ValSamplingConfig:
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = -1
-    n: int = 1
+    temperature: float = checked(0.0, (lambda v: 0 <= v < math.inf, "finite and >= 0 (0: greedy)"))
+    top_p: float = checked(1.0, PROBABILITY)
+    top_k: int = checked(-1, TOP_K)
+    n: int = checked(1, POSITIVE)
     do_sample: bool = False
 
 
@@ -216,9 +280,9 @@ class RolloutSkipConfig:
     enable: bool = False
     dump_dir: str = "~/.verl/rollout_dump"
     #: Steps from the start whose rollouts are dumped (or loaded, once dumped).
-    max_dump_step: int = 1
+    max_dump_step: int = checked(1, POSITIVE)
     #: cache | repeat | repeat_last: what a later step runs.
-    action: str = "cache"
+    action: str = checked("cache", one_of(*SKIP_ACTIONS))
 
 
 @dataclass
@@ -238,13 +302,15 @@ class TeamRolloutConfig:
 
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(LogProbBatchingConfig):
     #: hf | vllm | sglang (the device backend says which are available; on device=cpu vllm/sglang fall
     #: back to hf with a warning)
-    name: str = "hf"
+    name: str = refused(
+        "hf", lambda v: v == "trtllm", "is not implemented: there is no TensorRT-LLM rollout engine; use vllm, sglang or hf"
+    )
     #: sync | async (verl's default): both generate inside the DAG worker; whether rollout and training
     #: overlap is ``trainer.v1.trainer_mode`` / ``async_training.*`` (siirl.params.async_training).
-    mode: str = "sync"
+    mode: str = checked("sync", one_of("sync", "async"))
     #: Generation limits; null = data.max_prompt_length / data.max_response_length. response_length may
     #: not exceed data.max_response_length (the width training holds), prompt_length not undercut
     #: data.max_prompt_length (prompts the dataloader keeps).
@@ -252,21 +318,27 @@ class RolloutConfig:
     response_length: Optional[int] = None  # noqa: UP045
     #: Engine weights/activations dtype; auto = the model's (actor_rollout_ref.model.dtype).
     dtype: str = "auto"
-    n: int = 8
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
+    n: int = checked(8, POSITIVE)
+    temperature: float = checked(1.0, (
+        lambda v: 0 < v < math.inf,
+        (
+            "finite and > 0: the policy's log-probs are taken at the sampling temperature; greedy validation is "
+            "actor_rollout_ref.rollout.val_kwargs.temperature=0"
+        ),
+    ))
+    top_p: float = checked(1.0, PROBABILITY)
+    top_k: int = checked(-1, TOP_K)
     do_sample: bool = True
-    tensor_model_parallel_size: int = 1
+    tensor_model_parallel_size: int = checked(1, POSITIVE)
     gpu_memory_utilization: float = 0.5
     #: Release engine memory while the actor trains (colocated engines).
     free_cache_engine: bool = True
     enforce_eager: bool = False
     #: vLLM/SGLang engine knobs (no-ops on hf); null = the engine's own default. See
     #: docs/migrating-from-verl.md for the argument each becomes.
-    max_model_len: Optional[int] = None  # noqa: UP045
-    max_num_batched_tokens: Optional[int] = None  # noqa: UP045
-    max_num_seqs: Optional[int] = None  # noqa: UP045
+    max_model_len: Optional[int] = checked(None, NULL_OR_POSITIVE)  # noqa: UP045
+    max_num_batched_tokens: Optional[int] = checked(None, NULL_OR_POSITIVE)  # noqa: UP045
+    max_num_seqs: Optional[int] = checked(None, NULL_OR_POSITIVE)  # noqa: UP045
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
     disable_log_stats: bool = True
@@ -282,12 +354,6 @@ class RolloutConfig:
     calculate_log_probs: bool = False
     #: Sequences generated per forward batch by the HF engine.
     micro_batch_size: int = 256
-    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
-    log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
-    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
-    log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
-    log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
-    log_prob_max_token_len_per_gpu: int = 8192
     #: Bucket size (MB) for streaming weights from the trainer into the engine (verl's
     #: ``checkpoint_engine.update_weights_bucket_megabytes``).
     weight_sync_bucket_mb: int = 512
@@ -299,9 +365,11 @@ class RolloutConfig:
     #: past it the step fails in one line naming the engine, the step and this key. null (default) = no
     #: bound: a healthy generation's length depends on the model, the batch and the response length, and the
     #: stall watchdog (``trainer.stall_timeout_s``) already ends a rank that hangs.
-    generation_timeout_s: Optional[float] = None  # noqa: UP045
+    generation_timeout_s: Optional[float] = checked(  # noqa: UP045
+        None, (lambda v: v is None or 0 < v < math.inf, "null (no bound) or finite and > 0")
+    )
     #: auto | safetensors | pt | dummy: how vLLM / SGLang load the model dir (see ROLLOUT_LOAD_FORMATS).
-    load_format: str = "auto"
+    load_format: str = checked("auto", one_of(*ROLLOUT_LOAD_FORMATS))
     #: verl's memory-saving LoRA sync (merge and send one layer at a time). siiRL always syncs parameter
     #: by parameter, merging each adapted layer as it goes, so both values behave alike.
     layered_summon: bool = False
@@ -313,13 +381,7 @@ class RolloutConfig:
 
 
 @dataclass
-class RefConfig:
-    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
-    log_prob_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
-    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
-    log_prob_micro_batch_size: Optional[int] = None  # noqa: UP045
-    log_prob_use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
-    log_prob_max_token_len_per_gpu: int = 8192
+class RefConfig(LogProbBatchingConfig):
     #: null = the actor's ``ulysses_sequence_parallel_size`` (verl's default).
     ulysses_sequence_parallel_size: Optional[int] = None  # noqa: UP045
     #: siiRL's earlier spelling of ``fsdp_config.param_offload``; folded into it when the config loads.
@@ -339,24 +401,13 @@ class ActorRolloutRefConfig:
 
 
 @dataclass
-class CriticConfig:
+class CriticConfig(UpdateConfig):
     enable: bool = False
     #: auto | fsdp (= fsdp2) | replicate, as ``actor_rollout_ref.actor.strategy`` (megatron: refused)
-    strategy: str = "auto"
+    strategy: str = refused(
+        "auto", is_megatron,
+        "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
+    )
     model: FSDPModelConfig = field(default_factory=FSDPModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
-    ppo_mini_batch_size: int = 16
-    #: null = not set; as for the actor's ppo_micro_batch_size_per_gpu / use_dynamic_bsz.
-    ppo_micro_batch_size_per_gpu: Optional[int] = None  # noqa: UP045
-    #: verl's deprecated global form (summed over dp ranks): folded into the per-device key at load.
-    ppo_micro_batch_size: Optional[int] = None  # noqa: UP045
-    use_dynamic_bsz: Optional[bool] = None  # noqa: UP045
-    ppo_max_token_len_per_gpu: int = 4096
-    ppo_epochs: int = 1
     cliprange_value: float = 0.5
-    #: As the actor's ``ulysses_sequence_parallel_size``, for the critic's forward and update.
-    ulysses_sequence_parallel_size: int = 1
-    loss_agg_mode: str = "token-mean"
-    #: Constant divisor of seq-mean-token-sum-norm (0: the response width), as for the actor.
-    loss_agg_horizon: int = 0
-    grad_clip: float = 1.0

@@ -1,9 +1,11 @@
 """The whole config tree, registered with Hydra's ConfigStore as the schema the YAML is checked against."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from siirl.errors import ConfigError
 from siirl.params.algorithm import AlgorithmConfig, CustomRewardFunctionConfig, RewardModelConfig
 from siirl.params.async_training import AsyncTrainingConfig, RolloutPlacementConfig
 from siirl.params.data import DataConfig
@@ -11,6 +13,7 @@ from siirl.params.distillation import DistillationConfig
 from siirl.params.environment import EnvConfig
 from siirl.params.model import ActorRolloutRefConfig, CriticConfig
 from siirl.params.ray_kwargs import RayKwargsConfig
+from siirl.params.sequence_parallel import check_sequence_parallel
 from siirl.params.trainer import DagConfig, GlobalProfilerConfig, TrainerConfig
 
 SCHEMA_NAME = "siirl_schema"
@@ -34,6 +37,21 @@ class SiirlConfig:
     rollout: RolloutPlacementConfig = field(default_factory=RolloutPlacementConfig)
     #: verl's on-policy distillation from a frozen teacher (the ``teacher`` model role).
     distillation: DistillationConfig = field(default_factory=DistillationConfig)
+
+    def validate(self, cfg: Any, key: str) -> None:
+        """Rules across sections: whole mini-batches per step, a replayed step cannot draw more, Ulysses sizes."""
+        data, actor = self.data, self.actor_rollout_ref.actor
+        if data.train_batch_size % max(actor.ppo_mini_batch_size, 1):
+            raise ConfigError(
+                "bad config: data.train_batch_size must be a multiple of actor_rollout_ref.actor.ppo_mini_batch_size "
+                f"(got {data.train_batch_size} and {actor.ppo_mini_batch_size})"
+            )
+        if self.actor_rollout_ref.rollout.skip.enable and self.algorithm.filter_groups.enable:
+            raise ConfigError(
+                "bad config: actor_rollout_ref.rollout.skip.enable replays one dumped batch per step, and dynamic "
+                "sampling (algorithm.filter_groups.enable) would draw more for a step; use one of them"
+            )
+        check_sequence_parallel(self)
 
 
 def or_defaults(cfg: SiirlConfig | None) -> SiirlConfig:

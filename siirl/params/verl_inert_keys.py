@@ -2,7 +2,9 @@
 
 - ``RENAMED``: the key means the same as a siiRL key; the override is rewritten to it (optionally with a
   value map, e.g. ``use_cpgd_loss=True`` -> ``policy_loss.loss_mode=cpgd``); a ``prefix.*`` entry moves a
-  whole section (``siirl.params.verl_moved_keys``).
+  whole section (``MOVED``: keys verl moved, at their new place, renamed onto the siiRL key that keeps the old
+  one; screened again where they land, so a move onto a renamed key or a key with a status ends where the old
+  spelling ends; where two spellings are set to different values the newest wins, with one warning).
 - ``INERT``: the feature is not implemented; the key is accepted only at the value that leaves it off
   (the override is then dropped) and refused, naming the feature, otherwise.
 - ``NOT_READ``: a speed / memory / serving knob whose every value leaves the results as they are here; it
@@ -15,24 +17,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from siirl.params.verl_key_kinds import DROP, SPEED, Inert, Renamed
-from siirl.params.verl_moved_keys import MOVED
+from siirl.params.verl_key_kinds import ACTOR, DROP, MODEL, REF, ROLLOUT, SPEED, Inert, Renamed, each
 from siirl.params.verl_tree_keys import TREE_INERT, TREE_NOT_READ, TREE_RENAMED
 
-_ACTOR, _ROLLOUT, _MODEL = "actor_rollout_ref.actor.", "actor_rollout_ref.rollout.", "actor_rollout_ref.model."
-_REF = "actor_rollout_ref.ref."
+MOVED: dict[str, Renamed] = {
+    # verl's reward section (February 2026): reward.* replaces reward_model.* and custom_reward_function.*
+    "reward.reward_model.*": Renamed("reward_model.*", newer=1),
+    "reward.num_workers": Renamed("reward_model.num_workers", newer=1),
+    "reward.reward_manager.name": Renamed("reward_model.reward_manager.name", newer=1),
+    "reward.reward_manager.*": Renamed("reward_manager.*", newer=1),  # source, module.*: the older tree's keys
+    "reward.custom_reward_function.*": Renamed("custom_reward_function.*", newer=1),
+    "reward.reward_kwargs.*": Renamed("reward_model.reward_kwargs.*", newer=1),
+    "reward.sandbox_fusion.*": Renamed("reward_model.sandbox_fusion.*", newer=1),
+    # the weeks between (verl's reward_model section before the move)
+    "reward_model.model_path": Renamed("reward_model.model.path", newer=1),
+    "reward_model.reward_manager.name": Renamed("reward_model.reward_manager", newer=1),
+    # verl's critic engine section (April 2026)
+    "critic.fsdp.*": Renamed("critic.model.fsdp_config.*", newer=1),
+}
 
 RENAMED: dict[str, Renamed] = {
-    _MODEL + "torch_dtype": Renamed(_MODEL + "dtype"),
-    _ACTOR + "optim.clip_grad": Renamed(_ACTOR + "grad_clip"),
-    _ACTOR + "optim.lr_decay_style": Renamed(_ACTOR + "optim.lr_scheduler_type"),
-    _ROLLOUT + "checkpoint_engine.update_weights_bucket_megabytes": Renamed(_ROLLOUT + "weight_sync_bucket_mb"),
-    _ACTOR + "use_cpgd_loss": Renamed(_ACTOR + "policy_loss.loss_mode", {True: "cpgd", False: DROP}),
+    MODEL + "torch_dtype": Renamed(MODEL + "dtype"),
+    ACTOR + "optim.clip_grad": Renamed(ACTOR + "grad_clip"),
+    ACTOR + "optim.lr_decay_style": Renamed(ACTOR + "optim.lr_scheduler_type"),
+    ROLLOUT + "checkpoint_engine.update_weights_bucket_megabytes": Renamed(ROLLOUT + "weight_sync_bucket_mb"),
+    ACTOR + "use_cpgd_loss": Renamed(ACTOR + "policy_loss.loss_mode", {True: "cpgd", False: DROP}),
     "critic.use_critic_model": Renamed("critic.enable"),
-    **{
-        f"reward_model.reward_kwargs.overlong_buffer_cfg.{leaf}": Renamed(f"reward_model.overlong_buffer.{leaf}")
-        for leaf in ("enable", "len", "penalty_factor", "log")
-    },
+    **{f"reward_model.reward_kwargs.overlong_buffer_cfg.{leaf}": Renamed(f"reward_model.overlong_buffer.{leaf}")
+       for leaf in ("enable", "len", "penalty_factor", "log")},
     "reward_model.reward_kwargs.max_resp_len": Renamed("reward_model.overlong_buffer.max_resp_len"),
     **TREE_RENAMED,
     **MOVED,
@@ -54,19 +66,16 @@ _EMBODIED = (
 )
 
 INERT: dict[str, Inert] = {
-    _ACTOR + "optim.override_optimizer_config.*": Inert((), _MEGATRON),
+    ACTOR + "optim.override_optimizer_config.*": Inert((), _MEGATRON),
     "profiler.enable": Inert((False,), _SIIRL_PROFILER),
-    _MODEL + "model_type": Inert((), _EMBODIED),
-    "actor_rollout_ref.embodied.*": Inert((), _EMBODIED),
-    "data.dataset_type": Inert((), _EMBODIED),
-    "algorithm.embodied_sampling.*": Inert((), _EMBODIED),
-    "reward_model.reward_kwargs.action_token_len": Inert((), _EMBODIED),
-    "reward_model.reward_kwargs.reward_coef": Inert((), _EMBODIED),
-    _REF + "strategy": Inert(("fsdp", "fsdp2"), "the reference shards as the actor does (actor.strategy)"),
-    _ROLLOUT + "data_parallel_size": Inert((1,), "rollout data parallelism follows the plan (world / tp); 1 only"),
-    _ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
-    _ROLLOUT + "multi_turn.use_all_traj": Inert((False,), _LAST_ROUND_TEAMS),
-    _ROLLOUT + "agent.*": Inert(
+    **dict.fromkeys((MODEL + "model_type", "actor_rollout_ref.embodied.*", "data.dataset_type",
+                     "algorithm.embodied_sampling.*", "reward_model.reward_kwargs.action_token_len",
+                     "reward_model.reward_kwargs.reward_coef"), Inert((), _EMBODIED)),
+    REF + "strategy": Inert(("fsdp", "fsdp2"), "the reference shards as the actor does (actor.strategy)"),
+    ROLLOUT + "data_parallel_size": Inert((1,), "rollout data parallelism follows the plan (world / tp); 1 only"),
+    ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
+    ROLLOUT + "multi_turn.use_all_traj": Inert((False,), _LAST_ROUND_TEAMS),
+    ROLLOUT + "agent.*": Inert(
         (), "verl's agent-loop options other than default_agent_loop and agent_loop_config_path are not implemented; "
         "tool rollouts use rollout.multi_turn.*"
     ),
@@ -81,23 +90,18 @@ _RM_ENGINE = (
 
 #: Keys accepted at any value and not read: why, per key or ``prefix.*`` family.
 NOT_READ: dict[str, str] = {
-    _ACTOR + "use_torch_compile": SPEED,
-    _REF + "use_torch_compile": SPEED,
-    _ACTOR + "entropy_checkpointing": SPEED,
-    _REF + "entropy_checkpointing": SPEED,
-    _ACTOR + "entropy_from_logits_with_chunking": SPEED,
-    _REF + "entropy_from_logits_with_chunking": SPEED,
-    "reward_model.use_reward_loop": _RM_ENGINE,
-    "reward_model.rollout.*": _RM_ENGINE,
+    **each(SPEED, *(role + knob for role in (ACTOR, REF) for knob in (
+        "use_torch_compile", "entropy_checkpointing", "entropy_from_logits_with_chunking"))),
+    **each(_RM_ENGINE, "reward_model.use_reward_loop", "reward_model.rollout.*"),
     "actor_rollout_ref.nccl_timeout": "the DAG workers' process groups wait up to 30 minutes on a collective",
     "data.auto_repeat": "the dataloader starts the next (reshuffled) epoch whenever one runs out",
     "profiler.*": "the original siiRL's profiler options, read only with profiler.enable=true (refused)",
     "dag.enable_perf": "the original siiRL's per-node timing switch; siiRL logs them every step (timing_s/node/*)",
-    _ROLLOUT + "sglang_rollout_mode": (
+    ROLLOUT + "sglang_rollout_mode": (
         "verl's choice of running SGLang in-process (engine) or behind its HTTP server (server) generates the "
         "same way; siiRL runs SGLang in-process in each DAG worker"
     ),
-    _ROLLOUT + "server.*": "the HTTP client options of verl's SGLang server mode; siiRL calls SGLang in-process",
+    ROLLOUT + "server.*": "the HTTP client options of verl's SGLang server mode; siiRL calls SGLang in-process",
     **TREE_NOT_READ,
 }
 

@@ -33,3 +33,12 @@ MTP = "multi-token-prediction heads are not implemented (false only)"
 def not_wired(feature: str, *off: object) -> Inert:
     """A verl feature siiRL does not implement: accepted only at verl's default values ``off``."""
     return Inert(off, f"{feature} is not implemented; accepted only at verl's default")
+
+
+#: The prefixes verl's keys are written under, shared by the status tables.
+ACTOR, REF, ROLLOUT, MODEL = (f"actor_rollout_ref.{part}." for part in ("actor", "ref", "rollout", "model"))
+
+
+def each(why: str, *keys: str) -> dict[str, str]:
+    """Keys that share one status reason, written once."""
+    return dict.fromkeys(keys, why)

@@ -57,14 +57,8 @@ def _resume_path(cfg: DictConfig) -> None:
 def _assistant_turns(cfg: DictConfig) -> None:
     """verl's ``multi_turn.max_assistant_turns`` is siiRL's ``multi_turn.max_turns`` (policy turns)."""
     multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
-    if multi_turn.max_assistant_turns is None:
-        return
-    if int(multi_turn.max_assistant_turns) < 1:
-        raise ConfigError(
-            f"bad config: actor_rollout_ref.rollout.multi_turn.max_assistant_turns={multi_turn.max_assistant_turns} "
-            "is invalid; expected >= 1 (or null)"
-        )
-    multi_turn.max_turns = int(multi_turn.max_assistant_turns)
+    if multi_turn.max_assistant_turns is not None and multi_turn.max_assistant_turns >= 1:  # else its rule refuses it
+        multi_turn.max_turns = int(multi_turn.max_assistant_turns)
 
 
 def _ref_param_offload(cfg: DictConfig) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from siirl.errors import ConfigError
 from siirl.params.model import RolloutConfig, ValSamplingConfig
 
 
@@ -17,14 +16,6 @@ class SamplingParams:
     top_p: float
     #: <= 0 disables top-k filtering.
     top_k: int
-
-    def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ConfigError(f"rollout n must be >= 1, got {self.n}")
-        if self.temperature < 0:
-            raise ConfigError(f"rollout temperature must be >= 0, got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ConfigError(f"rollout top_p must be in (0, 1], got {self.top_p}")
 
     @property
     def greedy(self) -> bool:

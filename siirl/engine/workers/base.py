@@ -40,7 +40,6 @@ from siirl.engine.workers.parallel_strategy import build_strategy, count_paramet
 from siirl.engine.workers.stage_timer import StageTimer
 from siirl.engine.workers.ulysses import ULYSSES_ATTENTION, SequenceParallel, sequence_parallel_for
 from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS, vision_rows
-from siirl.errors import ConfigError
 from siirl.params.fsdp import FSDPConfig, host_offload
 from siirl.params.micro_batch_keys import micro_batching
 from siirl.params.model import ActorConfig, CriticConfig, ModelConfig, RefConfig, RolloutConfig
@@ -280,14 +279,9 @@ class FSDPWorker:
             self.state_offload = OptimizerStateOffload(optimizer, self.device)
 
     def mini_batch_rows(self, ppo_mini_batch_size: int, rollout_n: int) -> int:
-        """Per-rank rows of one optimiser step: ``ppo_mini_batch_size`` prompts x n over the dp group."""
-        rows = ppo_mini_batch_size * rollout_n // self.dp.size
-        if rows < 1:
-            raise ConfigError(
-                f"ppo_mini_batch_size={ppo_mini_batch_size} x rollout.n={rollout_n} is smaller than the "
-                f"data-parallel size {self.dp.size}"
-            )
-        return rows
+        """Per-rank rows of one optimiser step: ``ppo_mini_batch_size`` prompts x n over the dp group (at least
+        one each: ``siirl.preflight.check_batch_sizes`` holds the plan to it)."""
+        return ppo_mini_batch_size * rollout_n // self.dp.size
 
     def _mini_batches(self, rows: int, mini_rows: int, epochs: int, shuffle: bool) -> list[torch.Tensor]:
         """Row indices of every optimizer step of the update, in order (the same on every rank)."""

@@ -58,14 +58,6 @@ class Batching:
     micro_batch_size: int
     max_token_len: int
 
-    def __post_init__(self) -> None:
-        if self.use_dynamic_bsz and self.max_token_len < 1:
-            raise ValueError(
-                f"max_token_len_per_gpu must be >= 1 with use_dynamic_bsz, got {self.max_token_len}"
-            )
-        if not self.use_dynamic_bsz and self.micro_batch_size < 1:
-            raise ValueError(f"micro_batch_size_per_gpu must be >= 1, got {self.micro_batch_size}")
-
 
 def _bucket_cost(bucket: list[int], lengths: list[int]) -> int:
     return len(bucket) * max(lengths[i] for i in bucket)
