@@ -39,10 +39,10 @@ class CountingPolicy(RolloutEngine):
     def generate(self, batch, validate=False):
         self.calls.append(batch.batch_size[0])
         tokens = self.tokenizer(self.reply, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-        count = batch.batch_size[0]
-        responses = torch.full((count, R), self.tokenizer.pad_token_id, dtype=torch.long)
+        count, width = batch.batch_size[0], max(R, len(tokens))
+        responses = torch.full((count, width), self.tokenizer.pad_token_id, dtype=torch.long)
         responses[:, : len(tokens)] = torch.tensor(tokens)
-        mask = torch.zeros((count, R), dtype=torch.long)
+        mask = torch.zeros((count, width), dtype=torch.long)
         mask[:, : len(tokens)] = 1
         return TensorDict({"responses": responses, "response_mask": mask}, batch_size=[count])
 
@@ -101,12 +101,12 @@ def tokenizer():
     return load_tokenizer(ModelConfig(path=default_model_path()))
 
 
-def rollout_for(tokenizer, loops, default, timeout_s=10.0, n=2):
+def rollout_for(tokenizer, loops, default, timeout_s=10.0, n=2, width=R):
     rollout_cfg = RolloutConfig(n=n, val_kwargs=ValSamplingConfig(n=1, do_sample=False))
     session = EnvSession(CountingPolicy(tokenizer), tokenizer, rollout_cfg, EnvConfig(num_workers=0))
     specs = {name: LoopSpec(name, cls) for name, cls in loops.items()}
-    return AgentLoopRollout(session, specs, default_loop=default, loop_config=loop_config(SiirlConfig(), P, R),
-                            max_response_length=R, timeout_s=timeout_s)
+    return AgentLoopRollout(session, specs, default_loop=default, loop_config=loop_config(SiirlConfig(), P, width),
+                            max_response_length=width, timeout_s=timeout_s)
 
 
 def prompts(tokenizer, agent_names=None, problems=("12+30=", "5+7=")):

@@ -136,16 +136,23 @@ class AgentLoopRollout(EnvSessionRollout):
         server.changed = asyncio.Event()
         tasks = [loop.create_task(job) for job in jobs]
         self.calls.start_step()
-        while not all(task.done() for task in tasks):
-            try:
+        try:
+            while not all(task.done() for task in tasks):
                 with user_code.running("agent loops"):
                     self.calls.call(loop.run_until_complete, server.until_blocked(tasks))
-            except AgentLoopTimeout as late:  # the loop is abandoned on its thread, mid-leg
-                why = f"{type(late).__name__}: {late} (env.timeout_s)"
-                return [task.result() if task.done() else why for task in tasks]
-            if server.pending:
-                server.answer(lambda contexts: self.session.generate_tokens(contexts, validate))
-        loop.close()
+                if server.pending:
+                    server.answer(lambda contexts: self.session.generate_tokens(contexts, validate))
+        except AgentLoopTimeout as late:  # the loop is abandoned on its thread, mid-leg
+            why = f"{type(late).__name__}: {late} (env.timeout_s)"
+            return [task.result() if task.done() else why for task in tasks]
+        except BaseException:  # the engine failed: the loops are cancelled (bounded) before the error goes on
+            for task in tasks:
+                task.cancel()
+            self.calls.call_all([(loop.run_until_complete, (asyncio.gather(*tasks, return_exceptions=True),), {})])
+            raise
+        finally:
+            if self.calls.hung is None:
+                loop.close()
         return [task.result() for task in tasks]
 
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
