@@ -5,6 +5,7 @@ on every one)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -68,6 +69,7 @@ class ObserveLoop(AgentLoopBase):
         context = prompt + first.token_ids + observation
         second = await self.server_manager.generate(prompt_ids=context, sampling_params=sampling_params)
         response = first.token_ids + observation + second.token_ids
+        await asyncio.get_running_loop().run_in_executor(None, len, response)  # work on a thread after the last turn
         mask = [1] * len(first.token_ids) + [0] * len(observation) + [1] * len(second.token_ids)
         return AgentLoopOutput(prompt_ids=prompt, response_ids=response, response_mask=mask, num_turns=4)
 
@@ -124,6 +126,7 @@ def test_an_observation_turn_is_context_and_every_round_is_one_engine_call(token
     rollout = rollout_for(tokenizer, {"observe": ObserveLoop}, "observe")
     out = rollout.generate(prompts(tokenizer))
     assert rollout.session.inner.calls == [4, 4]  # 2 prompts x n=2, two rounds
+    assert rollout.calls.hung is None  # no leg waited for its bound: each ended when the loops were done
     observation = tokenizer(OBSERVATION, add_special_tokens=False)["input_ids"]
     reply = len(tokenizer("12", add_special_tokens=False)["input_ids"]) + 1
     for row in range(4):

@@ -135,6 +135,8 @@ class AgentLoopRollout(EnvSessionRollout):
         loop = asyncio.new_event_loop()
         server.changed = asyncio.Event()
         tasks = [loop.create_task(job) for job in jobs]
+        for task in tasks:
+            task.add_done_callback(lambda _task: server.changed.set())
         self.calls.start_step()
         try:
             while not all(task.done() for task in tasks):
