@@ -162,3 +162,18 @@ def check_agent_loops(cfg: Any) -> None:
         raise ConfigError(
             "bad config: agent loops read each row's chat (raw_prompt), which needs data.return_raw_chat=true"
         )
+
+
+def check_agent_names(cfg: Any, rows: Any) -> None:
+    """Every row's ``agent_name`` (``rows``: a dataset's :class:`ParquetRows`) names a loop the run has: verl
+    fails on the first such row mid-run, here it is one line before Ray. A run of verl's built-in loops alone
+    takes their names only (its rollout is run-wide)."""
+    agent = cfg.actor_rollout_ref.rollout.agent
+    known = set(load_agent_loops(agent)) if runs_agent_loops(agent) else set(BUILTIN_LOOPS)
+    for first, columns in rows.iter_columns(["agent_name"]):
+        for offset, name in enumerate(columns["agent_name"]):
+            if name is not None and name not in known:
+                raise ConfigError(
+                    f"{rows.describe(first + offset)} names agent loop {name!r} in its agent_name column; this "
+                    f"run's loops: {', '.join(sorted(known))} ({DEFAULT_KEY}, {KEY})"
+                )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import langgraph  # noqa: F401 - first: without the agents extra, the refusal names langgraph
 from langchain_core.language_models import BaseChatModel
@@ -136,7 +136,8 @@ def should_continue(state: MessagesState, config: RunnableConfig) -> Literal["to
 class ReactAgentLoop(AgentLoopBase):
     """verl's ``ReactAgentLoop``: model -> tools -> model ... until a turn calls no tool."""
 
-    tools: list = []
+    #: The langchain tools the graph's ToolNode runs (a subclass sets them in ``init_class``, as in verl).
+    tools: ClassVar[list] = []
     graph: Any = None
     #: Graph steps allowed per assistant turn (a model and a tools node), with room to spare.
     NODES_PER_TURN = 3

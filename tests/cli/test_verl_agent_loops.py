@@ -91,8 +91,8 @@ def test_a_decorated_loop_in_an_external_lib_is_the_default(user_modules):
     ("target", "needle"),
     [
         ("graph_loop.ReactAgentLoop", "needs the langgraph_stand_in_absent package, which is not installed"),
-        ("verl_loop.Loop", "imports verl, which siiRL does not ship: change its import (`from "
-         "verl.experimental.agent_loop import ...` -> `from siirl.agent_loop import ...`)"),
+        ("verl_loop.Loop", ("imports verl, which siiRL does not ship: change its import (`from "
+                            "verl.experimental.agent_loop import ...` -> `from siirl.agent_loop import ...`)")),
         ("recipe_loop.Loop", "`from recipe.langgraph_agent import ...` -> `from siirl.agent_loop.langgraph import ...`"),
         ("broken_loop.Loop", "cannot be imported (RuntimeError: no sandbox token)"),
         ("plain.NotALoop", "does not subclass siirl.agent_loop.AgentLoopBase"),
@@ -130,3 +130,41 @@ def test_a_file_that_is_not_a_list_of_loops_is_one_line(tmp_path):
     path.write_text("name: react\n")
     with pytest.raises(ConfigError, match="must be a YAML list of loops, each with name and _target_"):
         load_config([f"{AGENT}agent_loop_config_path={path}"])
+
+
+def rows_naming(tmp_path, names):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from siirl.tasks import default_data_files
+
+    names = [*names, *[None] * (32 - len(names))]  # one batch of the default size
+    table = pq.read_table(default_data_files()[0]).slice(0, len(names))
+    path = tmp_path / "rows.parquet"
+    pq.write_table(table.append_column("agent_name", pa.array(names, pa.string())), path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("names", "listed", "needle"),
+    [
+        (["mine", "single_turn_agent", None], True, None),
+        (["mine", "nope"], True, "row 1 names agent loop 'nope' in its agent_name column; this run's loops: "),
+        (["tool_agent", "single_turn_agent"], False, None),
+        (["single_turn_agent", "mine"], False, "row 1 names agent loop 'mine'"),
+    ],
+)
+def test_each_rows_agent_name_is_checked_before_ray(user_modules, capsys, names, listed, needle):
+    from siirl.main_dag import EXIT_USER_ERROR, main
+
+    path = user_modules / "agent.yaml"
+    path.write_text("- name: mine\n  _target_: my_loop.MyLoop\n")
+    data = rows_naming(user_modules, names)
+    loops = [f"{AGENT}agent_loop_config_path={path}"] if listed else []
+    code = main(["--print-config", "device=cpu", RAW_CHAT, *loops, f"data.train_files={data}",
+                 f"data.val_files={data}", f"trainer.output_dir={user_modules / 'out'}"])
+    if needle is None:
+        assert code == 0, capsys.readouterr().err
+    else:
+        err = capsys.readouterr().err
+        assert code == EXIT_USER_ERROR and needle in err and len(err.strip().splitlines()) == 1, err

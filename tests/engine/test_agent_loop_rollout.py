@@ -95,7 +95,7 @@ class FlakyLoop(ObserveLoop):
 
 class HangingLoop(AgentLoopBase):
     async def run(self, sampling_params, **kwargs):
-        time.sleep(3)  # blocks the event loop: only the bound ends it
+        time.sleep(3)  # noqa: ASYNC251 - blocks the event loop: only the bound ends it
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_rows_run_the_loop_their_agent_name_names_and_the_loops_reward_wins(toke
     assert out["agent_reward_set"].tolist() == [1.0, 1.0, 0.0, 0.0]
     assert out["num_turns"].tolist() == [4.0, 4.0, 2.0, 2.0]
     assert rollout.session.inner.calls == [4, 2]  # the single-turn rows asked once
-    rule = lambda batch, tokenizer: (torch.full(batch["response_mask"].shape, 0.25), {})  # noqa: E731
+    rule = lambda batch, tokenizer: (torch.full(batch["response_mask"].shape, 0.25), {})
     rule.failure_metrics, rule.close = dict, lambda: None
     scores, _ = AgentLoopRewards(rule)(out, tokenizer)
     assert scores.sum(-1).tolist()[:2] == [0.75, 0.75] and scores[2].sum() == 0.25 * R
