@@ -93,8 +93,9 @@ class AgentLoopBase(ABC):
     @abstractmethod
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """One trajectory. ``sampling_params``: the rollout's temperature, top_p, top_k (validation's
-        when validating); ``kwargs``: the row's fields (``raw_prompt``, ``data_source``, ``ground_truth``,
-        ``extra_info``, ``index``, ``tools_kwargs``, ``interaction_kwargs``, ``agent_name``, ``uid``)."""
+        when validating); ``kwargs``: the row's fields (``raw_prompt``, ``data_source``, ``ground_truth`` and
+        verl's ``reward_model.ground_truth``, ``extra_info``, ``index``, ``tools_kwargs``,
+        ``interaction_kwargs``, ``agent_name``, ``uid``)."""
 
 
 def register(agent_name: str):

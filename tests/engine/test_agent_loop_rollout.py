@@ -88,7 +88,7 @@ class BoomLoop(AgentLoopBase):
 
 class FlakyLoop(ObserveLoop):
     async def run(self, sampling_params, **kwargs):
-        if kwargs["ground_truth"] == "42":
+        if kwargs["reward_model"]["ground_truth"] == "42":  # where verl's rows keep it
             raise RuntimeError("sandbox unreachable")
         return await super().run(sampling_params, **kwargs)
 

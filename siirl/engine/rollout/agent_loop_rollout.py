@@ -115,7 +115,10 @@ class AgentLoopRollout(EnvSessionRollout):
         fields = rows.keys()  # iterating a TensorDict itself gives its rows
         keys = [k for k in fields if is_non_tensor(rows.get(k)) and k not in HIDDEN_FIELDS]
         columns = {k: non_tensor_list(rows, k) for k in keys}
-        return [{k: column[i] for k, column in columns.items()} for i in range(rows.batch_size[0])]
+        fields = [{k: column[i] for k, column in columns.items()} for i in range(rows.batch_size[0])]
+        for row in fields:  # verl's loops read the answer where verl's dataset keeps it
+            row.setdefault("reward_model", {"ground_truth": row.get("ground_truth")})
+        return fields
 
     async def _run_one(self, index: int, name: str, server: BatchingServer, params: dict, kwargs: dict) -> Any:
         _trajectory.set(index)
