@@ -11,10 +11,10 @@ from safetensors.torch import load_file
 from .e2e_helpers import read_metrics, run_main
 
 pytestmark = pytest.mark.slow
+pytest.importorskip("langgraph")  # the agents extra (ci/tier_agents.sh); skipped before any Ray starts
 
 
 def test_the_langgraph_recipe_trains_two_steps(tmp_path: Path, ray_session):
-    pytest.importorskip("langgraph")
     from .langgraph_user import REVIEW
 
     torch.set_num_threads(1)
