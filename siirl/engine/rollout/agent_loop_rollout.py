@@ -133,8 +133,9 @@ class AgentLoopRollout(EnvSessionRollout):
             return "its run returned no AgentLoopOutput with as many response_mask values as response_ids"
         return output
 
-    def _run_all(self, jobs: list[Coroutine], server: BatchingServer, validate: bool) -> list[Any]:
+    def _run_all(self, jobs: list[Coroutine], server: BatchingServer, validate: bool, names: list[str]) -> list[Any]:
         """Every loop to its end (an output, or why it failed), generation between the user legs."""
+        running = "agent loops " + ", ".join(sorted(set(names)))  # what a crashed worker was running
         loop = asyncio.new_event_loop()
         server.changed = asyncio.Event()
         tasks = [loop.create_task(job) for job in jobs]
@@ -143,7 +144,7 @@ class AgentLoopRollout(EnvSessionRollout):
         self.calls.start_step()
         try:
             while not all(task.done() for task in tasks):
-                with user_code.running("agent loops"):
+                with user_code.running(running):
                     self.calls.call(loop.run_until_complete, server.until_blocked(tasks))
                 if server.pending:
                     server.answer(lambda contexts: self.session.generate_tokens(contexts, validate))
@@ -171,7 +172,7 @@ class AgentLoopRollout(EnvSessionRollout):
         server, params = BatchingServer(), self.sampling_params(validate)
         outcomes = self._run_all(
             [self._run_one(i, name, server, params, kw) for i, (name, kw) in enumerate(zip(names, kwargs))],
-            server, validate,
+            server, validate, names,
         )
         stats: CallbackStats = {}
         for name, outcome in zip(names, outcomes):
