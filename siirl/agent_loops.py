@@ -52,8 +52,17 @@ class LoopSpec:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-@lru_cache(maxsize=16)
 def _read(path: str) -> tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]:
+    """The file's entries, read again when it changed (the planner asks often; a warm worker outlives a job)."""
+    try:
+        stat = Path(path).expanduser().stat()
+    except OSError:
+        return _read_version(path, None)
+    return _read_version(path, (stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=16)
+def _read_version(path: str, version: tuple[int, int] | None) -> tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]:
     file = Path(path).expanduser()
     try:
         entries = yaml.safe_load(file.read_text(encoding="utf-8"))

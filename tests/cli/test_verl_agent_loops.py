@@ -168,3 +168,16 @@ def test_each_rows_agent_name_is_checked_before_ray(user_modules, capsys, names,
     else:
         err = capsys.readouterr().err
         assert code == EXIT_USER_ERROR and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_edited_loop_file_is_read_again(tmp_path):
+    import os
+
+    from siirl.agent_loops import read_agent_loops
+
+    path = tmp_path / "agent.yaml"
+    path.write_text("- name: a\n  _target_: x.A\n")
+    assert read_agent_loops(str(path)) == {"a": "x.A"}
+    path.write_text("- name: b\n  _target_: x.Bee\n")
+    os.utime(path, ns=(1, 1))  # a different modification time, whatever the clock's resolution
+    assert read_agent_loops(str(path)) == {"b": "x.Bee"}
