@@ -313,7 +313,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_loggers(list(cfg.trainer.logger))
     check_ray_init_keys(cfg.ray_kwargs.ray_init)
     check_tools(cfg)
-    check_agent_loops(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    check_agent_loops(cfg)
     check_verl_backend(str(cfg.actor_rollout_ref.rollout.weight_sync))
     check_registry_values(cfg)
     check_remax_baseline(cfg)

@@ -150,6 +150,7 @@ def check_attention_heads(cfg: SiirlConfig) -> None:
 def check_inputs(cfg: SiirlConfig) -> None:
     """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function and sampler,
     output dir."""
+    from siirl.agent_loops import check_agent_names
     from siirl.data_coordinator.custom_dataset import dataset_class
     from siirl.data_coordinator.custom_sampler import sampler_class
     from siirl.data_coordinator.parquet_source import ParquetRows
@@ -179,6 +180,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
                 check_ground_truth(rows)
             if rows is not None:
                 check_interaction_rows(cfg, rows)
+                check_agent_names(cfg, rows)
     if cfg.custom_reward_function.path:
         check_call_signature(custom_reward_fn_from_config(cfg.custom_reward_function), cfg.reward_model.reward_manager)
     sampler_class(cfg.data)

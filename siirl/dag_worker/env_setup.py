@@ -4,7 +4,8 @@
 SRPO-style progress rewards; ``actor_rollout_ref.rollout.multi_turn.enable=true`` -> multi-turn
 conversation rollout scored by the environment's per-turn rewards; with ``multi_turn.tool_config_path``
 (and/or ``interaction_config_path``) the environment is the tool set with its interactions (``ToolEnv``)
-and the rule score is added to the tools' and interactions' turn rewards.
+and the rule score is added to the tools' and interactions' turn rewards; a run of the user's agent loops
+(siirl.agent_loops) -> the agent-loop rollout, scored by each loop's own reward or else the rule score.
 Otherwise none applies and the worker keeps its plain engine and rule-based reward manager.
 """
 
@@ -14,9 +15,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from siirl.agent_loops import load_agent_loops
 from siirl.dag_worker.reward_setup import make_reward_manager_from_config
-from siirl.engine.reward.env_rewards import ProgressRewards, ToolCallRewards, TurnRewards
+from siirl.engine.reward.env_rewards import AgentLoopRewards, ProgressRewards, ToolCallRewards, TurnRewards
 from siirl.engine.rollout.action_tokens import ActionTokenizer
+from siirl.engine.rollout.agent_loop_rollout import AgentLoopRollout, loop_config
 from siirl.engine.rollout.base import RolloutEngine
 from siirl.engine.rollout.env_session import EnvSession, single_sample_config
 from siirl.engine.rollout.env_steps import EnvStepRollout
@@ -72,6 +75,17 @@ def _tool_turns(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
     )
 
 
+def _agent_loops(session: EnvSession, cfg: SiirlConfig) -> RolloutEngine:
+    """The user's agent loops; ``env.timeout_s`` bounds each stretch of their code between generations."""
+    agent = cfg.actor_rollout_ref.rollout.agent
+    prompt_length, response_length = int(cfg.data.max_prompt_length), int(cfg.data.max_response_length)
+    return AgentLoopRollout(
+        session, load_agent_loops(agent), default_loop=str(agent.default_agent_loop or "single_turn_agent"),
+        loop_config=loop_config(cfg, prompt_length, response_length), max_response_length=response_length,
+        timeout_s=float(cfg.env.timeout_s),
+    )
+
+
 def tool_env_config(cfg: SiirlConfig) -> EnvConfig:
     """``env.*`` with the tool set and interactions as the environment (its processes and step bound stay
     the user's)."""
@@ -102,10 +116,11 @@ def _tool_rewards(cfg: SiirlConfig, tokenizer: Any) -> Any:
 
 
 WRAPPERS: dict[str, Callable[[EnvSession, SiirlConfig], RolloutEngine]] = {
-    "steps": _steps, "turns": _turns, "tools": _tool_turns,
+    "steps": _steps, "turns": _turns, "tools": _tool_turns, "agents": _agent_loops,
 }
 REWARDS: dict[str, Callable[[SiirlConfig, Any], Any]] = {
     "steps": _progress_rewards, "turns": lambda _cfg, _tokenizer: TurnRewards(), "tools": _tool_rewards,
+    "agents": lambda cfg, tokenizer: AgentLoopRewards(make_reward_manager_from_config(cfg, tokenizer)),
 }
 ENV_CONFIGS: dict[str, Callable[[SiirlConfig], EnvConfig]] = {"tools": tool_env_config}
 

@@ -40,6 +40,8 @@ _COUNTED: OrderedDict[tuple, np.ndarray] = OrderedDict()
 _COUNTED_KEPT = 8
 #: ``extra_info`` fields carried as their own columns with ``data.return_raw_chat`` (verl's names).
 CHAT_EXTRA_FIELDS = ("tools_kwargs", "interaction_kwargs")
+#: verl's column naming the agent loop each row runs (siirl.agent_loops), carried with ``data.return_raw_chat``.
+AGENT_NAME = "agent_name"
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,8 @@ class DistributedDataLoader:
     """Yields ``TensorDict`` prompt batches of one dp rank: ``input_ids``, ``attention_mask``,
     ``position_ids`` (left-padded to ``max_prompt_length``) and non-tensor ``data_source``,
     ``ground_truth``, ``index`` and, with ``data.return_raw_chat``, ``raw_prompt`` plus the rows'
-    ``extra_info.tools_kwargs`` / ``extra_info.interaction_kwargs`` (``{}`` where absent), as verl does.
-    With an ``image_processor`` (a vision policy), ``data.image_key`` images expand their ``<image>``
+    ``extra_info.tools_kwargs`` / ``extra_info.interaction_kwargs`` (``{}`` where absent) and the
+    ``agent_name`` column where rows have one, as verl does. With an ``image_processor`` (a vision policy), ``data.image_key`` images expand their ``<image>``
     placeholders and each row carries verl's ``multi_modal_inputs`` (``pixel_values``, ``image_grid_thw``)
     and ``multi_modal_data`` (the decoded images, for vLLM).
 
@@ -128,7 +130,9 @@ class DistributedDataLoader:
             images=self._images,
         )
         self._media = [config.image_key, config.video_key]
-        self._columns = [config.prompt_key, config.reward_fn_key, "reward_model", "extra_info", *self._media]
+        self._columns = [
+            config.prompt_key, config.reward_fn_key, "reward_model", "extra_info", AGENT_NAME, *self._media
+        ]
         self._kept, self.num_filtered = self._scan(dp_rank, scan)
         num_rows = len(self._kept)
         if num_rows == 0:
@@ -316,6 +320,9 @@ class DistributedDataLoader:
             set_non_tensor_list(batch, "raw_prompt", prompts)
             for key in CHAT_EXTRA_FIELDS:  # what a multi-turn rollout needs of the row besides its chat
                 set_non_tensor_list(batch, key, [extra.get(key) or {} for extra in extra_infos])
+            agent_names = [row.get(AGENT_NAME) for row in rows]
+            if any(agent_names):
+                set_non_tensor_list(batch, AGENT_NAME, agent_names)
         return batch
 
     @property

@@ -289,13 +289,13 @@ class RolloutSkipConfig:
 class TeamRolloutConfig:
     """The original siiRL's ``rollout.agent`` section (its multi-agent teams) and verl's agent-loop file.
 
-    verl's ``default_agent_loop`` is renamed onto ``multi_turn.enable`` (``tool_agent``: the multi-turn tool
-    rollout; ``single_turn_agent``: the plain rollout); ``agent_loop_config_path`` is checked before Ray
-    (siirl.agent_loops)."""
+    verl's agent loops (siirl.agent_loops, checked before Ray): ``single_turn_agent`` alone is the plain
+    rollout, ``tool_agent`` the multi-turn tool rollout, a user's loop the agent-loop rollout."""
 
-    #: verl's YAML list of named agent loops (``- name: ..., _target_: module.Class``); its built-in loops run
-    #: as siiRL's rollouts, any other loop is refused in one line naming it.
-    agent_loop_config_path: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: The loop a row without an ``agent_name`` column runs; null = single_turn_agent.
+    default_agent_loop: Optional[str] = None  # noqa: UP045 - OmegaConf reads Optional
+    #: verl's YAML list of named agent loops (``- name: ..., _target_: module.Class``).
+    agent_loop_config_path: Optional[str] = None  # noqa: UP045
     #: MARFT workflows: the agent whose node names an environment (``env_path``) is rewarded by it for its
     #: turn, instead of by the workflow's reward node (docs/agents.md). Read by MARFT workflow files only.
     rewards_with_env: bool = False

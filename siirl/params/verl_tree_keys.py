@@ -145,12 +145,8 @@ TREE_RENAMED: dict[str, Renamed] = {
     # verl's first spelling of the rollout skip
     ROLLOUT + "skip_rollout": Renamed(ROLLOUT + "skip.enable"),
     ROLLOUT + "skip_dump_dir": Renamed(ROLLOUT + "skip.dump_dir"),
-    # verl's agent loops: single_turn_agent is the plain rollout, tool_agent the multi-turn (tool) rollout;
-    # agent_name is the original siiRL's multi-turn server scripts' spelling of the same choice
-    **{
-        ROLLOUT + "agent." + key: Renamed(ROLLOUT + "multi_turn.enable", {"single_turn_agent": DROP, "tool_agent": True})
-        for key in ("default_agent_loop", "agent_name")
-    },
+    # the original siiRL's multi-turn server scripts' spelling of verl's default_agent_loop
+    ROLLOUT + "agent.agent_name": Renamed(ROLLOUT + "agent.default_agent_loop"),
     # verl's engine names are the weight-sync registry's aliases (naive, verl's default, reads as auto: each
     # layout's own transport); the resolve step refuses the engines siiRL does not ship in one line
     ROLLOUT + "checkpoint_engine.backend": Renamed(ROLLOUT + "weight_sync"),

@@ -275,3 +275,15 @@ def test_a_changed_batch_size_resumes_after_the_prompts_trained_and_says_so(parq
     assert line.startswith("resuming with 8 prompts per batch (the checkpoint's run took 4): epoch 0 goes on after "
                            "prompt 8 of 24; the 4 prompts after it were trained before the checkpoint")
     assert line.endswith("none skipped")
+
+
+def test_verls_agent_name_column_rides_with_the_raw_chat(tmp_path, tokenizer):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{**make_row(i), "agent_name": ["react", None][i % 2]} for i in range(4)]
+    path = tmp_path / "agents.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    config = data_config(train_files=[str(path)], train_batch_size=4, shuffle=False, return_raw_chat=True)
+    batch = next(iter(build_train_dataloader(config, tokenizer, 0, 1)))
+    assert non_tensor_list(batch, "agent_name") == ["react", None, "react", None]

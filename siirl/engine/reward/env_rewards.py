@@ -3,6 +3,7 @@
 ``TurnRewards`` (multi-turn rollouts): every turn's reward sits on that turn's last policy token, so the
 trajectory return is their sum and estimators that look at token positions credit each turn.
 ``ToolCallRewards`` (tool-calling rollouts) adds the rule score of the policy's text to those.
+``AgentLoopRewards`` (agent-loop rollouts): the loop's own reward where it gave one, else the rule score.
 
 ``ProgressRewards`` (step-wise embodied rollouts), after SRPO (Fei et al., "SRPO: Self-Referential Policy
 Optimization for Vision-Language-Action Models", arXiv:2511.15605): a failed trajectory is rewarded by how
@@ -79,6 +80,31 @@ class ToolCallRewards:
         turn_scores, turn_extra = self.turns(batch)
         kept = 1.0 - batch["env_error"].float()[:, None]
         return (rule_scores + turn_scores) * kept, {**extra, "tool_reward": turn_extra["trajectory_reward"]}
+
+    def failure_metrics(self) -> dict[str, float]:
+        return self.rule.failure_metrics()
+
+    def close(self) -> None:
+        self.rule.close()
+
+
+class AgentLoopRewards:
+    """Agent-loop rollouts, as verl scores them: a trajectory whose loop returned a ``reward_score`` gets it
+    (on its last policy token), the others the rule score of the policy's text; a failed loop scores 0.
+    The score function's ``extra_info`` carries ``num_turns``."""
+
+    def __init__(self, rule: Any) -> None:
+        self.rule = rule
+
+    def __call__(self, batch: TensorDictBase, tokenizer: Any = None) -> tuple[torch.Tensor, dict[str, list]]:
+        turns = batch["num_turns"].tolist()
+        set_non_tensor_list(batch, "extra_info", [
+            {**(info or {}), "num_turns": int(n)} for info, n in zip(row_values(batch, "extra_info", None), turns)
+        ])
+        rule_scores, extra = self.rule(batch, tokenizer)
+        own = _last_token_scores(batch["response_mask"], batch["agent_reward"])
+        scores = torch.where(batch["agent_reward_set"].bool()[:, None], own, rule_scores)
+        return scores * (1.0 - batch["env_error"].float()[:, None]), extra
 
     def failure_metrics(self) -> dict[str, float]:
         return self.rule.failure_metrics()
