@@ -11,7 +11,9 @@ which the two trainers differ on this job:
 - how the generation batch splits into optimizer steps: two contiguous mini-batches (siiRL), two shuffled
   mini-batches (TRL shuffles the generation batch before it splits it), one optimizer step per generation;
 - data parallelism: the update's gradient averaged over two DAG workers vs one worker with every row;
-- sampling: the sampling temperature.
+- sampling: the sampling temperature;
+- the learning-rate schedule, which both trainers share (``trl_grpo.py`` mirrors it): constant, or a lower
+  peak rate.
 
 Reports per row and seed: the greedy validation score at every ``trainer.test_freq`` steps and at the end,
 and per row the mean final score over seeds with its standard error (binomial on the validation set's
@@ -46,6 +48,9 @@ ROWS: dict[str, list[str]] = {
     "one optimizer step per generation": ["actor_rollout_ref.actor.ppo_mini_batch_size=32"],
     "one DAG worker": ["trainer.n_devices_per_node=1"],
     "temperature 0.8": ["actor_rollout_ref.rollout.temperature=0.8"],
+    # The schedule (the default: lr 2e-4 decayed by cosine, configs/task/arith.yaml), one half at a time.
+    "constant lr": ["actor_rollout_ref.actor.optim.lr_scheduler_type=constant"],
+    "lr 1e-4": ["actor_rollout_ref.actor.optim.lr=1e-4"],
     "trl": [],
 }
 

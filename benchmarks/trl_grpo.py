@@ -59,9 +59,11 @@ FIXED_SETTINGS = {
     "algorithm.use_kl_in_reward": False,
     "actor_rollout_ref.actor.policy_loss.loss_mode": "vanilla",
     "actor_rollout_ref.actor.entropy_coeff": 0.0,
-    "actor_rollout_ref.actor.optim.lr_scheduler_type": "constant",
     "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio": 0.0,
 }
+#: siiRL's lr schedule -> transformers' scheduler of the same shape (both decay over the whole run; TRL steps
+#: it per optimizer step, siiRL per training step, which differ by the mini-batches of one step only).
+LR_SCHEDULES = {"constant": "constant", "cosine": "cosine_with_min_lr"}
 
 
 class SiirlReward:
@@ -119,8 +121,9 @@ def trl_arguments(cfg, steps: int, out: Path) -> GRPOConfig:
     for key, value in FIXED_SETTINGS.items():
         if attrgetter(key)(cfg) != value:
             raise ConfigError(f"the TRL run needs {key}={value}, got {attrgetter(key)(cfg)}")
-    if optim.lr_warmup_steps > 0:
-        raise ConfigError("the TRL run mirrors a constant learning rate without warm-up only")
+    if optim.lr_warmup_steps > 0 or optim.lr_scheduler_type not in LR_SCHEDULES:
+        raise ConfigError(f"the TRL run mirrors a learning rate {' or '.join(LR_SCHEDULES)} without warm-up only")
+    schedule = LR_SCHEDULES[optim.lr_scheduler_type]
     return GRPOConfig(
         output_dir=str(out / "trl"),
         max_steps=steps * (generation_batch // mini_batch),  # TRL counts optimizer steps
@@ -134,7 +137,8 @@ def trl_arguments(cfg, steps: int, out: Path) -> GRPOConfig:
         top_p=float(rollout.top_p),
         top_k=max(int(rollout.top_k), 0),  # siiRL -1 / TRL 0: no top-k
         learning_rate=float(optim.lr),
-        lr_scheduler_type="constant",
+        lr_scheduler_type=schedule,  # optim.lr_scheduler_type
+        lr_scheduler_kwargs={"min_lr_rate": float(optim.min_lr_ratio)} if schedule != "constant" else None,
         warmup_steps=0,
         optim="adamw_torch",
         adam_beta1=float(optim.betas[0]),

@@ -90,8 +90,8 @@ def test_one_siirl_step_is_one_generation_batch_of_two_optimizer_steps(cfg, trai
     assert args.steps_per_generation == 2 and args.max_steps == 2 * STEPS
     assert (args.num_generations, args.max_completion_length) == (n, cfg.data.max_response_length)
     assert (args.learning_rate, args.lr_scheduler_type.value, args.beta, args.loss_type) == (
-        1e-4,
-        "constant",
+        2e-4,  # the embedded task's preset: lr 2e-4 decayed by cosine over the run
+        "cosine_with_min_lr",
         0.0,
         "bnpo",
     )
