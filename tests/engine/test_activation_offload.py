@@ -14,7 +14,7 @@ from siirl.engine.workers.actor import ActorWorker
 
 def _actor(tiny_model_dir, offload: bool) -> ActorWorker:
     cfg = load_config([]).actor_rollout_ref
-    actor_cfg = replace(cfg.actor, ppo_mini_batch_size=8, optim=replace(cfg.actor.optim, lr=1e-3))
+    actor_cfg = replace(cfg.actor, ppo_mini_batch_size=8, optim=replace(cfg.actor.optim, lr=1e-3, lr_scheduler_type="constant"))
     model = replace(model_config(tiny_model_dir), enable_activation_offload=offload)
     return ActorWorker(model, actor_cfg, "cpu", log_prob_cfg=cfg.rollout)
 

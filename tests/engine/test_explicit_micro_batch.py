@@ -17,7 +17,7 @@ ROWS = 8
 
 def _actor(tiny_model_dir, overrides: list[str], **model_keys) -> ActorWorker:
     cfg = load_config(overrides).actor_rollout_ref
-    actor_cfg = replace(cfg.actor, ppo_mini_batch_size=ROWS, optim=replace(cfg.actor.optim, lr=1e-3))
+    actor_cfg = replace(cfg.actor, ppo_mini_batch_size=ROWS, optim=replace(cfg.actor.optim, lr=1e-3, lr_scheduler_type="constant"))
     return ActorWorker(replace(model_config(tiny_model_dir), **model_keys), actor_cfg, "cpu", log_prob_cfg=cfg.rollout)
 
 
