@@ -20,13 +20,13 @@ from .accel_testutils import EOS, PAD, free_port, model_cfg, prompt_batch, rollo
 R = 6
 
 
-def make_engine(path, backend="cuda", model_overrides=None, **overrides):
+def make_engine(path, backend="cuda", model_overrides=None, apart=False, **overrides):
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
     cfg = {"n": 2, "temperature": 0.8, "top_p": 0.9, "top_k": -1, "gpu_memory_utilization": 0.4, **overrides}
     return VLLMRolloutEngine(
         model_cfg(path, **(model_overrides or {})), rollout_cfg("vllm", **cfg), get_backend(backend),
-        max_response_length=R,
+        max_response_length=R, apart=apart,
     )
 
 
