@@ -20,7 +20,7 @@ from .accel_testutils import free_port, prompt_batch, save_tiny_model, tiny_qwen
 from .test_vllm_cpu_build import LARGER
 from .test_vllm_engine import make_engine
 
-pytestmark = pytest.mark.parametrize("vllm_build", ["real"], indirect=True)
+pytestmark = pytest.mark.parametrize("vllm_build", ["real"], ids=["real-vllm"], indirect=True)
 
 
 def _engine_apart(tmp_path):
