@@ -31,7 +31,8 @@ def _engine_args(calls, name):
 
 
 def test_vllm_gets_the_knobs(vllm_build, tiny_model_dir, monkeypatch):
-    """The real CPU build takes every one of them (the fake refuses a name the library does not take)."""
+    """The real CPU build takes every one of them (the fake refuses a name the library does not take), and the
+    published scripts' ``disable_mm_preprocessor_cache=True`` under the name vLLM took for it since."""
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
     from .test_vllm_engine import spy_engine_calls
@@ -46,7 +47,8 @@ def test_vllm_gets_the_knobs(vllm_build, tiny_model_dir, monkeypatch):
     assert (args["enable_chunked_prefill"], args["enable_prefix_caching"], args["disable_log_stats"]) == (
         False, False, False)
     assert args["compilation_config"] == {"cudagraph_capture_sizes": [1, 2, 4]}
-    assert args["dtype"] == "bfloat16" and args["disable_mm_preprocessor_cache"] is True
+    assert args["dtype"] == "bfloat16" and args["mm_processor_cache_gb"] == 0
+    assert "disable_mm_preprocessor_cache" not in args
     assert engine.memory.staged is False
     assert engine.generate(prompt_batch())["responses"].shape[1] == R
 

@@ -40,6 +40,7 @@ adapter last synced (a new id and folder per sync; vLLM caches adapters by id).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import logging
@@ -56,7 +57,7 @@ from siirl.device.weight_sync.engine_loaders import EngineProcessLoader, vllm_lo
 from siirl.device.weight_sync.vllm_worker import WORKER_EXTENSION
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
-from siirl.engine.rollout.engine_knobs import context_length, vllm_knobs
+from siirl.engine.rollout.engine_knobs import context_length, vllm_knobs, vllm_renamed
 from siirl.engine.rollout.lora_adapters import AdapterFolders
 from siirl.engine.rollout.sampled_log_probs import chosen_log_probs
 from siirl.engine.rollout.sampling import SamplingParams
@@ -103,6 +104,12 @@ def max_lora_rank(rank: int) -> int:
 
 def _accepts(fn: Callable, name: str) -> bool:
     return name in inspect.signature(fn).parameters
+
+
+def _engine_arg_names(vllm: Any) -> set[str]:
+    """The arguments this vLLM's ``LLM`` takes (``EngineArgs``' fields)."""
+    engine_args = importlib.import_module(f"{vllm.__name__}.engine.arg_utils").EngineArgs
+    return {field.name for field in dataclasses.fields(engine_args)}
 
 
 def _has_logprobs_mode(vllm: Any) -> bool:
@@ -207,6 +214,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             "worker_extension_cls": WORKER_EXTENSION,
             **vllm_knobs(self.cfg, self.max_response_length),
         }
+        args = vllm_renamed(args, _engine_arg_names(self.vllm))
         self.processed_logprobs = _has_logprobs_mode(self.vllm)
         if self.processed_logprobs:
             args["logprobs_mode"] = "processed_logprobs"
