@@ -41,21 +41,26 @@ def test_stream_counts_and_rejects_bad_input():
 
 
 def test_staged_memory_brings_parts_back_in_order():
-    resumed = []
-    memory = StagedMemory(resumed.append, staged=True)
+    calls = []
+    memory = StagedMemory(lambda tags=None: calls.append(tags), staged=True, release=lambda: calls.append("release"))
     memory.ensure(StagedMemory.WEIGHTS)  # nothing released yet
-    memory.mark_released()
+    memory.release()
+    memory.release()  # released already
     memory.ensure(StagedMemory.WEIGHTS)
     memory.ensure(StagedMemory.WEIGHTS)
     memory.ensure(StagedMemory.KV_CACHE)
-    assert resumed == [["weights"], ["kv_cache"]] and not memory.released
+    assert calls == ["release", ["weights"], ["kv_cache"]] and not memory.released
 
     whole = []
-    memory = StagedMemory(whole.append, staged=False)
-    memory.mark_released()
+    memory = StagedMemory(lambda tags=None: whole.append(tags), staged=False, release=lambda: None)
+    memory.release()
     memory.ensure(StagedMemory.WEIGHTS)
     memory.ensure(StagedMemory.KV_CACHE)
     assert whole == [None]
+    kept = StagedMemory(lambda tags=None: whole.append(tags), staged=True)  # an engine that cannot release
+    kept.release()
+    kept.ensure(StagedMemory.KV_CACHE)
+    assert not kept.released and whole == [None]
 
 
 def _object_store_ticket(trainer):

@@ -52,7 +52,7 @@ import torch.distributed as dist
 from tensordict import TensorDict
 from transformers import PreTrainedTokenizerBase
 
-from siirl.device.weight_sync.buckets import NamedTensors, fused_layers
+from siirl.device.weight_sync.buckets import fused_layers
 from siirl.device.weight_sync.engine_loaders import EngineProcessLoader, vllm_loader, vllm_reload
 from siirl.device.weight_sync.vllm_worker import WORKER_EXTENSION
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
@@ -145,7 +145,8 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         with scoped_env(env), trainer_threads():
             self.llm = self._build(args)
         staged = bool(self.cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
-        self.memory = StagedMemory(self._wake, staged=staged)
+        release = (lambda: self.llm.sleep(level=1)) if self.sleep_enabled else None
+        self.memory = StagedMemory(self.llm.wake_up, staged=staged, release=release)
         self._reload = None
         if self.apart:  # the worker extension loads (or reloads) each bucket inside the engine's process
             self.layer_of = fused_layers(self.llm.collective_rpc("packed_modules")[0])
@@ -266,23 +267,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             **({"logit_bias": dict.fromkeys(self.never_sampled, NEVER)} if self.never_sampled else {}),
         )
 
-    # ----- memory -----
-
-    def _wake(self, tags: list[str] | None) -> None:
-        if tags is None:
-            self.llm.wake_up()
-        else:
-            self.llm.wake_up(tags=tags)
-
-    def sleep(self) -> None:
-        if self.sleep_enabled and not self.memory.released:
-            self.llm.sleep(level=1)
-            self.memory.mark_released()
-
     # ----- weights -----
-
-    def _load(self, bucket: NamedTensors) -> None:
-        self._loader(bucket)
 
     def _reset_cache(self) -> None:
         """After a sync, before generating: the CPU build's held-back layer and tied weights, then the prefix
