@@ -93,6 +93,17 @@ def vllm_build(request, monkeypatch, caplog):
         yield vllm
         _uninstall("vllm")
         return
+    yield from _real_vllm_for_a_test(monkeypatch, caplog)
+
+
+@pytest.fixture
+def real_vllm(monkeypatch, caplog):
+    """The real half of ``vllm_build``, for tests parametrized over engines of their own."""
+    monkeypatch.setattr(torch, "set_num_threads", torch.set_num_threads)
+    yield from _real_vllm_for_a_test(monkeypatch, caplog)
+
+
+def _real_vllm_for_a_test(monkeypatch, caplog):
     vllm = _real_vllm(monkeypatch)
     yield vllm
     _REAL_VLLM.update({name: m for name, m in sys.modules.items() if name.split(".")[0] == "vllm"})

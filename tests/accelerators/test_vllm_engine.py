@@ -32,9 +32,9 @@ def make_engine(path, backend="cuda", model_overrides=None, apart=False, **overr
 
 
 def spy_engine_calls(vllm, monkeypatch) -> dict[str, list]:
-    """What siiRL hands vLLM, fake or real (``vllm_build``): each ``LLM``'s keyword arguments and each
-    ``generate``'s sampling parameters."""
-    seen: dict[str, list] = {"LLM": [], "generate": []}
+    """What siiRL hands vLLM, fake or real (``vllm_build``): each ``LLM``'s keyword arguments, each
+    ``generate``'s sampling parameters and its prompts' token ids."""
+    seen: dict[str, list] = {"LLM": [], "generate": [], "prompts": []}
     library_llm = vllm.LLM
 
     def build(**kwargs):
@@ -44,6 +44,7 @@ def spy_engine_calls(vllm, monkeypatch) -> dict[str, list]:
 
         def spied(requests, sampling_params=None, **options):
             seen["generate"].append(sampling_params)
+            seen["prompts"].append([request["prompt_token_ids"] for request in requests])
             return generate(requests, sampling_params=sampling_params, **options)
 
         llm.generate = spied
