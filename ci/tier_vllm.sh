@@ -13,4 +13,5 @@ export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 0 -k "real-vllm or vllm_training" \
     tests/accelerators/test_vllm_cpu_build.py tests/accelerators/test_vllm_apart.py tests/accelerators/test_vllm_engine.py \
     tests/accelerators/test_vllm_log_probs.py tests/accelerators/test_engine_knobs.py \
-    tests/accelerators/test_partial_rollout_engines.py tests/accelerators/test_vllm_lora.py tests/e2e/test_vllm_training.py
+    tests/accelerators/test_partial_rollout_engines.py tests/accelerators/test_vllm_lora.py \
+    tests/accelerators/test_multi_turn_engines.py tests/e2e/test_vllm_training.py
