@@ -80,10 +80,9 @@ def _assert_engine_holds(lm, trainer):
 
 
 def test_object_store_sync_lands_in_vllm_through_load_weights(fake_cuda, fake_vllm, tiny_model_dir):
-    """Fake only: the CUDA build's ``load_weights`` path (the CPU build refuses it, its layers packed); the CPU
-    build's reload is held to the fake in ``test_vllm_cpu_build``."""
     """vLLM, and vLLM-Ascend (the same ``LLM`` class on NPU): each bucket is one ``apply_model`` call of the
-    model's ``load_weights``."""
+    model's ``load_weights``. Fake only: that is the CUDA build's path (the CPU build refuses it, its layers
+    packed); the CPU build's reload is held to the fake in ``test_vllm_cpu_build``."""
     torch.manual_seed(3)
     trainer, llm = Qwen2ForCausalLM(tiny_qwen2_config()), fake_vllm.LLM(model=str(tiny_model_dir), dtype="float32")
     ticket, receiver = _object_store_ticket(trainer)
