@@ -12,6 +12,12 @@ LM head re-packed: ``engine_loaders.LayerwiseReload``): no disk, no pickling. Wi
 ``rollout.free_cache_engine`` the engine sleeps (level 1: weights to host, KV cache dropped) while the
 trainer runs and wakes weights first, KV cache only before generation.
 
+On rollout ranks of their own (``apart``: ``separate_async``) the trainer ranks build no engine, so there is no
+DAG world for the external launcher to span: the engine core runs in a process of its own
+(``VLLM_ENABLE_V1_MULTIPROCESSING=1``, one engine per rank, ``tensor_model_parallel_size=1``), and each bucket
+crosses vLLM's RPC packed to the worker extension (``EngineProcessLoader``; buckets cut at fused layers from
+``collective_rpc("packed_modules")``), or arrives by the engine-broadcast transport straight into its process.
+
 vLLM API used: ``LLM(...)``, ``LLM.generate(prompts=[TokensPrompt(prompt_token_ids=...)],
 sampling_params=SamplingParams(...))`` -> ``RequestOutput.outputs[i].token_ids``, ``LLM.apply_model``
 (older releases: ``llm_engine.model_executor.driver_worker[.worker].model_runner.model``),
