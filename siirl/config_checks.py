@@ -149,14 +149,12 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
 
 
 def check_rollout_apart(cfg: SiirlConfig) -> None:
-    """An engine whose process groups span every DAG worker cannot roll out on ranks of their own."""
-    name = cfg.actor_rollout_ref.rollout.name
-    if trainer_mode(cfg) == "separate_async" and ROLLOUT_ENGINES.get(name).spans_dag_world:
-        raise ConfigError(
-            f"bad config: trainer.v1.trainer_mode=separate_async is not supported with rollout.name={name}: its "
-            "in-process engine forms its process groups over every DAG worker, and the trainer ranks build no "
-            "engine (they would wait forever); use colocate_async, or rollout.name=hf"
-        )
+    """An engine whose groups span every DAG worker runs apart (``separate_async``) in processes of its own,
+    one engine per rollout rank: its tensor parallelism cannot span ranks there."""
+    rollout = cfg.actor_rollout_ref.rollout
+    engine = ROLLOUT_ENGINES.get(rollout.name)
+    if trainer_mode(cfg) == "separate_async" and engine.spans_dag_world and rollout.tensor_model_parallel_size > 1:
+        raise ConfigError(engine.apart_tp_refusal(rollout.tensor_model_parallel_size))
 
 
 def check_group_filter_metric(cfg: SiirlConfig) -> None:

@@ -243,6 +243,15 @@ class AsyncRollout:
             self._pending, self.published = ticket, version
             self._changed.notify_all()
 
+    def loaded(self, version: int, seconds: float) -> None:
+        """After the training thread loaded ``version`` into the engine itself (the engine-broadcast transport,
+        within ``engine_held(version)``): nothing to snapshot, the producer samples with it from now on."""
+        self.trained = version
+        self._weight_sync += seconds
+        with self._changed:
+            self.published = version
+            self._changed.notify_all()
+
     @contextmanager
     def engine_held(self, version: int | None = None) -> Iterator[None]:
         """The engine for the training thread (validation), with the newest published weights loaded;

@@ -17,6 +17,7 @@ what they deliver at its next batch or piece (siirl.dag_worker.async_rollout).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from siirl.device.weight_sync import make_weight_sync, weight_sync_group
@@ -55,6 +56,7 @@ class SeparateWeights:
         self.producer_transport = "object_store"
         rollout, resolved = ctx.cfg.actor_rollout_ref.rollout, ctx.plan.resolved
         transport, options, name = resolved.weight_sync, {}, resolved.rollout_engine  # broadcast or engine_broadcast
+        self.into_engine = transport == "engine_broadcast"
         if transport == "engine_broadcast":
             engine = ctx.policy().rollout
             native = getattr(engine, NATIVE_ENGINE[name]) if self.role == "receiver" else None
@@ -83,6 +85,12 @@ class SeparateWeights:
 
     def after_update(self, version: int, producer: Any) -> None:
         if version % self.every:
+            return
+        if self.into_engine and producer is not None:  # the engine's processes take the buckets themselves
+            began = time.perf_counter()
+            with producer.engine_held(version):
+                self._move(version, None)
+            producer.loaded(version, time.perf_counter() - began)
             return
         snapshot: list = []
         self._move(version, lambda bucket: snapshot.extend((name, t.clone()) for name, t in bucket))

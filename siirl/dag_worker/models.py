@@ -144,7 +144,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
         resolved.rollout_engine, model_cfg=model,
         rollout_cfg=single_sample_config(arr.rollout) if agent else inner_rollout_config(cfg),
         backend=ctx.backend, max_response_length=_response_limit(cfg), tokenizer=ctx.tokenizer,
-        local_rank=ctx.local_device,
+        local_rank=ctx.local_device, apart=apart,
     )
     bound_generation(engine, resolved.rollout_engine, arr.rollout.generation_timeout_s, lambda: ctx.step,
                      pin=lambda: ctx.backend.set_device(ctx.local_device))

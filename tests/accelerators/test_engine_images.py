@@ -1,6 +1,8 @@
 """vLLM and SGLang rollouts of a vision-language policy, against the fakes: each image's block collapsed to one
 placeholder plus the images (``multi_modal_data`` / ``image_data``), the tokenizer kept, vision tokens never sampled, and
-the same greedy tokens as the HF engine."""
+the same greedy tokens as the HF engine. Fake only: vLLM's Qwen2-VL imports torchvision, and no CPU build of
+torchvision that fits torch 2.13 installs from PyPI, so the real CPU build's tier removes it (docs/hardware.md);
+there vLLM refuses the model ("No module named 'torchvision'" while it inspects the architecture)."""
 
 from __future__ import annotations
 

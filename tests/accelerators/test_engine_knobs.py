@@ -30,19 +30,27 @@ def _engine_args(calls, name):
     return args
 
 
-def test_vllm_gets_the_knobs(fake_cuda, fake_vllm, tiny_model_dir):
+def test_vllm_gets_the_knobs(vllm_build, tiny_model_dir, monkeypatch):
+    """The real CPU build takes every one of them (the fake refuses a name the library does not take), and the
+    published scripts' ``disable_mm_preprocessor_cache=True`` under the name vLLM took for it since."""
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
-    cfg = rollout_cfg("vllm", engine_kwargs=EngineKwargs(vllm={"disable_mm_preprocessor_cache": True}), **KNOBS)
-    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), cfg, get_backend("cuda"), max_response_length=R)
-    args = _engine_args(fake_vllm.CALLS, "LLM")
+    from .test_vllm_engine import spy_engine_calls
+
+    seen = spy_engine_calls(vllm_build, monkeypatch)
+    knobs = {**KNOBS, "dtype": "bfloat16"}  # the CPU build's half precision
+    cfg = rollout_cfg("vllm", engine_kwargs=EngineKwargs(vllm={"disable_mm_preprocessor_cache": True}), **knobs)
+    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), cfg, get_backend("cpu"), max_response_length=R)
+    (args,) = seen["LLM"]
     assert args["max_model_len"] == 10 + R  # verl's rule: prompt + response limits
     assert (args["max_num_batched_tokens"], args["max_num_seqs"]) == (2048, 32)
     assert (args["enable_chunked_prefill"], args["enable_prefix_caching"], args["disable_log_stats"]) == (
         False, False, False)
     assert args["compilation_config"] == {"cudagraph_capture_sizes": [1, 2, 4]}
-    assert args["dtype"] == "float16" and args["disable_mm_preprocessor_cache"] is True
+    assert args["dtype"] == "bfloat16" and args["mm_processor_cache_gb"] == 0
+    assert "disable_mm_preprocessor_cache" not in args
     assert engine.memory.staged is False
+    assert engine.generate(prompt_batch())["responses"].shape[1] == R
 
 
 def test_vllm_unset_knobs_keep_the_engine_defaults_and_engine_kwargs_win(fake_cuda, fake_vllm, tiny_model_dir):
@@ -55,12 +63,12 @@ def test_vllm_unset_knobs_keep_the_engine_defaults_and_engine_kwargs_win(fake_cu
     assert args["max_num_batched_tokens"] is None and args["compilation_config"] is None
 
 
-def test_unknown_engine_kwarg_is_the_library_error(fake_cuda, fake_vllm, tiny_model_dir):
+def test_unknown_engine_kwarg_is_the_library_error(vllm_build, tiny_model_dir):
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
     cfg = rollout_cfg("vllm", engine_kwargs=EngineKwargs(vllm={"no_such_arg": 1}))
     with pytest.raises(TypeError, match="no_such_arg"):
-        VLLMRolloutEngine(model_cfg(tiny_model_dir), cfg, get_backend("cuda"), max_response_length=R)
+        VLLMRolloutEngine(model_cfg(tiny_model_dir), cfg, get_backend("cpu"), max_response_length=R)
 
 
 def test_sglang_gets_the_knobs(fake_cuda, fake_sglang, tiny_model_dir):
@@ -87,14 +95,17 @@ def test_sglang_defaults_leave_the_server_args_alone(fake_cuda, fake_sglang, tin
     assert args["log_level"] == "error"
 
 
-def test_response_length_limits_generation(fake_cuda, fake_vllm, tiny_model_dir):
+def test_response_length_limits_generation(vllm_build, tiny_model_dir, monkeypatch):
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
-    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm"), get_backend("cuda"),
+    from .test_vllm_engine import spy_engine_calls
+
+    seen = spy_engine_calls(vllm_build, monkeypatch)
+    engine = VLLMRolloutEngine(model_cfg(tiny_model_dir), rollout_cfg("vllm"), get_backend("cpu"),
                                max_response_length=3)
     out = engine.generate(prompt_batch())
-    (request,) = [payload for call, payload in fake_vllm.CALLS if call == "generate"]
-    assert request["params"].max_tokens == 3 and out["responses"].shape[1] == 3
+    (params,) = seen["generate"]
+    assert params.max_tokens == 3 and out["responses"].shape[1] == 3
 
 
 def test_hf_ignores_the_engine_knobs(tiny_model_dir):

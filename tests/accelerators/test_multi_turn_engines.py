@@ -1,4 +1,5 @@
-"""Multi-turn rollouts through the vLLM and SGLang engines (fake packages; the GPU is the only fake)."""
+"""Multi-turn rollouts through the vLLM and SGLang engines: the fake packages (the GPU faked too), and vLLM's
+real CPU build where installed."""
 
 from __future__ import annotations
 
@@ -36,11 +37,11 @@ def _prompts(tokenizer):
     return batch
 
 
-def _compare_with_hf(engine_cls, name):
+def _compare_with_hf(engine_cls, name, device="cuda"):
     path = default_model_path()
     tokenizer = load_tokenizer(model_cfg(path))
     cfg = rollout_cfg(name, n=2, val_kwargs=GREEDY, gpu_memory_utilization=0.4)
-    engine = engine_cls(model_cfg(path, dtype="float32"), single_sample_config(cfg), get_backend("cuda"),
+    engine = engine_cls(model_cfg(path, dtype="float32"), single_sample_config(cfg), get_backend(device),
                         max_response_length=R)
     hf = HFRolloutEngine(model_cfg(path, dtype="float32"), single_sample_config(rollout_cfg("hf", val_kwargs=GREEDY)),
                          "cpu", max_response_length=R)
@@ -52,12 +53,14 @@ def _compare_with_hf(engine_cls, name):
     assert int(ours["num_turns"].min()) == 3
 
 
-def test_vllm_multi_turn_matches_hf(fake_cuda, fake_vllm):
+def test_vllm_multi_turn_matches_hf(vllm_build, monkeypatch):
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
-    _compare_with_hf(VLLMRolloutEngine, "vllm")
-    generate_calls = [payload for call, payload in fake_vllm.CALLS if call == "generate"]
-    assert len(generate_calls) == 3  # one engine call per turn
+    from .test_vllm_engine import spy_engine_calls
+
+    seen = spy_engine_calls(vllm_build, monkeypatch)
+    _compare_with_hf(VLLMRolloutEngine, "vllm", device="cpu")
+    assert len(seen["generate"]) == 3  # one engine call per turn
 
 
 def test_sglang_multi_turn_matches_hf(fake_cuda, fake_sglang):

@@ -1,4 +1,5 @@
-"""Partial rollouts on vLLM and SGLang (``continue_sequences``) against the fakes: pieces reproduce the whole
+"""Partial rollouts on vLLM and SGLang (``continue_sequences``) against the fakes, and on vLLM's real CPU build
+where installed (``real-vllm``; SGLang has no CPU build here, docs/hardware.md): pieces reproduce the whole
 generation, every token is tagged with the version of its piece, finished rows are not sent again, and the
 sampled tokens' log-probs come from the engine itself. The refusal of an uncapped piece is in the config."""
 
@@ -18,9 +19,11 @@ from . import test_sglang_engine, test_vllm_engine
 from .accel_testutils import EOS, prompt_batch
 from .test_vllm_log_probs import _actor_log_probs
 
+#: name -> (the engine's maker, the fixtures that install its library, the maker's device)
 ENGINES = {
-    "vllm": (test_vllm_engine.make_engine, "fake_vllm"),
-    "sglang": (test_sglang_engine.make_engine, "fake_sglang"),
+    "vllm": (test_vllm_engine.make_engine, ("fake_cuda", "fake_vllm"), "cuda"),
+    "real-vllm": (test_vllm_engine.make_engine, ("real_vllm",), "cpu"),
+    "sglang": (test_sglang_engine.make_engine, ("fake_cuda", "fake_sglang"), "cuda"),
 }
 CHUNK = 2
 
@@ -39,28 +42,31 @@ class NewVersionEveryPiece:
 
 
 def _engine(request, name: str, tiny_model_dir, **overrides):
-    """The engine on its fake (installed by the fixture named in ``ENGINES``), and the fake package."""
-    make, fake = ENGINES[name]
-    package = request.getfixturevalue(fake)
-    engine = make(tiny_model_dir, model_overrides={"dtype": "float32"}, **overrides)
+    """The engine on its library (installed by the fixtures named in ``ENGINES``), and what its ``generate``
+    calls were handed: vLLM's prompts and parameters (``spy_engine_calls``), the fake SGLang's own record."""
+    make, fixtures, device = ENGINES[name]
+    package = [request.getfixturevalue(fixture) for fixture in fixtures][-1]
+    seen = (test_vllm_engine.spy_engine_calls(package, request.getfixturevalue("monkeypatch"))
+            if name.endswith("vllm") else package.CALLS)
+    engine = make(tiny_model_dir, backend=device, model_overrides={"dtype": "float32"}, **overrides)
     engine.records_log_probs = True  # as asynchronous training sets it
-    return engine, package
+    return engine, seen
 
 
-def _rows_sent(package, name: str) -> list[int]:
+def _rows_sent(seen, name: str) -> list[int]:
     """Rows in each ``generate`` call: vLLM's requests times their ``n``; SGLang's requests (one per row)."""
-    calls = [payload for call, payload in package.CALLS if call == "generate"]
-    if name == "vllm":
-        return [len(payload["prompts"]) * payload["params"].n for payload in calls]
-    return [len(payload["input_ids"]) for payload in calls]
+    if name.endswith("vllm"):
+        return [len(prompts) * params.n for prompts, params in zip(seen["prompts"], seen["generate"], strict=True)]
+    return [len(payload["input_ids"]) for call, payload in seen if call == "generate"]
 
 
 @pytest.mark.parametrize("name", sorted(ENGINES))
-def test_greedy_pieces_reproduce_the_whole_generation(request, fake_cuda, tiny_model_dir, name):
-    engine, package = _engine(request, name, tiny_model_dir, do_sample=False, n=2)
+def test_greedy_pieces_reproduce_the_whole_generation(request, tiny_model_dir, name):
+    engine, seen = _engine(request, name, tiny_model_dir, do_sample=False, n=2)
     batch = prompt_batch(seed=3)
     whole = generate_tagged(engine, batch, NewVersionEveryPiece(every_piece=False))
-    package.CALLS.clear()
+    for calls in seen.values() if isinstance(seen, dict) else [seen]:
+        calls.clear()
     pieces = generate_partial(engine, batch, chunk_tokens=CHUNK, chunk=NewVersionEveryPiece())
     for key in ("responses", "response_mask", "input_ids", "attention_mask", "position_ids"):
         assert torch.equal(whole[key], pieces[key]), key
@@ -74,28 +80,29 @@ def test_greedy_pieces_reproduce_the_whole_generation(request, fake_cuda, tiny_m
     # a row that has ended (end-of-sequence, not the piece's cap) is not sent again
     pieces_run = -(-engine.max_response_length // CHUNK)
     expected = [int((lengths > CHUNK * k).sum()) for k in range(pieces_run)]
-    if name == "vllm":  # greedy: vLLM refuses n > 1, so the first piece samples each prompt once, copied n times
+    if name.endswith("vllm"):  # greedy: vLLM refuses n > 1, so the first piece samples each prompt once, copied
         expected[0] //= 2
-    assert _rows_sent(package, name) == expected
+    assert _rows_sent(seen, name) == expected
     assert "rollout_log_probs" not in pieces.keys()  # noqa: SIM118 (greedy: nothing to correct for)
 
 
-def test_vllm_pieces_read_each_prompt_once_and_cap_the_piece(request, fake_cuda, tiny_model_dir):
+@pytest.mark.parametrize("name", ["vllm", "real-vllm"])
+def test_vllm_pieces_read_each_prompt_once_and_cap_the_piece(request, tiny_model_dir, name):
     """The first piece sends each prompt once with n samples; later ones each row alone, its prefix appended."""
-    engine, fake_vllm = _engine(request, "vllm", tiny_model_dir, do_sample=False, n=2)
+    engine, seen = _engine(request, name, tiny_model_dir, do_sample=False, n=2)
     batch = prompt_batch(seed=3)
     out = generate_partial(engine, batch, chunk_tokens=CHUNK, chunk=NewVersionEveryPiece())
-    first, second = [payload for call, payload in fake_vllm.CALLS if call == "generate"][:2]
+    (first, second), (first_params, second_params) = seen["prompts"][:2], seen["generate"][:2]
     prompts = [row[m.bool()].tolist() for row, m in zip(batch["input_ids"], batch["attention_mask"])]
     # greedy: one sample per prompt (vLLM refuses n > 1 there), copied to the group's n rows
-    assert first["prompts"] == prompts and (first["params"].n, first["params"].max_tokens) == (1, CHUNK)
+    assert first == prompts and (first_params.n, first_params.max_tokens) == (1, CHUNK)
     unfinished = [r for r in range(out.batch_size[0]) if out["response_mask"][r].sum() > CHUNK]
     expected = [prompts[r // 2] + out["responses"][r, :CHUNK].tolist() for r in unfinished]
-    assert second["prompts"] == expected and second["params"].n == 1
+    assert second == expected and second_params.n == 1
 
 
 @pytest.mark.parametrize("name", sorted(ENGINES))
-def test_sampled_pieces_record_the_engines_log_probs(request, fake_cuda, tiny_model_dir, name):
+def test_sampled_pieces_record_the_engines_log_probs(request, tiny_model_dir, name):
     """Sampled at T=0.7 (top-k / top-p off): each piece's log-probs are the actor's log-softmax(logits / T) of
     the tokens it sampled, 0 past the response; neither engine returns entropies."""
     engine, _ = _engine(request, name, tiny_model_dir, temperature=0.7, top_p=1.0, top_k=-1, n=2)
@@ -108,7 +115,7 @@ def test_sampled_pieces_record_the_engines_log_probs(request, fake_cuda, tiny_mo
     assert not recorded[~mask].any() and "rollout_entropys" not in out.keys()  # noqa: SIM118
 
 
-@pytest.mark.parametrize("name", sorted(ENGINES))
+@pytest.mark.parametrize("name", ["vllm", "sglang"])
 def test_an_uncapped_piece_is_refused_before_ray(name):
     """These engines' ``generate`` cannot stop mid-piece: without chunk_tokens a piece is a whole response."""
     partial = ["trainer.v1.trainer_mode=colocate_async", "async_training.partial_rollout=true",

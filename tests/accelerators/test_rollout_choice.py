@@ -86,8 +86,12 @@ def test_sglang_is_not_an_npu_engine(fake_torch_npu, capsys):
 
 
 
-def test_vllm_cannot_roll_out_on_ranks_of_its_own():
-    """vLLM's in-process engine makes its groups over the whole DAG world: separate_async would hang."""
-    with pytest.raises(ConfigError, match=r"separate_async is not supported with rollout.name=vllm: .* forever"):
-        prepare(["device=cpu", "actor_rollout_ref.rollout.name=vllm", "trainer.v1.trainer_mode=separate_async",
-                 "rollout.nnodes=1", "trainer.n_devices_per_node=1"])
+def test_vllm_rolls_out_on_ranks_of_its_own_one_device_each():
+    """Apart (separate_async) vLLM's engine runs in processes of its own, one per rollout rank, which sees its
+    one device: tensor parallelism there is refused in one line; tp=1 plans."""
+    apart = ["device=cpu", "actor_rollout_ref.rollout.name=vllm", "trainer.v1.trainer_mode=separate_async",
+             "rollout.nnodes=1", "trainer.n_devices_per_node=1"]
+    with pytest.raises(ConfigError, match=r"tensor_model_parallel_size=2 with trainer.v1.trainer_mode=separate_async"):
+        prepare([*apart, "actor_rollout_ref.rollout.tensor_model_parallel_size=2"])
+    cfg, *_ = prepare(apart)
+    assert cfg.actor_rollout_ref.rollout.name == "vllm"

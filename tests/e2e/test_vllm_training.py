@@ -26,3 +26,16 @@ def test_colocated_async_with_partial_rollouts_on_vllm(tmp_path, ray_session):
     steps = {r["step"]: r for r in read_metrics(run) if r["step"] > 0}
     assert sorted(steps) == [1, 2] and steps[2]["async/staleness_max"] == 1
     assert all(0 <= s["async/partial_fraction"] <= 1 for s in steps.values())
+
+
+def test_separate_async_with_a_vllm_rollout_rank_fed_by_the_engine_broadcast(tmp_path, ray_session):
+    """verl's fully-async layout with vLLM: the rollout rank's engine runs in a process of its own (the trainer
+    rank builds none), which joins the trainer's gloo group and takes its weights after every update. (The
+    default transport's last hop, buckets through vLLM's RPC, is tests/accelerators/test_vllm_apart.py's.)"""
+    run = tmp_path / "run"
+    assert run_main(run, VLLM, "trainer.v1.trainer_mode=separate_async", "async_training.staleness_threshold=1",
+                    "actor_rollout_ref.rollout.weight_sync=engine_broadcast", "trainer.total_training_steps=2") == 0
+    steps = {r["step"]: r for r in read_metrics(run) if r["step"] > 0}
+    # the engine takes step 1's update in place, between two generation calls: batch 2 sampled before or after
+    assert steps[1]["async/staleness_max"] == 0 and steps[2]["async/staleness_max"] in (0, 1)
+    assert steps[2]["async/weight_sync_s"] > 0 and steps[2]["async/engine_version"] in (0, 1)

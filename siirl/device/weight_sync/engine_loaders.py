@@ -12,6 +12,10 @@ through each engine's own weight-update API. Every transport's receiver ends in 
   kwargs={"weights_iterator": ...})``, vLLM's in-place reload, which processes (re-packs) each layer once all
   its tensors are in. A layer must therefore arrive within one reload: ``LayerwiseReload`` holds back the
   last layer of each bucket until the next bucket or the end of the sync, then re-packs tied weights;
+- vLLM with its engine core in a process of its own (the rollout ranks of ``separate_async``): the bucket is
+  packed into one host buffer and crosses by ``collective_rpc("load_weight_bucket", args=(bytes, metas))``
+  to the worker extension (``vllm_worker``), which loads it as above inside the engine's worker (reload on
+  the CPU build, whole layers, tied weights re-packed by ``collective_rpc("finish_weight_sync")``);
 - SGLang: ``Engine.update_weights_from_tensor(named_tensors=bucket, flush_cache=False)``; the engine flushes
   its radix cache once, before the next generation.
 """
@@ -23,7 +27,7 @@ from typing import Any
 
 import torch
 
-from siirl.device.weight_sync.buckets import LayerOf, Loader, NamedTensors
+from siirl.device.weight_sync.buckets import LayerOf, Loader, NamedTensors, pack
 from siirl.device.weight_sync.layerwise_reload import LayerwiseReload
 from siirl.errors import ConfigError
 
@@ -84,3 +88,20 @@ def vllm_reload(llm: Any, layer_of: LayerOf) -> LayerwiseReload:
             ) from None
 
     return LayerwiseReload(reload, layer_of, lambda: llm.apply_model(repack_tied_weights))
+
+
+class EngineProcessLoader:
+    """``load(bucket)`` / ``finish()`` into a vLLM engine whose core runs in another process: vLLM's msgpack
+    carries bytes and plain tuples (not tensors) as ``collective_rpc`` arguments, so each bucket goes packed."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+    def __call__(self, bucket: NamedTensors) -> None:
+        from siirl.device.weight_sync.vllm_worker import wire_metas
+
+        flat, metas = pack(bucket, device="cpu")
+        self.llm.collective_rpc("load_weight_bucket", args=(memoryview(flat.numpy()), wire_metas(metas)))
+
+    def finish(self) -> None:
+        self.llm.collective_rpc("finish_weight_sync")

@@ -11,8 +11,8 @@ group, since that wire format is the engine's:
   group_name, flush_cache=False)`` (the schedulers receive each tensor by its own broadcast from rank 0);
   ``Engine.flush_cache()`` once at the end;
 - ``vllm`` (and vLLM-Ascend): ``LLM.collective_rpc`` runs :mod:`~siirl.device.weight_sync.vllm_worker`'s
-  methods in every worker (the LLM is built with ``worker_extension_cls=WORKER_EXTENSION``); the bucket
-  travels as one flat buffer; ``collective_rpc("finish_weight_sync")`` (the CPU build's held-back layer and
+  methods in every worker (the LLM is built with ``worker_extension_cls=WORKER_EXTENSION``; with the engine
+  core in the DAG worker's process or in one of its own); the bucket travels as one flat buffer; ``collective_rpc("finish_weight_sync")`` (the CPU build's held-back layer and
   tied weights) and ``LLM.reset_prefix_cache()`` once at the end.
 """
 
@@ -26,6 +26,7 @@ import torch.distributed as dist
 
 from siirl.device.weight_sync.buckets import TensorMeta, unpack
 from siirl.device.weight_sync.engine_group import GROUP_NAME
+from siirl.device.weight_sync.vllm_worker import wire_metas
 from siirl.registry import Registry
 
 
@@ -107,7 +108,7 @@ class VLLMReceiver(EngineReceiver):
         )
 
     def receive_bucket(self, size: int, metas: list[TensorMeta]) -> None:
-        self.engine.collective_rpc("receive_weight_bucket", args=(size, metas))
+        self.engine.collective_rpc("receive_weight_bucket", args=(size, wire_metas(metas)))
 
     def finish(self) -> None:
         self.engine.collective_rpc("finish_weight_sync")

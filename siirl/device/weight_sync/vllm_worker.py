@@ -3,6 +3,11 @@ built with ``worker_extension_cls=WORKER_EXTENSION``, so that ``LLM.collective_r
 worker process, where the model lives. ``self.rank``, ``self.device`` and ``self.model_runner`` are the
 worker's own attributes.
 
+The same methods serve an engine whose core runs in a process of its own (``VLLM_ENABLE_V1_MULTIPROCESSING=1``,
+the rollout ranks of ``separate_async``): ``collective_rpc`` then carries its arguments through vLLM's msgpack
+encoding, which turns dataclasses into dicts and tensors into untyped tuples, so a bucket crosses as bytes and
+its metadata as plain tuples (:func:`wire_metas`), and ``load_weight_bucket`` hands it to the same loader.
+
 On vLLM's CPU build a bucket goes through the model runner's in-place ``reload_weights`` (the packed linear
 layers keep no parameter ``load_weights`` could write into), whole layers per call (``LayerwiseReload``), and
 ``finish_weight_sync`` re-packs tied weights; elsewhere ``load_weights`` writes straight into the parameters.
@@ -13,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
+from dataclasses import astuple
 from typing import Any
 
 import torch
@@ -70,6 +76,16 @@ def reloads_weights() -> bool:
     return bool(current_platform.is_cpu())
 
 
+def wire_metas(metas: list[TensorMeta]) -> list[tuple]:
+    """``metas`` as plain tuples, which every ``collective_rpc`` transport carries unchanged in meaning."""
+    return [astuple(meta) for meta in metas]
+
+
+def _metas(raw: list) -> list[TensorMeta]:
+    """Metadata as it arrived: ``TensorMeta`` in process, lists (from :func:`wire_metas`) through msgpack."""
+    return [meta if isinstance(meta, TensorMeta) else TensorMeta(*meta) for meta in raw]
+
+
 class WeightSyncWorkerExtension:
     def join_weight_sync_group(
         self, address: str, port: int, rank_offset: int, ranks: int, world_size: int, backend: str
@@ -78,7 +94,17 @@ class WeightSyncWorkerExtension:
         under the external launcher is the DAG worker's global rank with one worker per LLM."""
         rank = rank_offset + self.rank % ranks  # type: ignore[attr-defined]
         self.weight_sync_group = join_group(address, port, rank, world_size, backend)
-        self.weight_loader = self._loader()
+
+    def _weight_loader(self) -> Any:
+        """This worker's bucket loader, made once: it holds the reload's held-back layer between buckets."""
+        if getattr(self, "siirl_weight_loader", None) is None:
+            self.siirl_weight_loader = self._loader()
+        return self.siirl_weight_loader
+
+    def packed_modules(self) -> dict[str, list[str]]:
+        """The model's fused layers (``packed_modules_mapping``), so the sender's buckets keep them whole."""
+        model = self.model_runner.model  # type: ignore[attr-defined]
+        return {name: list(parts) for name, parts in (getattr(model, "packed_modules_mapping", {}) or {}).items()}
 
     def _loader(self) -> Any:
         runner = self.model_runner  # type: ignore[attr-defined]
@@ -96,10 +122,15 @@ class WeightSyncWorkerExtension:
         this worker's tensor-parallel rank)."""
         flat = torch.empty(size, dtype=torch.uint8, device=self.device)  # type: ignore[attr-defined]
         dist.broadcast(flat, src=0, group=self.weight_sync_group)
-        self.weight_loader(unpack(flat, metas))
+        self._weight_loader()(unpack(flat, _metas(metas)))
+
+    def load_weight_bucket(self, data: bytes, metas: list) -> None:
+        """One packed bucket handed over by ``collective_rpc`` itself (an engine in a process of its own)."""
+        flat = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device)  # type: ignore[attr-defined]
+        self._weight_loader()(unpack(flat, _metas(metas)))
 
     def finish_weight_sync(self) -> None:
         """After the last bucket: the layer held back for the reload, then tied weights re-packed."""
-        finish = getattr(self.weight_loader, "finish", None)
+        finish = getattr(self._weight_loader(), "finish", None)
         if finish is not None:
             finish()

@@ -40,7 +40,8 @@ class RolloutEngine(ABC):
     #: The engine passes a vision-language policy its rows' images (``multi_modal_inputs``).
     takes_images: bool = False
     #: The engine runs in the DAG worker's process and makes process groups over the whole DAG world (vLLM's
-    #: external launcher and its world group), so every rank must build one: no rollout on ranks of its own.
+    #: external launcher and its world group); on rollout ranks of their own (``apart``) it runs in processes
+    #: of its own instead, one engine per rank, so its tensor parallelism cannot span DAG workers there.
     spans_dag_world: bool = False
 
     def __init__(
@@ -52,16 +53,19 @@ class RolloutEngine(ABC):
         max_response_length: int,
         local_rank: int = 0,
         tokenizer: Any = None,
+        apart: bool = False,
     ) -> None:
         """``model_cfg`` / ``rollout_cfg``: the ``ModelConfig`` / ``RolloutConfig`` sections; responses are at
         most ``max_response_length`` tokens (``data.max_response_length``); ``local_rank`` is the device index
-        this process uses; ``tokenizer`` (else loaded from the model). Checks what every engine needs, then
-        the engine builds itself (:meth:`start`)."""
+        this process uses; ``tokenizer`` (else loaded from the model); ``apart``: built on rollout ranks of
+        their own (``separate_async``), where the trainer ranks build no engine to form groups with. Checks
+        what every engine needs, then the engine builds itself (:meth:`start`)."""
         if max_response_length < 1:
             raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
         self.check_rollout_config(rollout_cfg)
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.cfg = rollout_cfg
+        self.apart = apart
         self.max_response_length = max_response_length
         self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
         self.start(model_cfg, local_rank=local_rank, tokenizer=tokenizer)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import sys
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -24,8 +24,9 @@ logger = logging.getLogger(__name__)
 
 
 class ColocatedRolloutEngine(RolloutEngine):
-    """Subclasses set ``memory`` (a StagedMemory), ``bucket_mb`` and ``dtype`` and implement ``_load`` and
-    ``_reset_cache``; they call ``_prepare_generation`` first thing in ``generate``."""
+    """Subclasses set ``memory`` (a StagedMemory over the engine's own release / resume calls), ``bucket_mb``,
+    ``dtype`` and ``_loader`` (one bucket into the engine) and implement ``_reset_cache``; they call
+    ``_prepare_generation`` first thing in ``generate``."""
 
     memory: StagedMemory
     bucket_mb: int
@@ -49,13 +50,18 @@ class ColocatedRolloutEngine(RolloutEngine):
         self.never_sampled = vision_token_ids(self.hf_config)
         return model_path, tokenizer_path
 
-    @abstractmethod
+    _loader: Callable[[NamedTensors], Any]
+
     def _load(self, bucket: NamedTensors) -> None:
         """Hand one bucket of (name, tensor) pairs to the engine's weight-loading path."""
+        self._loader(bucket)
 
     @abstractmethod
     def _reset_cache(self) -> None:
         """Forget cached prompt prefixes (their KV was computed with the old weights)."""
+
+    def sleep(self) -> None:
+        self.memory.release()
 
     def wake_up(self) -> None:
         """Weights only: the KV cache comes back in ``generate``, after any weight sync."""

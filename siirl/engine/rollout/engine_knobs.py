@@ -13,6 +13,7 @@ SGLang (``Engine`` / ``ServerArgs``): ``context_length``, ``max_prefill_tokens``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from siirl.params.model import RolloutConfig
@@ -29,6 +30,26 @@ def context_length(cfg: RolloutConfig, max_response_length: int) -> int | None:
 
 def _set_only(args: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in args.items() if value is not None}
+
+
+#: vLLM engine arguments that published verl / siiRL scripts set (``rollout.engine_kwargs.vllm.*``) and later vLLM
+#: releases renamed: old name -> (new name, the old value as the new one's; None: the new one's default).
+VLLM_RENAMED_ARGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    # vLLM 0.11 sizes the multimodal processor cache in GiB instead, 0 turning it off
+    "disable_mm_preprocessor_cache": ("mm_processor_cache_gb", lambda disabled: 0 if disabled else None),
+}
+
+
+def vllm_renamed(args: dict[str, Any], accepted: set[str]) -> dict[str, Any]:
+    """``args`` for a vLLM whose ``EngineArgs`` has the fields ``accepted``: an argument it renamed goes under its
+    new name (left out where its value is the new argument's default; an explicit new argument wins)."""
+    out = dict(args)
+    for old, (new, convert) in VLLM_RENAMED_ARGS.items():
+        if old in out and old not in accepted:
+            value = convert(out.pop(old))
+            if value is not None:
+                out.setdefault(new, value)
+    return out
 
 
 def vllm_knobs(cfg: RolloutConfig, max_response_length: int) -> dict[str, Any]:

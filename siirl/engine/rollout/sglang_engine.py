@@ -32,7 +32,6 @@ import torch.distributed as dist
 from tensordict import TensorDict
 from transformers import PreTrainedTokenizerBase
 
-from siirl.device.weight_sync.buckets import NamedTensors
 from siirl.device.weight_sync.engine_loaders import sglang_loader
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
@@ -92,7 +91,8 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
         staged = bool(self.cfg.multi_stage_wake_up) and (
             "tags" in inspect.signature(self.engine.resume_memory_occupation).parameters
         )
-        self.memory = StagedMemory(self._resume, staged=staged)
+        release = self.engine.release_memory_occupation if self.memory_saver else None
+        self.memory = StagedMemory(self.engine.resume_memory_occupation, staged=staged, release=release)
         self._loader = sglang_loader(self.engine)
         self.train_params = SamplingParams.from_config(self.cfg)
         self.val_params = SamplingParams.from_config(self.cfg.val_kwargs)
@@ -130,23 +130,7 @@ class SGLangRolloutEngine(ColocatedRolloutEngine):
             sampling["logit_bias"] = {str(token): NEVER for token in self.never_sampled}
         return sampling
 
-    # ----- memory -----
-
-    def _resume(self, tags: list[str] | None) -> None:
-        if tags is None:
-            self.engine.resume_memory_occupation()
-        else:
-            self.engine.resume_memory_occupation(tags=tags)
-
-    def sleep(self) -> None:
-        if self.memory_saver and not self.memory.released:
-            self.engine.release_memory_occupation()
-            self.memory.mark_released()
-
     # ----- weights -----
-
-    def _load(self, bucket: NamedTensors) -> None:
-        self._loader(bucket)
 
     def _reset_cache(self) -> None:
         self.engine.flush_cache()

@@ -12,6 +12,12 @@ LM head re-packed: ``engine_loaders.LayerwiseReload``): no disk, no pickling. Wi
 ``rollout.free_cache_engine`` the engine sleeps (level 1: weights to host, KV cache dropped) while the
 trainer runs and wakes weights first, KV cache only before generation.
 
+On rollout ranks of their own (``apart``: ``separate_async``) the trainer ranks build no engine, so there is no
+DAG world for the external launcher to span: the engine core runs in a process of its own
+(``VLLM_ENABLE_V1_MULTIPROCESSING=1``, one engine per rank, ``tensor_model_parallel_size=1``), and each bucket
+crosses vLLM's RPC packed to the worker extension (``EngineProcessLoader``; buckets cut at fused layers from
+``collective_rpc("packed_modules")``), or arrives by the engine-broadcast transport straight into its process.
+
 vLLM API used: ``LLM(...)``, ``LLM.generate(prompts=[TokensPrompt(prompt_token_ids=...)],
 sampling_params=SamplingParams(...))`` -> ``RequestOutput.outputs[i].token_ids``, ``LLM.apply_model``
 (older releases: ``llm_engine.model_executor.driver_worker[.worker].model_runner.model``),
@@ -40,6 +46,7 @@ adapter last synced (a new id and folder per sync; vLLM caches adapters by id).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import logging
@@ -51,12 +58,12 @@ import torch.distributed as dist
 from tensordict import TensorDict
 from transformers import PreTrainedTokenizerBase
 
-from siirl.device.weight_sync.buckets import NamedTensors, fused_layers
-from siirl.device.weight_sync.engine_loaders import vllm_loader, vllm_reload
+from siirl.device.weight_sync.buckets import fused_layers
+from siirl.device.weight_sync.engine_loaders import EngineProcessLoader, vllm_loader, vllm_reload
 from siirl.device.weight_sync.vllm_worker import WORKER_EXTENSION
 from siirl.engine.rollout.base import ROLLOUT_ENGINES
 from siirl.engine.rollout.colocated import ColocatedRolloutEngine
-from siirl.engine.rollout.engine_knobs import context_length, vllm_knobs
+from siirl.engine.rollout.engine_knobs import context_length, vllm_knobs, vllm_renamed
 from siirl.engine.rollout.lora_adapters import AdapterFolders
 from siirl.engine.rollout.sampled_log_probs import chosen_log_probs
 from siirl.engine.rollout.sampling import SamplingParams
@@ -86,6 +93,9 @@ logger = logging.getLogger(__name__)
 
 #: Keep vLLM's engine core in this process: ``apply_model`` then reaches the model without pickling.
 ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+#: On rollout ranks of their own (``apart``): vLLM's engine core, and its workers, in processes of their own
+#: with a ``torch.distributed`` world of their own (the trainer ranks build no engine to form one with).
+OWN_PROCESS_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
 #: The ``max_lora_rank`` values vLLM accepts; an adapter's rank is rounded up to the next one.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
@@ -100,6 +110,12 @@ def max_lora_rank(rank: int) -> int:
 
 def _accepts(fn: Callable, name: str) -> bool:
     return name in inspect.signature(fn).parameters
+
+
+def _engine_arg_names(vllm: Any) -> set[str]:
+    """The arguments this vLLM's ``LLM`` takes (``EngineArgs``' fields)."""
+    engine_args = importlib.import_module(f"{vllm.__name__}.engine.arg_utils").EngineArgs
+    return {field.name for field in dataclasses.fields(engine_args)}
 
 
 def _has_logprobs_mode(vllm: Any) -> bool:
@@ -130,15 +146,20 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
         self.adapters = AdapterFolders() if self.lora_rank else None
         self._lora_request: Any = None
         args = self._engine_args(model_cfg, model_path, tokenizer_path)
-        env = {**ENGINE_ENV, **self._launcher_env(args, local_rank), **self.backend.rollout_env("vllm", local_rank)}
+        process_env = OWN_PROCESS_ENV if self.apart else ENGINE_ENV
+        env = {**process_env, **self._launcher_env(args, local_rank), **self.backend.rollout_env("vllm", local_rank)}
         with scoped_env(env), trainer_threads():
             self.llm = self._build(args)
         staged = bool(self.cfg.multi_stage_wake_up) and _accepts(self.llm.wake_up, "tags")
-        self.memory = StagedMemory(self._wake, staged=staged)
+        release = (lambda: self.llm.sleep(level=1)) if self.sleep_enabled else None
+        self.memory = StagedMemory(self.llm.wake_up, staged=staged, release=release)
         self._reload = None
+        if self.apart:  # the worker extension loads (or reloads) each bucket inside the engine's process
+            self.layer_of = fused_layers(self.llm.collective_rpc("packed_modules")[0])
+            self._reload = EngineProcessLoader(self.llm)
         # Packed GEMM weights (the CPU build) and quantized layers (verl's fp8 rollout) take new weights only
         # through vLLM's in-place reload, which processes each layer again: whole fused layers per call.
-        if self.platform.is_cpu() or self.cfg.quantization:
+        elif self.platform.is_cpu() or self.cfg.quantization:
             packed = self.llm.apply_model(lambda model: dict(getattr(model, "packed_modules_mapping", {}) or {}))
             self.layer_of = fused_layers(packed[0])
             self._reload = vllm_reload(self.llm, self.layer_of)
@@ -200,12 +221,17 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             "worker_extension_cls": WORKER_EXTENSION,
             **vllm_knobs(self.cfg, self.max_response_length),
         }
+        args = vllm_renamed(args, _engine_arg_names(self.vllm))
         self.processed_logprobs = _has_logprobs_mode(self.vllm)
         if self.processed_logprobs:
             args["logprobs_mode"] = "processed_logprobs"
         if self.lora_rank:
             args.update(enable_lora=True, max_lora_rank=max_lora_rank(self.lora_rank), max_loras=1)
-        if dist.is_available() and dist.is_initialized():
+        if self.apart:
+            if self.tp_size > 1:
+                raise ConfigError(self.apart_tp_refusal(self.tp_size))
+            args["seed"] = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+        elif dist.is_available() and dist.is_initialized():
             world = dist.get_world_size()
             if world % self.tp_size:
                 raise ConfigError(
@@ -247,23 +273,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             **({"logit_bias": dict.fromkeys(self.never_sampled, NEVER)} if self.never_sampled else {}),
         )
 
-    # ----- memory -----
-
-    def _wake(self, tags: list[str] | None) -> None:
-        if tags is None:
-            self.llm.wake_up()
-        else:
-            self.llm.wake_up(tags=tags)
-
-    def sleep(self) -> None:
-        if self.sleep_enabled and not self.memory.released:
-            self.llm.sleep(level=1)
-            self.memory.mark_released()
-
     # ----- weights -----
-
-    def _load(self, bucket: NamedTensors) -> None:
-        self._loader(bucket)
 
     def _reset_cache(self) -> None:
         """After a sync, before generating: the CPU build's held-back layer and tied weights, then the prefix
@@ -282,12 +292,21 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
 
         self._lora_request = LoRARequest(lora_name=f"policy_v{version}", lora_int_id=version, lora_path=folder)
 
+    @staticmethod
+    def apart_tp_refusal(tp_size: int) -> str:
+        return (
+            f"bad config: rollout.tensor_model_parallel_size={tp_size} with trainer.v1.trainer_mode=separate_async "
+            "and rollout.name=vllm: each rollout rank runs its own engine in processes of its own and sees its "
+            "one device; use tensor_model_parallel_size=1 there, or colocate_async"
+        )
+
     def close(self) -> None:
         if self.adapters is not None:
             self.adapters.close()
-        release_engine_groups(self.vllm)  # the in-process engine's groups over the DAG world
-        if self.platform.is_cpu():  # in-process engine groups over the DAG world (see release_engine_groups)
-            release_engine_groups(self.vllm)
+        if self.apart:
+            self.llm.llm_engine.engine_core.shutdown()  # the engine core's process (and its workers)
+        else:
+            release_engine_groups(self.vllm)  # the in-process engine's groups over the DAG world
 
     # ----- generation -----
 

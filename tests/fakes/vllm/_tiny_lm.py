@@ -6,7 +6,8 @@ vLLM's ``logprobs_mode`` defines them (``raw_logprobs``: log-softmax of the mode
 processing; ``processed_logprobs``: of the distribution sampled from, after logit bias, temperature and
 top-k / top-p, cut tokens at -inf; SGLang's default ``temperature_logprobs``: of logit bias and temperature
 only, before top-k / top-p cut), and loads weights by their HF
-names the way the engines' loaders do: an unknown name is a ``KeyError``, a wrong shape an error.
+names the way the engines' loaders do: an unknown name is vLLM's ``ValueError`` ("There is no module or
+parameter named ..."), a wrong shape an error.
 Both fake packages (vllm, sglang) use it, so the numbers can be compared with the HF rollout engine.
 """
 
@@ -37,7 +38,7 @@ class TinyLM:
         names = set()
         for name, tensor in weights:
             if name not in self.params:
-                raise KeyError(name)
+                raise ValueError(f"There is no module or parameter named '{name}' in {type(self.model).__name__}")
             target = self.params[name]
             if tuple(target.shape) != tuple(tensor.shape):
                 raise ValueError(f"{name}: shape {tuple(tensor.shape)} != {tuple(target.shape)}")

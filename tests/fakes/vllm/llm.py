@@ -42,7 +42,7 @@ SLEEP_TAGS = ("weights", "kv_cache")
 ENGINE_ARGS: dict[str, Any] = {
     "max_model_len": None, "max_num_batched_tokens": None, "max_num_seqs": None, "enable_chunked_prefill": None,
     "enable_prefix_caching": None, "disable_log_stats": False, "compilation_config": None,
-    "disable_mm_preprocessor_cache": False, "quantization": None, "worker_extension_cls": "",
+    "mm_processor_cache_gb": 4, "quantization": None, "worker_extension_cls": "",
     "logprobs_mode": "raw_logprobs", "max_logprobs": 20, "kv_cache_memory_bytes": None,
 }
 #: What ``CompletionOutput.logprobs`` holds (vLLM >= 0.10.1); the fake reports the two log-prob modes.

@@ -38,7 +38,9 @@ class SamplingParams:
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
         if self.top_k < -1:
-            raise ValueError(f"top_k must be -1 (disable), or at least 1, got {self.top_k}.")
+            raise ValueError(f"top_k must be 0 (disable), or at least 1, got {self.top_k}.")
+        if self.temperature < 1e-5:  # greedy: vLLM turns the cuts off
+            self.top_p, self.top_k = 1.0, 0
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}.")
         if isinstance(self.stop, str):
