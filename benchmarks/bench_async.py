@@ -18,7 +18,8 @@ Both cases run the embedded long-tail task (``task=running_sums``: answers 1 to 
 
 Samples/s is trained samples over the steps' wall time after the first step (warm-up). ``--engine vllm`` runs
 case 2 on vLLM's CPU build (continuous batching and a prefix cache, which partial rollouts lean on);
-cases 1 and 3 stay on hf (vLLM's in-process engine cannot roll out on ranks of its own).
+cases 1 and 3 stay on hf (their figures are the schedule's, without an engine's build cost; vLLM rolls out apart
+too, in a process of its own, see docs/hardware.md).
 
     python benchmarks/bench_async.py [--steps 8] [--only 1|2|3] [--engine hf|vllm]
 """
