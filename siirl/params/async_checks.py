@@ -31,9 +31,12 @@ def _check_values(cfg: Any) -> None:
         raise ConfigError(
             f"bad config: trainer.v1.trainer_mode={cfg.trainer.v1.trainer_mode} is not one of {', '.join(TRAINER_MODES)}"
         )
-    threshold = float(section.staleness_threshold)
-    if not (0 <= threshold < math.inf):
-        raise ConfigError(f"bad config: async_training.staleness_threshold must be finite and >= 0, got {threshold}")
+    if section.staleness_threshold is not None:
+        threshold = float(section.staleness_threshold)
+        if not (0 <= threshold < math.inf):
+            raise ConfigError(
+                f"bad config: async_training.staleness_threshold must be finite and >= 0, got {threshold}"
+            )
     for key in ("trigger_parameter_sync_step", "chunk_tokens"):  # the schema lets only chunk_tokens be null
         value = getattr(section, key)
         if value is not None and int(value) < 1:

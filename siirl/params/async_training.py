@@ -19,12 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
+#: verl's fully-async recipe's staleness: its rollout runs up to one version ahead, so rollout and training
+#: overlap on their separate devices (at 0 they take turns).
+SEPARATE_STALENESS = 0.1
 
 
 @dataclass
 class AsyncTrainingConfig:
     #: Extra share of a sync window the rollout may run ahead; 0 = synchronous. Bound in versions: ceil(this).
-    staleness_threshold: float = 0.0
+    #: null: verl's fully-async default (``SEPARATE_STALENESS``) under separate_async, else 0.
+    staleness_threshold: Optional[float] = None  # noqa: UP045 - OmegaConf reads Optional
     #: Training steps between two weight syncs to the rollout (verl: trainer steps per parameter sync).
     trigger_parameter_sync_step: int = 1
     #: verl's PPO mini-batches per trainer fetch; here a step trains on one train batch (1 only).
@@ -89,7 +93,7 @@ def trainer_mode(cfg: Any) -> str:
     mode = str(cfg.trainer.v1.trainer_mode)
     if not cfg.actor_rollout_ref.hybrid_engine or int(cfg.rollout.nnodes) > 0:
         return "separate_async"
-    if mode == "sync" and float(cfg.async_training.staleness_threshold) > 0:
+    if mode == "sync" and float(cfg.async_training.staleness_threshold or 0) > 0:
         return "colocate_async"
     return mode
 
@@ -104,6 +108,9 @@ def async_schedule(cfg: Any) -> AsyncSchedule:
     elif v1_bound is not None:  # verl V1's bound, in versions, as it reads it
         lag = int(v1_bound)
     else:
-        lag = (math.ceil(float(section.staleness_threshold)) + 1) * every - 1
+        threshold = section.staleness_threshold
+        if threshold is None:
+            threshold = SEPARATE_STALENESS if mode == "separate_async" else 0.0
+        lag = (math.ceil(float(threshold)) + 1) * every - 1
     return AsyncSchedule(mode, lag, bool(section.partial_rollout) and mode != "sync", every,
                          None if section.chunk_tokens is None else int(section.chunk_tokens))

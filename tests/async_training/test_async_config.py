@@ -25,10 +25,12 @@ COLOCATE = ["trainer.v1.trainer_mode=colocate_async"]
         ([*COLOCATE, "async_training.trigger_parameter_sync_step=4"], "colocate_async", 3, False),
         ([*COLOCATE, "async_training.trigger_parameter_sync_step=2", "async_training.staleness_threshold=1"],
          "colocate_async", 3, False),
-        (["actor_rollout_ref.hybrid_engine=false", "rollout.nnodes=1"], "separate_async", 0, False),
+        # unset staleness: verl's fully-async default 0.1, one version ahead (0 is asked for explicitly)
+        (["actor_rollout_ref.hybrid_engine=false", "rollout.nnodes=1"], "separate_async", 1, False),
+        (["rollout.nnodes=1", "async_training.staleness_threshold=0"], "separate_async", 0, False),
         # verl V1's spelling of the standalone rollout pool
         (["trainer.v1.trainer_mode=separate_async", "actor_rollout_ref.rollout.nnodes=1",
-          "actor_rollout_ref.rollout.n_gpus_per_node=2"], "separate_async", 0, False),
+          "actor_rollout_ref.rollout.n_gpus_per_node=2"], "separate_async", 1, False),
         (["rollout.nnodes=1", "rollout.n_gpus_per_node=2", "async_training.staleness_threshold=0.1"],
          "separate_async", 1, False),
     ],
