@@ -177,10 +177,24 @@ class _Pool:
 _pools: dict[int, _Pool] = {}
 
 
+#: gloo's mesh set-up losing a pair (its pairs listen on ports the OS hands out, which another process on a
+#: busy host may take meanwhile): a failure of the set-up, not of ``fn``, so ``spawn`` tries once more.
+MESH_SETUP_FAILURE = "connectFullMesh failed"
+
+
 def spawn(fn: Callable[..., None], world_size: int, *args: Any) -> None:
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` processes joined by a gloo group (a new group on a
     new port per call). The processes are reused by later calls; if a rank fails, the whole pool goes and the
-    next call starts a new one."""
+    next call starts a new one (once more at once when the group's set-up failed, ``MESH_SETUP_FAILURE``)."""
+    try:
+        _spawn_on_pool(fn, world_size, args)
+    except mp.ProcessRaisedException as failed:
+        if MESH_SETUP_FAILURE not in str(failed):
+            raise
+        _spawn_on_pool(fn, world_size, args)
+
+
+def _spawn_on_pool(fn: Callable[..., None], world_size: int, args: tuple) -> None:
     pool = _pools.get(world_size)
     if pool is not None and not pool.alive():  # a rank was killed from outside since the last call
         pool.close(grace_s=0)
