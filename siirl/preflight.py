@@ -258,7 +258,8 @@ def _data_dp_size(plan: ExecutionPlan) -> int:
 
 
 def check_batch_sizes(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
-    """Batch sizes split evenly over the plan's data-parallel ranks (the rules the workers enforce)."""
+    """Batch sizes split evenly over the plan's data-parallel ranks: checked here only, before Ray; the train
+    loader and the workers size their shares from the plan."""
     rollout_dp = _data_dp_size(plan)
     for key, value in (("train_batch_size", cfg.data.train_batch_size), ("gen_batch_size", plan.resolved.prompts_per_draw)):
         if value % rollout_dp:

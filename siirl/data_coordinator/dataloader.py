@@ -393,12 +393,10 @@ def build_train_dataloader(
 ) -> DistributedDataLoader:
     """Shuffled, ``drop_last`` loader of ``prompts_per_draw`` prompts per batch over all ranks: the run's
     resolved draw (siirl.params.resolved), else ``data.gen_batch_size`` when set (DAPO's group filter then
-    fills a train batch from several of them), else ``data.train_batch_size``."""
+    fills a train batch from several of them), else ``data.train_batch_size``. That the draw splits evenly
+    over the ranks is the plan's rule, checked before Ray (``siirl.preflight.check_batch_sizes``)."""
     files = _split_files(config, "train", files)
     draw = config.prompts_per_generation() if prompts_per_draw is None else prompts_per_draw
-    for key, value in (("train_batch_size", config.train_batch_size), ("gen_batch_size", draw)):
-        if value % dp_size:
-            raise DataError(f"data.{key}={value} must be divisible by the rollout dp size {dp_size}")
     return DistributedDataLoader(
         files, tokenizer, config, dp_rank=dp_rank, dp_size=dp_size, scan=scan, image_processor=image_processor,
         global_batch_size=draw, shuffle=config.shuffle, drop_last=True, user_sampler=True,

@@ -94,11 +94,6 @@ def test_fewer_rows_than_one_train_batch(parquet_of, tokenizer):
         build_train_dataloader(data_config(train_files=[parquet_of(6)]), tokenizer, 0, 2)
 
 
-def test_train_batch_not_divisible_by_dp(parquet_of, tokenizer):
-    with raises_one_line(SiirlUserError, "train_batch_size=8 must be divisible by the rollout dp size 3"):
-        build_train_dataloader(data_config(train_files=[parquet_of(20)]), tokenizer, 0, 3)
-
-
 def test_unknown_truncation(parquet_of, tokenizer):
     expected = r"data.truncation='middle': unknown prompt truncation 'middle'; registered: left, right; also allowed: error"
     with raises_one_line(SiirlUserError, expected):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from dc_testutils import data_config, make_row, write_rows
 
-from siirl.data_coordinator import DataError, build_train_dataloader, build_val_dataloader, non_tensor_list
+from siirl.data_coordinator import build_train_dataloader, build_val_dataloader, non_tensor_list
 from siirl.data_coordinator.dataloader import ScanShare
 from siirl.data_coordinator.parquet_source import ParquetRows
 
@@ -40,9 +40,6 @@ def test_gen_batch_size_sets_the_chunk_each_rank_reads(parquet_of, tokenizer):
     loaders = [build_train_dataloader(config, tokenizer, r, 2) for r in range(2)]
     assert [len(loader) for loader in loaders] == [3, 3]
     assert [len(batch) for batch in epoch_indices(loaders[1])] == [6, 6, 6]
-    with pytest.raises(DataError, match="data.gen_batch_size=12 must be divisible by the rollout dp size 8"):
-        build_train_dataloader(data_config(train_files=config.train_files, train_batch_size=8, gen_batch_size=12),
-                               tokenizer, 0, 8)
 
 
 def test_drop_last_drops_only_the_partial_global_batch(parquet_of, tokenizer):

@@ -59,10 +59,10 @@ class RolloutEngine(ABC):
         most ``max_response_length`` tokens (``data.max_response_length``); ``local_rank`` is the device index
         this process uses; ``tokenizer`` (else loaded from the model); ``apart``: built on rollout ranks of
         their own (``separate_async``), where the trainer ranks build no engine to form groups with. Checks
-        what every engine needs, then the engine builds itself (:meth:`start`)."""
+        what every engine needs, then the engine builds itself (:meth:`start`); its own settings were vetted by
+        :meth:`check_rollout_config` before Ray started."""
         if max_response_length < 1:
             raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
-        self.check_rollout_config(rollout_cfg)
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.cfg = rollout_cfg
         self.apart = apart
@@ -84,7 +84,7 @@ class RolloutEngine(ABC):
     @classmethod
     def check_rollout_config(cls, rollout_cfg: Any) -> None:
         """Refuse, as one ``ConfigError`` line, rollout settings this engine cannot run; called by the config
-        checks before Ray starts (and again when the engine is built)."""
+        checks before Ray starts (``siirl.config_checks``), the one place that calls it."""
 
     @abstractmethod
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:
