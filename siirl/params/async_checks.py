@@ -31,32 +31,13 @@ def _check_values(cfg: Any) -> None:
         raise ConfigError(
             f"bad config: trainer.v1.trainer_mode={cfg.trainer.v1.trainer_mode} is not one of {', '.join(TRAINER_MODES)}"
         )
-    if section.staleness_threshold is not None:
-        threshold = float(section.staleness_threshold)
-        if not (0 <= threshold < math.inf):
-            raise ConfigError(
-                f"bad config: async_training.staleness_threshold must be finite and >= 0, got {threshold}"
-            )
-    for key in ("trigger_parameter_sync_step", "chunk_tokens"):  # the schema lets only chunk_tokens be null
-        value = getattr(section, key)
-        if value is not None and int(value) < 1:
-            raise ConfigError(f"bad config: async_training.{key} must be >= 1, got {value}")
-    if int(section.require_batches) != 1:
+    threshold = section.staleness_threshold
+    if threshold is not None and not 0 <= float(threshold) < math.inf:
         raise ConfigError(
-            f"bad config: async_training.require_batches={section.require_batches}: a training step here takes one "
-            "train batch (data.train_batch_size prompts); set the batch size instead (1 only)"
+            f"bad config: async_training.staleness_threshold must be finite and >= 0, got {float(threshold)}"
         )
-    sampler = cfg.trainer.v1.sampler
-    if sampler.max_off_policy_threshold is not None and int(sampler.max_off_policy_threshold) < 0:
-        raise ConfigError(
-            f"bad config: trainer.v1.sampler.max_off_policy_threshold must be >= 0, got {sampler.max_off_policy_threshold}"
-        )
-    if str(sampler.max_off_policy_strategy) not in ("drop", "wait"):
-        raise ConfigError(
-            f"bad config: trainer.v1.sampler.max_off_policy_strategy={sampler.max_off_policy_strategy} is not one of drop, wait"
-        )
-    if int(cfg.rollout.nnodes) < 0 or int(cfg.rollout.n_gpus_per_node) < 0:
-        raise ConfigError("bad config: rollout.nnodes and rollout.n_gpus_per_node must be >= 0")
+    if section.chunk_tokens is not None and int(section.chunk_tokens) < 1:
+        raise ConfigError(f"bad config: async_training.chunk_tokens must be >= 1, got {section.chunk_tokens}")
 
 
 def _refusal(cfg: Any, mode: str | None) -> str | None:

@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from siirl.params.rules import NON_NEGATIVE, POSITIVE, checked, one_of, refused
+
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
 #: verl's fully-async recipe's staleness: its rollout runs up to one version ahead, so rollout and training
 #: overlap on their separate devices (at 0 they take turns).
@@ -30,9 +32,12 @@ class AsyncTrainingConfig:
     #: null: verl's fully-async default (``SEPARATE_STALENESS``) under separate_async, else 0.
     staleness_threshold: Optional[float] = None  # noqa: UP045 - OmegaConf reads Optional
     #: Training steps between two weight syncs to the rollout (verl: trainer steps per parameter sync).
-    trigger_parameter_sync_step: int = 1
+    trigger_parameter_sync_step: int = checked(1, POSITIVE)
     #: verl's PPO mini-batches per trainer fetch; here a step trains on one train batch (1 only).
-    require_batches: int = 1
+    require_batches: int = refused(
+        1, lambda v: v != 1, "is not supported: a training step here takes one train batch "
+        "(data.train_batch_size prompts); set the batch size instead (1 only)", early=False,
+    )
     #: In-flight generations continue across a weight sync, keeping their tokens and log-probs.
     partial_rollout: bool = False
     #: siiRL: at most this many tokens per piece of a partial rollout (finished rows leave between pieces;
@@ -46,10 +51,12 @@ class V1SamplerConfig:
     """verl V1's ``trainer.v1.sampler``: its staleness bound, in policy versions."""
 
     #: Versions a token may be older than the weights it trains; null = from async_training.staleness_threshold.
-    max_off_policy_threshold: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
+    max_off_policy_threshold: Optional[int] = checked(  # noqa: UP045 - OmegaConf reads Optional
+        None, (lambda v: v is None or v >= 0, ">= 0 (or null)")
+    )
     #: drop | wait: what verl does with a group over the bound. Here the producer never starts one that could
     #: pass it (it waits for fresh enough weights first), so both values train the same samples.
-    max_off_policy_strategy: str = "drop"
+    max_off_policy_strategy: str = checked("drop", one_of("drop", "wait"))
 
 
 @dataclass
@@ -64,8 +71,8 @@ class TrainerV1Config:
 class RolloutPlacementConfig:
     """verl's fully-async top-level ``rollout.*``: the rollout's own devices (0 = colocated with training)."""
 
-    nnodes: int = 0
-    n_gpus_per_node: int = 0
+    nnodes: int = checked(0, NON_NEGATIVE)
+    n_gpus_per_node: int = checked(0, NON_NEGATIVE)
     #: verl's total rollout samples of a fully-async run; the run length here is trainer.total_training_steps.
     total_rollout_steps: Optional[int] = None  # noqa: UP045 - OmegaConf reads Optional
 
