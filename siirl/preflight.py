@@ -16,11 +16,23 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from transformers import AutoConfig
+
+from siirl.agent_loops import check_agent_names
+from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
+from siirl.data_coordinator.custom_dataset import dataset_class
+from siirl.data_coordinator.parquet_source import ParquetRows
+from siirl.engine.workers.model_loading import check_model_weights, load_tokenizer, model_dir
+from siirl.environment.interactions import load_interaction_config
+from siirl.environment.outputs import env_mode
+from siirl.environment.tools import load_tool_config
 from siirl.errors import ConfigError, SiirlUserError
+from siirl.execution.roles import uses_critic
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.params import SiirlConfig
 from siirl.params.data import data_tokenizer_model
 from siirl.params.distillation import teacher_model_config
+from siirl.params.sequence_parallel import SP_KEYS, role_models, sequence_parallel_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -51,38 +63,9 @@ def check_attention_names(cfg: SiirlConfig) -> None:
             raise ConfigError(f"bad config: {key}={value!r} is unknown; known: {', '.join(known)}")
 
 
-def check_model_weights(path: Path) -> None:
-    """Each ``*.safetensors`` file opens and its header matches its size (truncated or garbage files fail)."""
-    from safetensors import safe_open
-
-    for weights in sorted(path.glob("*.safetensors")):
-        try:
-            with safe_open(str(weights), framework="pt") as handle:
-                handle.keys()
-        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types and OSError
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise SiirlUserError(f"model weights {weights} are corrupt or truncated ({reason})") from None
-
-
-def check_lora_adapter(model_cfg: Any, key: str) -> None:
-    """A saved adapter (``lora_adapter_path``) loads in the workers: its config parses and its weights
-    pass the header check the model weights get."""
-    if not model_cfg.lora_adapter_path:
-        return
-    from peft import LoraConfig
-
-    path = Path(str(model_cfg.lora_adapter_path)).expanduser()
-    try:
-        LoraConfig.from_pretrained(str(path))
-    except Exception as exc:  # noqa: BLE001 - json and peft raise their own types
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SiirlUserError(f"{key}={model_cfg.lora_adapter_path}: adapter_config.json does not load ({reason})") from None
-    check_model_weights(path)
-
-
 def check_reward_model(cfg: SiirlConfig) -> None:
     """The reward model's dir, class (a sequence classifier, from config.json) and weights, before Ray."""
-    from siirl.engine.workers.model_loading import check_sequence_classifier, model_dir
+    from siirl.engine.workers.model_loading import check_sequence_classifier
 
     if cfg.reward_model.enable:
         check_sequence_classifier(cfg.reward_model.model)
@@ -104,8 +87,6 @@ def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
 
 def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
     """Tool-calling runs render tool responses with the chat template's ``tool`` role."""
-    from siirl.environment.outputs import env_mode
-
     if env_mode(cfg) != "tools" or not cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path:
         return
     chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "tool", "content": "r"}]
@@ -123,12 +104,6 @@ def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
 def check_attention_heads(cfg: SiirlConfig) -> None:
     """Each role with ``ulysses_sequence_parallel_size`` > 1 splits its model's attention heads evenly
     over the group (before Ray starts: it needs the model's config, not its weights; each config read once)."""
-    from transformers import AutoConfig
-
-    from siirl.engine.workers.model_loading import model_dir
-    from siirl.execution.roles import uses_critic
-    from siirl.params.sequence_parallel import SP_KEYS, role_models, sequence_parallel_sizes
-
     models = role_models(cfg)
     heads_of: dict[str, int] = {}
     for role, size in sequence_parallel_sizes(cfg).items():
@@ -150,21 +125,16 @@ def check_attention_heads(cfg: SiirlConfig) -> None:
 def check_inputs(cfg: SiirlConfig) -> None:
     """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function and sampler,
     output dir."""
-    from siirl.agent_loops import check_agent_names
-    from siirl.data_coordinator.custom_dataset import dataset_class
     from siirl.data_coordinator.custom_sampler import sampler_class
-    from siirl.data_coordinator.parquet_source import ParquetRows
     from siirl.engine.reward.custom import check_call_signature, custom_reward_fn_from_config
     from siirl.engine.workers.lora import check_lora_targets
-    from siirl.engine.workers.model_loading import load_tokenizer, model_dir
 
     check_attention_names(cfg)
     check_environment(cfg)
     check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     check_config_overrides(cfg)
-    check_lora_targets(cfg.actor_rollout_ref.model)
-    check_lora_adapter(cfg.actor_rollout_ref.model, "actor_rollout_ref.model.lora_adapter_path")
+    check_lora_targets(cfg.actor_rollout_ref.model)  # a saved adapter's config and weights too
     check_reward_model(cfg)
     check_attention_heads(cfg)
     if cfg.critic.enable:
@@ -191,7 +161,6 @@ def check_inputs(cfg: SiirlConfig) -> None:
 
 def check_environment(cfg: SiirlConfig) -> None:
     """An environment that can say what it lacks (``preflight``: a simulator not installed) says it here."""
-    from siirl.environment.outputs import env_mode
     from siirl.environment.registry import resolve_env_factory
 
     if env_mode(cfg) is None:
@@ -204,17 +173,12 @@ def check_environment(cfg: SiirlConfig) -> None:
 def scores_by_rule(cfg: SiirlConfig) -> bool:
     """The built-in scorers (chosen by ``data_source``) score the rollouts: they compare with each row's
     ground truth. A reward model, an environment or the user's own function may not need one."""
-    from siirl.environment.outputs import env_mode
-
     return not (cfg.reward_model.enable or cfg.custom_reward_function.path or env_mode(cfg) is not None)
 
 
 def check_interaction_rows(cfg: SiirlConfig, rows: Any) -> None:
     """In an interaction run every row's ``extra_info.interaction_kwargs.name`` picks a configured
     interaction; verl's rollout raises on the first row that does not, here it is one line up front."""
-    from siirl.environment.interactions import load_interaction_config
-    from siirl.environment.outputs import env_mode
-
     path = cfg.actor_rollout_ref.rollout.multi_turn.interaction_config_path
     if env_mode(cfg) != "tools" or not path:
         return
@@ -293,12 +257,8 @@ PREFLIGHT_SCAN_ROWS = 8192
 
 def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     """Build the loaders rank 0 will build: row types, over-long prompts, rows left after filtering."""
-    from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
-    from siirl.data_coordinator.custom_dataset import dataset_class
     from siirl.data_coordinator.dataloader import preview_scan
     from siirl.data_coordinator.image_grid import patch_size_mismatch
-    from siirl.data_coordinator.parquet_source import ParquetRows
-    from siirl.engine.workers.model_loading import load_tokenizer
     from siirl.engine.workers.vision import load_image_processor
 
     dp = _data_dp_size(plan)
@@ -324,8 +284,6 @@ def check_tool_prompt_width(cfg: SiirlConfig, batch: Any, tokenizer: Any) -> Non
     """A tool run re-renders each prompt with the tools' schemas (whatever ``multi_turn.format`` parses the
     calls): the first batch's rows must still fit ``data.max_prompt_length``, or every worker fails at step 1."""
     from siirl.engine.rollout.tool_prompts import render_tool_prompts
-    from siirl.environment.outputs import env_mode
-    from siirl.environment.tools import load_tool_config
 
     path = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
     if env_mode(cfg) != "tools" or not path:
@@ -367,9 +325,7 @@ def pin_resume_checkpoint(cfg: SiirlConfig) -> SiirlConfig:
 def check_config_overrides(cfg: SiirlConfig) -> None:
     """``model.override_config`` names attributes of the model's HF config: checked here, before Ray, on the
     config file alone (no weights are read)."""
-    from transformers import AutoConfig
-
-    from siirl.engine.workers.model_loading import apply_config_overrides, model_dir
+    from siirl.engine.workers.model_loading import apply_config_overrides
 
     sections = [cfg.actor_rollout_ref.model] + ([cfg.critic.model] if cfg.critic.enable else [])
     for model_cfg in sections:

@@ -25,7 +25,14 @@ from torch.distributed.tensor import DTensor
 from transformers import PreTrainedModel
 
 from siirl.device import DeviceBackend
-from siirl.engine.workers.model_loading import ModelLoadError, load_causal_lm, model_dir, policy_auto_class
+from siirl.engine.workers.model_loading import (
+    ModelLoadError,
+    check_model_weights,
+    first_line,
+    load_causal_lm,
+    model_dir,
+    policy_auto_class,
+)
 from siirl.params.lora import LORA_KEYS, lora_enabled, module_names
 
 if TYPE_CHECKING:
@@ -51,11 +58,6 @@ def lora_config(model_cfg: Any) -> LoraConfig:
         bias="none",
         task_type="CAUSAL_LM",
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _check_adapted(model: PeftModel) -> None:
@@ -110,7 +112,8 @@ def apply_lora(model: nn.Module, model_cfg: Any) -> PeftModel:
             peft_model = get_peft_model(model, lora_config(model_cfg))
     except (ValueError, KeyError, RuntimeError) as exc:
         raise ModelLoadError(
-            f"{LORA_KEYS}: cannot add LoRA adapters: {_first_line(exc)} (its linear layers: {', '.join(linear)})"
+            f"{LORA_KEYS}: cannot add LoRA adapters: {first_line(exc)} "
+            f"(its linear layers: {', '.join(linear)})"
         ) from None
     _check_adapted(peft_model)
     return peft_model
@@ -140,11 +143,22 @@ def configured_rank(model_cfg: Any) -> int:
 
 def check_lora_targets(model_cfg: Any) -> None:
     """Resolve the target modules against the model's architecture before any weight is read: the model is
-    built on the meta device from its config.json, so an unknown module name fails in one line up front."""
+    built on the meta device from its config.json, so an unknown module name fails in one line up front. A
+    saved adapter (``lora_adapter_path``) must load in the workers instead: its config parses and its weights
+    pass the header check the model weights get."""
     if not lora_enabled(model_cfg):
         return
     if model_cfg.lora_adapter_path:
-        check_adapter_dir(str(model_cfg.lora_adapter_path))
+        from peft import LoraConfig
+
+        path = str(model_cfg.lora_adapter_path)
+        check_adapter_dir(path)
+        try:
+            LoraConfig.from_pretrained(str(Path(path).expanduser()))
+        except Exception as exc:  # noqa: BLE001 - json and peft raise their own types
+            reason = f"{ADAPTER_CONFIG} does not load ({first_line(exc)})"
+            raise ModelLoadError(f"{LORA_KEYS}.lora_adapter_path={path}: {reason}") from None
+        check_model_weights(Path(path).expanduser())
         return
     from transformers import AutoConfig
 

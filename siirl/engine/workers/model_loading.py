@@ -100,10 +100,8 @@ def load_tokenizer(model_cfg: ModelConfig) -> PreTrainedTokenizerBase:
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=bool(model_cfg.trust_remote_code))
     except (OSError, ValueError, TypeError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(
-            f"no usable tokenizer in '{path}' (set model.tokenizer_path): {first_line}"
-        ) from None
+        reason = first_line(exc)
+        raise ModelLoadError(f"no usable tokenizer in '{path}' (set model.tokenizer_path): {reason}") from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     template = getattr(model_cfg, "custom_chat_template", None)
@@ -182,6 +180,26 @@ def load_value_model(model_cfg: ModelConfig, backend: DeviceBackend, dtype: torc
             module.p = 0.0
     model.config.use_cache = False
     return model
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of a library's error, or its type when it says nothing."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def check_model_weights(path: Path) -> None:
+    """Each ``*.safetensors`` file opens and its header matches its size (truncated or garbage files fail);
+    the launcher runs it before Ray on every model directory the run loads."""
+    from safetensors import safe_open
+
+    for weights in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(str(weights), framework="pt") as handle:
+                handle.keys()
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types and OSError
+            reason = first_line(exc)
+            raise SiirlUserError(f"model weights {weights} are corrupt or truncated ({reason})") from None
 
 
 def check_sequence_classifier(model_cfg: Any) -> None:
