@@ -26,7 +26,7 @@ from siirl.environment.interactions import check_interaction_classes, load_inter
 from siirl.environment.outputs import env_mode
 from siirl.environment.tools import check_tool_classes, load_tool_config
 from siirl.errors import ConfigError
-from siirl.execution.roles import ROLES, uses_lora
+from siirl.execution.roles import ROLES, uses_critic, uses_lora
 from siirl.params import compose_config
 from siirl.params.async_checks import check_async
 from siirl.params.async_training import trainer_mode
@@ -101,24 +101,20 @@ def check_bypass_loss(cfg: SiirlConfig) -> None:
         )
 
 
-def check_sum_pi_squared(cfg: SiirlConfig) -> None:
-    """An estimator that reads ``sum_pi_squared`` (optimal_token_baseline) needs the actor to compute it."""
+def check_estimator_inputs(cfg: SiirlConfig) -> None:
+    """What the estimator reads is produced: a greedy baseline response per prompt (remax) by greedy
+    validation sampling, ``sum_pi_squared`` (optimal_token_baseline) by the actor."""
     estimator = cfg.algorithm.adv_estimator
-    if estimator_needs(estimator).sum_pi_squared and not cfg.actor_rollout_ref.actor.calculate_sum_pi_squared:
+    needs, val = estimator_needs(estimator), cfg.actor_rollout_ref.rollout.val_kwargs
+    if needs.reward_baselines and not ((not val.do_sample or val.temperature == 0) and val.n == 1):
+        raise ConfigError(
+            f"bad config: algorithm.adv_estimator={estimator} scores a greedy baseline "
+            "response per prompt with rollout.val_kwargs; keep val_kwargs.do_sample=false and n=1"
+        )
+    if needs.sum_pi_squared and not cfg.actor_rollout_ref.actor.calculate_sum_pi_squared:
         raise ConfigError(
             f"bad config: algorithm.adv_estimator={estimator} needs the policy's sum of squared token "
             "probabilities; set actor_rollout_ref.actor.calculate_sum_pi_squared=true (as verl requires)"
-        )
-
-
-def check_remax_baseline(cfg: SiirlConfig) -> None:
-    """An estimator scoring a greedy baseline response needs greedy validation sampling."""
-    val = cfg.actor_rollout_ref.rollout.val_kwargs
-    greedy = (not val.do_sample or val.temperature == 0) and val.n == 1
-    if estimator_needs(cfg.algorithm.adv_estimator).reward_baselines and not greedy:
-        raise ConfigError(
-            f"bad config: algorithm.adv_estimator={cfg.algorithm.adv_estimator} scores a greedy baseline "
-            "response per prompt with rollout.val_kwargs; keep val_kwargs.do_sample=false and n=1"
         )
 
 
@@ -282,8 +278,6 @@ def check_vision_policy(cfg: SiirlConfig) -> None:
             f"bad config: {cfg.actor_rollout_ref.model.path} is a vision-language model and the '{name}' rollout "
             "engine does not pass images yet; set actor_rollout_ref.rollout.name=hf, vllm or sglang"
         )
-    from siirl.execution.roles import uses_critic
-
     if uses_critic(cfg):
         raise ConfigError(
             "bad config: a critic (critic.enable / adv_estimator=gae) of a vision-language policy is not "
@@ -314,8 +308,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_agent_loops(cfg)
     check_verl_backend(str(cfg.actor_rollout_ref.rollout.weight_sync))
     check_registry_values(cfg)
-    check_remax_baseline(cfg)
-    check_sum_pi_squared(cfg)
+    check_estimator_inputs(cfg)
     choose_rollout_engine(cfg)
     check_group_filter_metric(cfg)
     check_lora_rollout(cfg)

@@ -209,11 +209,6 @@ def check_ground_truth(rows: Any) -> None:
         )
 
 
-def _dp_size(plan: ExecutionPlan, role: str) -> int | None:
-    group = plan.groups.get(role)
-    return group.dp_size if group is not None else None
-
-
 def _data_dp_size(plan: ExecutionPlan) -> int:
     """The dp size the workers shard the dataloader over (the rollout's, else their first role's)."""
     coords = plan.worker(0).coords
@@ -242,7 +237,7 @@ def check_batch_sizes(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
         ("critic", "critic.ppo_mini_batch_size", cfg.critic.ppo_mini_batch_size),
     )
     for role, key, mini in minis:
-        dp = _dp_size(plan, role)
+        dp = plan.groups[role].dp_size if role in plan.groups else None
         if dp and mini * n < dp:
             raise ConfigError(
                 f"bad config: {key}={mini} x actor_rollout_ref.rollout.n={n} is smaller than the {role} "

@@ -28,10 +28,11 @@ from siirl.params.micro_batch_keys import resolve_micro_batches
 from siirl.params.override_screen import screen_overrides
 from siirl.params.rollout_keys import resolve_rollout_lengths
 from siirl.params.root import SiirlConfig, register_schema
+from siirl.params.rules import validate_sections
 from siirl.params.schema_keys import schema_keys
 from siirl.params.siirl_embodied_layout import layout_config_name, translate_embodied_layout
 from siirl.params.tree_screen import screen_tree
-from siirl.params.validate import refuse_unsupported, validate_config
+from siirl.params.validate import refuse_unsupported
 from siirl.params.verl_keys import apply_verl_keys
 from siirl.user_files import check_config_folder
 
@@ -236,7 +237,7 @@ def compose_config(
         raise ConfigError(f"bad config: {message}") from None
     apply_verl_keys(cfg)
     fill_embodied_policy(cfg)
-    validate_config(cfg)
+    validate_sections(cfg, SiirlConfig)  # each section's rules; the first broken one raises
     resolve_micro_batches(cfg)
     resolve_rollout_lengths(cfg)
     fill_embedded_defaults(cfg)

@@ -1,5 +1,5 @@
-"""The config's value checks at the edge of ``siirl.params``: the sections' own rules (``siirl.params.rules``),
-run once over the composed config, and verl options refused before Hydra composes them.
+"""verl options refused before Hydra composes them; the sections' own rules (``siirl.params.rules``) run once
+over the composed config (``validate_sections``, from the loader).
 
 A key whose value names a registry entry (estimator, loss, engine, dtype, ...) has no rule here: its registry
 states the keys it governs and ``siirl.config_checks`` checks them, so the allowed values are written once.
@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from siirl.errors import ConfigError
 from siirl.params.distillation import refuse_other_teachers
 from siirl.params.root import SiirlConfig
-from siirl.params.rules import field_table, validate_sections
+from siirl.params.rules import field_table
 from siirl.params.verl_engines import engine_refusal
 
 #: Dotted key -> (is the value allowed?, what is allowed), as the sections declare them.
@@ -64,8 +64,3 @@ def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -
 
 def _has_section(tree: Any, section: str) -> bool:
     return isinstance(tree, dict) and any(k == section or _has_section(v, section) for k, v in tree.items())
-
-
-def validate_config(cfg: DictConfig) -> None:
-    """Raise ``ConfigError`` naming the first key whose value breaks its section's rules."""
-    validate_sections(cfg, SiirlConfig)
