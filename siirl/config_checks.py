@@ -122,7 +122,8 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
     """``device=cpu`` is the user's explicit request to run on the CPU: vLLM runs there through its CPU build
     (refused before Ray when it is not installed), and an engine with no CPU build (SGLang) rolls out with hf,
     said once. On other devices an engine the device cannot run stays an error (raised by the launcher). Then
-    the engine vets its settings."""
+    the engine vets its settings; run apart (``separate_async``), in processes of its own, one engine per
+    rollout rank, an engine whose groups span every DAG worker cannot span ranks with tensor parallelism."""
     rollout = cfg.actor_rollout_ref.rollout
     if str(cfg.trainer.device) == "cpu" and rollout.name not in backend_class("cpu").rollout_engines:
         logger.warning(
@@ -141,14 +142,8 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
             f"bad config: actor_rollout_ref.rollout.calculate_log_probs=true needs the log-probs the engine samples "
             f"with, which the '{rollout.name}' rollout engine does not record (the hf and vllm engines do)"
         )
-    ROLLOUT_ENGINES.get(rollout.name).check_rollout_config(rollout)
-
-
-def check_rollout_apart(cfg: SiirlConfig) -> None:
-    """An engine whose groups span every DAG worker runs apart (``separate_async``) in processes of its own,
-    one engine per rollout rank: its tensor parallelism cannot span ranks there."""
-    rollout = cfg.actor_rollout_ref.rollout
     engine = ROLLOUT_ENGINES.get(rollout.name)
+    engine.check_rollout_config(rollout)
     if trainer_mode(cfg) == "separate_async" and engine.spans_dag_world and rollout.tensor_model_parallel_size > 1:
         raise ConfigError(engine.apart_tp_refusal(rollout.tensor_model_parallel_size))
 
@@ -316,7 +311,6 @@ def check_config(cfg: SiirlConfig) -> None:
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
     check_async(cfg, env_mode(cfg))
-    check_rollout_apart(cfg)
     cfg.actor_rollout_ref.rollout.weight_sync = resolve_weight_sync(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
     check_bypass_loss(cfg)
