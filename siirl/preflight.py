@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import logging
 import tempfile
-from collections.abc import Collection
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,12 @@ from siirl.agent_loops import check_agent_names
 from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
 from siirl.data_coordinator.custom_dataset import dataset_class
 from siirl.data_coordinator.parquet_source import ParquetRows
-from siirl.engine.workers.model_loading import check_model_weights, load_tokenizer, model_dir
+from siirl.engine.workers.model_loading import (
+    check_model_weights,
+    check_sequence_classifier,
+    load_tokenizer,
+    model_dir,
+)
 from siirl.environment.interactions import load_interaction_config
 from siirl.environment.outputs import env_mode
 from siirl.environment.tools import load_tool_config
@@ -37,39 +41,23 @@ from siirl.params.sequence_parallel import SP_KEYS, role_models, sequence_parall
 logger = logging.getLogger(__name__)
 
 
-def _attention_names() -> list[str]:
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    import siirl.engine.workers.varlen_attention  # noqa: F401  (registers siiRL's varlen kernel)
-
-    return sorted({"auto", "eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()})
-
-
-def _valid_attention(name: str, known: Collection[str]) -> bool:
-    """Registered names, ``paged|<name>``, or a Hub kernel repo (``org/repo[:fn]``) that transformers fetches."""
-    return name in known or "/" in name or (name.startswith("paged|") and name[len("paged|"):] in known)
-
-
 ATTENTION_KEYS = ("actor_rollout_ref.model.attn_implementation", "critic.model.attn_implementation")
 
 
 def check_attention_names(cfg: SiirlConfig) -> None:
-    """Each ``attn_implementation`` is one transformers (or siiRL's varlen kernel) registers; the other
-    registry-named keys were checked by ``siirl.config_checks.load_config``."""
-    known = _attention_names()
+    """Each ``attn_implementation`` is one transformers (or siiRL's varlen kernel) registers, ``paged|<name>``
+    of one, or a Hub kernel repo (``org/repo[:fn]``) that transformers fetches; the other registry-named keys
+    were checked by ``siirl.config_checks.load_config``."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    import siirl.engine.workers.varlen_attention  # noqa: F401  (registers siiRL's varlen kernel)
+
+    known = sorted({"auto", "eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()})
     for key in ATTENTION_KEYS:
         value = str(attrgetter(key)(cfg))
-        if not _valid_attention(value, known):
+        paged = value.startswith("paged|") and value[len("paged|"):] in known
+        if not (value in known or "/" in value or paged):
             raise ConfigError(f"bad config: {key}={value!r} is unknown; known: {', '.join(known)}")
-
-
-def check_reward_model(cfg: SiirlConfig) -> None:
-    """The reward model's dir, class (a sequence classifier, from config.json) and weights, before Ray."""
-    from siirl.engine.workers.model_loading import check_sequence_classifier
-
-    if cfg.reward_model.enable:
-        check_sequence_classifier(cfg.reward_model.model)
-        check_model_weights(model_dir(cfg.reward_model.model))
 
 
 def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
@@ -135,7 +123,9 @@ def check_inputs(cfg: SiirlConfig) -> None:
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
     check_config_overrides(cfg)
     check_lora_targets(cfg.actor_rollout_ref.model)  # a saved adapter's config and weights too
-    check_reward_model(cfg)
+    if cfg.reward_model.enable:  # a sequence classifier (read from config.json) with sound weights
+        check_sequence_classifier(cfg.reward_model.model)
+        check_model_weights(model_dir(cfg.reward_model.model))
     check_attention_heads(cfg)
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))

@@ -51,15 +51,11 @@ def config_dir() -> Path:
     raise ConfigError(f"no {PRIMARY_CONFIG}.yaml found in any of: {', '.join(map(str, candidates))}")
 
 
-def _root_cause(exc: BaseException) -> BaseException:
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
-
-
 def _one_line(exc: BaseException) -> str:
-    """OmegaConf messages carry 'full_key: ...' lines; keep the first line and name the key."""
-    cause = _root_cause(exc)
+    """OmegaConf messages carry 'full_key: ...' lines; keep the root cause's first line and name the key."""
+    cause = exc
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
     lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
     if len(lines) > 1 and lines[0].endswith("while composing config:"):
         lines = lines[1:]  # Hydra's wrapper line; the next one says what is wrong
