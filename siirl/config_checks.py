@@ -75,30 +75,26 @@ def check_registry_values(cfg: SiirlConfig) -> None:
 
 def resolve_loss_mode(cfg: SiirlConfig) -> str:
     """``auto`` follows the estimator (cpgd -> cpgd, gspo -> gspo, else vanilla); an explicit mode that
-    contradicts an estimator with a loss of its own is refused."""
+    contradicts an estimator with a loss of its own is refused. Bypass mode trains with its own loss
+    (``rollout_correction.loss_type``): a different policy loss the run asks for (explicitly or through its
+    estimator) would be silently dropped, so it is refused."""
     estimator = cfg.algorithm.adv_estimator
     wanted = estimator_needs(estimator).loss_mode
     mode = str(cfg.actor_rollout_ref.actor.policy_loss.loss_mode)
     if mode == "auto":
-        return wanted
-    if wanted != "vanilla" and mode != wanted:
+        mode = wanted
+    elif wanted != "vanilla" and mode != wanted:
         raise ConfigError(
             f"bad config: algorithm.adv_estimator={estimator} trains with loss_mode={wanted}, but "
             f"{LOSS_MODE_KEY}={mode}; drop the override (auto) or pick a matching pair"
         )
-    return mode
-
-
-def check_bypass_loss(cfg: SiirlConfig) -> None:
-    """Bypass mode trains with its own loss (``rollout_correction.loss_type``); a different policy loss the
-    run asks for (explicitly or through its estimator) would be silently dropped, so it is refused."""
-    mode = cfg.actor_rollout_ref.actor.policy_loss.loss_mode
     if cfg.algorithm.rollout_correction.bypass_mode and mode != "vanilla":
         raise ConfigError(
             f"bad config: {BYPASS_KEY}=true trains with algorithm.rollout_correction.loss_type "
-            f"(ppo_clip or reinforce), not {LOSS_MODE_KEY}={mode} (adv_estimator={cfg.algorithm.adv_estimator}); "
+            f"(ppo_clip or reinforce), not {LOSS_MODE_KEY}={mode} (adv_estimator={estimator}); "
             "drop one of them"
         )
+    return mode
 
 
 def check_estimator_inputs(cfg: SiirlConfig) -> None:
@@ -313,7 +309,6 @@ def check_config(cfg: SiirlConfig) -> None:
     check_async(cfg, env_mode(cfg))
     cfg.actor_rollout_ref.rollout.weight_sync = resolve_weight_sync(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
-    check_bypass_loss(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg)
 
 
