@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-import yaml
-
 from siirl.errors import ConfigError
+from siirl.params.override_screen import parse_value
 
 logger = logging.getLogger(__name__)
 
@@ -112,13 +111,6 @@ def _section(key: str) -> Section | None:
     return None
 
 
-def _value(raw: str) -> object:
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError:
-        return raw
-
-
 #: The config its embodied scripts name; the original's launcher reads no config file (only key=value
 #: overrides), so the name selects nothing there.
 ORIGINAL_CONFIG_NAME = "embodied_grpo_trainer"
@@ -157,7 +149,7 @@ def translate_embodied_layout(overrides: list[str]) -> list[str]:
     """``overrides`` with the layout's keys rewritten (a no-op without them); one warning per section."""
     if not uses_embodied_layout(overrides):
         return overrides
-    switches = [_value(o.partition("=")[2]) for o in overrides
+    switches = [parse_value(o.partition("=")[2]) for o in overrides
                 if o.partition("=")[0].lstrip("+") == "algorithm.embodied_sampling.filter_accuracy"]
     accuracy_bounds = bool(switches) and switches[-1] is True  # the last one given wins, as in Hydra
     out: list[str] = []
@@ -166,7 +158,7 @@ def translate_embodied_layout(overrides: list[str]) -> list[str]:
     for override in overrides:
         key, sep, raw = override.partition("=")
         bare = key.lstrip("+~")
-        if bare in _LAYOUT_KEYS and _LAYOUT_KEYS[bare][0] in (None, _value(raw)):
+        if bare in _LAYOUT_KEYS and _LAYOUT_KEYS[bare][0] in (None, parse_value(raw)):
             why = _LAYOUT_KEYS[bare][1]
             notes.setdefault(bare, _Notes()).not_read.setdefault(why, []).append(f"{bare}={raw}")
             continue
@@ -178,7 +170,7 @@ def translate_embodied_layout(overrides: list[str]) -> list[str]:
         said = notes.setdefault(section.prefix + ("*" if leaf else ""), _Notes())
         if leaf in section.refused:
             allowed, why = section.refused[leaf]
-            if _value(raw) != allowed:
+            if parse_value(raw) != allowed:
                 problems.append(f"{bare}={raw}: {why} ({allowed!r} only)")
             continue
         bounds_off = section.prefix == "algorithm.embodied_sampling." and not accuracy_bounds
