@@ -100,11 +100,6 @@ class RolloutCorrectionConfig:
     #: rejection mask applies, the weights do not) | reinforce (policy gradient times the IS weights, no clipping).
     loss_type: str = "ppo_clip"
 
-    @property
-    def active(self) -> bool:
-        """Whether the correction changes training (weights or masks), not only reports metrics."""
-        return any(v is not None for v in (self.rollout_is, self.rollout_rs, self.rollout_token_veto_threshold))
-
     def validate(self, cfg: Any, key: str) -> None:
         """verl's divergence options carry every bound in ``rollout_rs_threshold``; the ratio levels take one
         upper number and an optional lower one below it. Any use of the rollout's log-probs needs them recorded."""
@@ -129,6 +124,7 @@ class RolloutCorrectionConfig:
                     f"bad config: {key}.rollout_rs_threshold_lower={lower} is above the upper bound {upper}; "
                     "every response would be rejected"
                 )
+        # weights or masks change training; with none of them the correction only reports metrics
         active = any(v is not None for v in (self.rollout_is, self.rollout_rs, self.rollout_token_veto_threshold))
         users = [key] if active else []
         users += [f"{key}.bypass_mode=true"] if self.bypass_mode else []

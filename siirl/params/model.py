@@ -97,7 +97,7 @@ class PolicyModelConfig(ModelConfig):
     """``actor_rollout_ref.model``: the policy's model plus verl's LoRA and loading keys."""
 
     #: LoRA rank of the adapters trained through peft; 0 = full fine-tuning (verl's default).
-    lora_rank: int = 0
+    lora_rank: int = checked(0, (lambda v: v >= 0, ">= 0 (0 = off)"))
     lora_alpha: int = 16
     #: Module names (or suffixes) that get adapters, or ``all-linear`` (every linear layer but the LM head).
     target_modules: Any = "all-linear"
