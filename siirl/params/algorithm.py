@@ -141,7 +141,6 @@ class AlgorithmConfig:
     #: grpo | gae | cpgd | gspo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | gpg | optimal_token_baseline
     #: | gdpo | gae_marft (teams only)
     adv_estimator: str = "grpo"
-    #: DEFAULT | DAPO | EMBODIED
     workflow_type: str = checked("DEFAULT", one_of(*(e.value for e in WorkflowType)))
     gamma: float = 1.0
     lam: float = 1.0

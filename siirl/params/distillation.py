@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from siirl.errors import ConfigError
 from siirl.params.model import ModelConfig
+from siirl.params.override_screen import override_key
 
 #: Where verl's ``teacher_key`` routes samples; with one teacher it is not read (verl routes all to it).
 TEACHER_KEY_DEFAULT = "data_source"
@@ -140,7 +141,7 @@ def teacher_of(cfg: DistillationConfig) -> TeacherModelConfig:
 def refuse_other_teachers(overrides: list[str], user_tree: dict[str, Any] | None) -> None:
     """verl's multi-teacher distillation adds teachers beside ``teacher_model``
     (``+distillation.teacher_models.<name>.*``): refused in one line before Hydra composes, naming it."""
-    names = [o.partition("=")[0].lstrip("+~").split(".") for o in overrides]
+    names = [override_key(o).split(".") for o in overrides]
     tree = (user_tree or {}).get("distillation") or {}
     names += [["distillation", "teacher_models", name] for name in tree.get("teacher_models") or {}]
     for parts in names:

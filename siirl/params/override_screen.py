@@ -110,8 +110,9 @@ def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str], verl_
     return _Screened(f"++{bare}={raw}" if sign == "+" or under_dict else override)
 
 
-def _target(kept: str) -> str:
-    return kept.partition("=")[0].lstrip("+~")
+def override_key(override: str) -> str:
+    """The dotted key an override sets, without Hydra's ``+`` / ``++`` / ``~`` signs."""
+    return override.partition("=")[0].lstrip("+~")
 
 
 def _newest_wins(overrides: list[str], results: list[_Screened]) -> list[_Screened]:
@@ -120,7 +121,7 @@ def _newest_wins(overrides: list[str], results: list[_Screened]) -> list[_Screen
     by_key: dict[str, list[int]] = {}
     for index, result in enumerate(results):
         if result.keep is not None:
-            by_key.setdefault(_target(result.keep), []).append(index)
+            by_key.setdefault(override_key(result.keep), []).append(index)
     out = list(results)
     for key, indices in by_key.items():
         newest = max(results[i].newer for i in indices)
