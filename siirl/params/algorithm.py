@@ -10,16 +10,14 @@ from siirl.params.divergence_bounds import OPTIONS, is_divergence_spec, parse_bo
 from siirl.params.enums import WorkflowType
 from siirl.params.environment import EmbodiedConfig
 from siirl.params.is_threshold import parse_is_threshold
-from siirl.params.model import FSDPModelConfig
+from siirl.params.model import FSDPModelConfig, strategy_field
 from siirl.params.rules import (
     FINITE_POSITIVE,
     NON_NEGATIVE,
     OPTIONAL_POSITIVE,
     POSITIVE,
     checked,
-    is_megatron,
     one_of,
-    refused,
 )
 
 
@@ -248,11 +246,7 @@ class SandboxFusionConfig:
 class RewardModelConfig:
     #: Model-based reward (a sequence classifier); rule rewards need none.
     enable: bool = False
-    #: auto | fsdp (= fsdp2) | replicate, as ``critic.strategy`` (megatron: refused)
-    strategy: str = refused(
-        "auto", is_megatron,
-        "is not implemented; the reward model runs with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
-    )
+    strategy: str = strategy_field("the reward model runs")
     model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
     micro_batch_size_per_gpu: int = checked(64, POSITIVE)
     use_dynamic_bsz: bool = True

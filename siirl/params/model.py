@@ -32,6 +32,14 @@ REMOVE_PADDING_LAYOUTS = ("auto", "packed", "shared", "trimmed")
 ROLLOUT_LOAD_FORMATS = ("auto", "safetensors", "pt", "dummy")
 
 
+def strategy_field(role: str) -> Any:
+    """A role's ``strategy``: auto (replicate small models, FSDP2 otherwise) | fsdp (= fsdp2) | replicate; verl's
+    megatron is not implemented and refused, naming ``role``."""
+    return refused(
+        "auto", is_megatron, f"is not implemented; {role} with FSDP2 or replicated (strategy=auto|fsdp|replicate)"
+    )
+
+
 @dataclass
 class FusedKernelOptions:
     #: verl's choice of fused-kernel implementation (torch | triton); here the device backend names its one
@@ -204,12 +212,8 @@ class LogProbBatchingConfig:
 
 @dataclass
 class ActorConfig(UpdateConfig):
-    #: auto (replicate small models, FSDP2 otherwise) | fsdp (= fsdp2) | replicate; also used by the reference.
-    #: megatron is not implemented and refused.
-    strategy: str = refused(
-        "auto", is_megatron,
-        "is not implemented; the actor trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
-    )
+    #: Also the reference's (it shards as the actor does).
+    strategy: str = strategy_field("the actor trains")
     #: auto | recompute | rollout: where the PPO old log-probs come from (see siirl.params.old_log_prob).
     old_log_prob_source: str = checked("auto", one_of(*OLD_LOG_PROB_SOURCES))
     #: verl's: the policy's vision tower (a VLM's image encoder) is not trained; nothing to freeze in a text LM.
@@ -403,11 +407,7 @@ class ActorRolloutRefConfig:
 @dataclass
 class CriticConfig(UpdateConfig):
     enable: bool = False
-    #: auto | fsdp (= fsdp2) | replicate, as ``actor_rollout_ref.actor.strategy`` (megatron: refused)
-    strategy: str = refused(
-        "auto", is_megatron,
-        "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
-    )
+    strategy: str = strategy_field("the critic trains")
     model: FSDPModelConfig = field(default_factory=FSDPModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
     cliprange_value: float = 0.5
