@@ -16,8 +16,6 @@ from siirl.errors import ConfigError
 from siirl.params.model import ModelConfig
 from siirl.params.override_screen import override_key
 
-#: Where verl's ``teacher_key`` routes samples; with one teacher it is not read (verl routes all to it).
-TEACHER_KEY_DEFAULT = "data_source"
 SINGLE_TEACHER = "teacher_model"
 
 
@@ -102,7 +100,8 @@ class DistillationConfig:
     teacher_models: dict[str, TeacherModelConfig] = field(
         default_factory=lambda: {SINGLE_TEACHER: TeacherModelConfig()}
     )
-    teacher_key: str = TEACHER_KEY_DEFAULT
+    #: Where verl routes samples among teachers; with one teacher it is not read (verl routes all to it).
+    teacher_key: str = "data_source"
 
     def validate(self, cfg: Any, key: str) -> None:
         """One ``ConfigError`` line per mistake, before Ray; nothing is read while ``enabled`` is false."""

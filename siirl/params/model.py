@@ -27,9 +27,6 @@ from siirl.params.rules import (
 
 #: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
 REMOVE_PADDING_LAYOUTS = ("auto", "packed", "shared", "trimmed")
-#: ``rollout.load_format`` values: how vLLM / SGLang read the model dir at start-up (``dummy``: random
-#: weights, replaced by the first weight sync). The HF engine always reads the dir.
-ROLLOUT_LOAD_FORMATS = ("auto", "safetensors", "pt", "dummy")
 
 
 def strategy_field(role: str) -> Any:
@@ -273,10 +270,6 @@ class EngineKwargs:
     trtllm: dict[str, Any] = field(default_factory=dict)
 
 
-#: What a step past ``skip.max_dump_step`` runs (siirl.dag_worker.rollout_dump).
-SKIP_ACTIONS = ("cache", "repeat", "repeat_last")
-
-
 @dataclass
 class RolloutSkipConfig:
     """verl's ``rollout.skip``: dump each step's rollout under ``dump_dir`` and train later runs from it."""
@@ -285,8 +278,8 @@ class RolloutSkipConfig:
     dump_dir: str = "~/.verl/rollout_dump"
     #: Steps from the start whose rollouts are dumped (or loaded, once dumped).
     max_dump_step: int = checked(1, POSITIVE)
-    #: cache | repeat | repeat_last: what a later step runs.
-    action: str = checked("cache", one_of(*SKIP_ACTIONS))
+    #: What a step past ``max_dump_step`` runs (siirl.dag_worker.rollout_dump).
+    action: str = checked("cache", one_of("cache", "repeat", "repeat_last"))
 
 
 @dataclass
@@ -372,8 +365,9 @@ class RolloutConfig(LogProbBatchingConfig):
     generation_timeout_s: Optional[float] = checked(  # noqa: UP045
         None, (lambda v: v is None or 0 < v < math.inf, "null (no bound) or finite and > 0")
     )
-    #: auto | safetensors | pt | dummy: how vLLM / SGLang load the model dir (see ROLLOUT_LOAD_FORMATS).
-    load_format: str = checked("auto", one_of(*ROLLOUT_LOAD_FORMATS))
+    #: How vLLM / SGLang read the model dir at start-up (``dummy``: random weights, replaced by the first weight
+    #: sync). The HF engine always reads the dir.
+    load_format: str = checked("auto", one_of("auto", "safetensors", "pt", "dummy"))
     #: verl's memory-saving LoRA sync (merge and send one layer at a time). siiRL always syncs parameter
     #: by parameter, merging each adapted layer as it goes, so both values behave alike.
     layered_summon: bool = False
