@@ -10,16 +10,14 @@ from siirl.params.divergence_bounds import OPTIONS, is_divergence_spec, parse_bo
 from siirl.params.enums import WorkflowType
 from siirl.params.environment import EmbodiedConfig
 from siirl.params.is_threshold import parse_is_threshold
-from siirl.params.model import FSDPModelConfig
+from siirl.params.model import FSDPModelConfig, strategy_field
 from siirl.params.rules import (
     FINITE_POSITIVE,
     NON_NEGATIVE,
     OPTIONAL_POSITIVE,
     POSITIVE,
     checked,
-    is_megatron,
     one_of,
-    refused,
 )
 
 
@@ -100,11 +98,6 @@ class RolloutCorrectionConfig:
     #: rejection mask applies, the weights do not) | reinforce (policy gradient times the IS weights, no clipping).
     loss_type: str = "ppo_clip"
 
-    @property
-    def active(self) -> bool:
-        """Whether the correction changes training (weights or masks), not only reports metrics."""
-        return any(v is not None for v in (self.rollout_is, self.rollout_rs, self.rollout_token_veto_threshold))
-
     def validate(self, cfg: Any, key: str) -> None:
         """verl's divergence options carry every bound in ``rollout_rs_threshold``; the ratio levels take one
         upper number and an optional lower one below it. Any use of the rollout's log-probs needs them recorded."""
@@ -129,6 +122,7 @@ class RolloutCorrectionConfig:
                     f"bad config: {key}.rollout_rs_threshold_lower={lower} is above the upper bound {upper}; "
                     "every response would be rejected"
                 )
+        # weights or masks change training; with none of them the correction only reports metrics
         active = any(v is not None for v in (self.rollout_is, self.rollout_rs, self.rollout_token_veto_threshold))
         users = [key] if active else []
         users += [f"{key}.bypass_mode=true"] if self.bypass_mode else []
@@ -145,7 +139,6 @@ class AlgorithmConfig:
     #: grpo | gae | cpgd | gspo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | gpg | optimal_token_baseline
     #: | gdpo | gae_marft (teams only)
     adv_estimator: str = "grpo"
-    #: DEFAULT | DAPO | EMBODIED
     workflow_type: str = checked("DEFAULT", one_of(*(e.value for e in WorkflowType)))
     gamma: float = 1.0
     lam: float = 1.0
@@ -253,11 +246,7 @@ class SandboxFusionConfig:
 class RewardModelConfig:
     #: Model-based reward (a sequence classifier); rule rewards need none.
     enable: bool = False
-    #: auto | fsdp (= fsdp2) | replicate, as ``critic.strategy`` (megatron: refused)
-    strategy: str = refused(
-        "auto", is_megatron,
-        "is not implemented; the reward model runs with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
-    )
+    strategy: str = strategy_field("the reward model runs")
     model: RewardModelModelConfig = field(default_factory=RewardModelModelConfig)
     micro_batch_size_per_gpu: int = checked(64, POSITIVE)
     use_dynamic_bsz: bool = True

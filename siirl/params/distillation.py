@@ -14,9 +14,8 @@ from typing import Any, Optional
 
 from siirl.errors import ConfigError
 from siirl.params.model import ModelConfig
+from siirl.params.override_screen import override_key
 
-#: Where verl's ``teacher_key`` routes samples; with one teacher it is not read (verl routes all to it).
-TEACHER_KEY_DEFAULT = "data_source"
 SINGLE_TEACHER = "teacher_model"
 
 
@@ -101,7 +100,8 @@ class DistillationConfig:
     teacher_models: dict[str, TeacherModelConfig] = field(
         default_factory=lambda: {SINGLE_TEACHER: TeacherModelConfig()}
     )
-    teacher_key: str = TEACHER_KEY_DEFAULT
+    #: Where verl routes samples among teachers; with one teacher it is not read (verl routes all to it).
+    teacher_key: str = "data_source"
 
     def validate(self, cfg: Any, key: str) -> None:
         """One ``ConfigError`` line per mistake, before Ray; nothing is read while ``enabled`` is false."""
@@ -140,7 +140,7 @@ def teacher_of(cfg: DistillationConfig) -> TeacherModelConfig:
 def refuse_other_teachers(overrides: list[str], user_tree: dict[str, Any] | None) -> None:
     """verl's multi-teacher distillation adds teachers beside ``teacher_model``
     (``+distillation.teacher_models.<name>.*``): refused in one line before Hydra composes, naming it."""
-    names = [o.partition("=")[0].lstrip("+~").split(".") for o in overrides]
+    names = [override_key(o).split(".") for o in overrides]
     tree = (user_tree or {}).get("distillation") or {}
     names += [["distillation", "teacher_models", name] for name in tree.get("teacher_models") or {}]
     for parts in names:

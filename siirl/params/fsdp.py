@@ -28,13 +28,6 @@ FSDP_SECTIONS = {
     "critic": "critic.model.fsdp_config",
     "reward_model": "reward_model.model.fsdp_config",
 }
-#: The strategy key each section's model follows (the reference follows the actor's).
-STRATEGY_KEYS = {
-    "actor": "actor_rollout_ref.actor.strategy",
-    "reference": "actor_rollout_ref.actor.strategy",
-    "critic": "critic.strategy",
-    "reward_model": "reward_model.strategy",
-}
 #: Sections of models without an optimizer: ``optimizer_offload`` has nothing to move there.
 FROZEN_ROLES = ("reference", "reward_model")
 
@@ -107,7 +100,8 @@ class FSDPConfig:
             )
         role = next(role for role, section in FSDP_SECTIONS.items() if section == key)
         offload = next((k for k in ("param_offload", "offload_policy") if getattr(self, k)), None)
-        strategy_key = STRATEGY_KEYS[role]
+        # the reference shards as the actor does
+        strategy_key = "actor_rollout_ref.actor.strategy" if role in ("actor", "reference") else f"{role}.strategy"
         if offload and attrgetter(strategy_key)(cfg) == "replicate":
             raise ConfigError(
                 f"bad config: {key}.{offload}=true shards the model with FSDP2 and keeps the shards in "

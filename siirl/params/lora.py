@@ -46,9 +46,7 @@ def module_names(value: Any, key: str) -> str | list[str] | None:
 
 
 def check_lora_keys(model: Any, key: str) -> None:
-    """Rank, alpha and module lists of the policy's model section ``key`` are well formed."""
-    if int(model.lora_rank) < 0:
-        raise ConfigError(f"bad config: {key}.lora_rank={model.lora_rank} is invalid; expected >= 0 (0 = off)")
+    """Alpha and module lists of the policy's model section ``key`` are well formed (its rank has its rule)."""
     if not lora_enabled(model):
         return
     if int(model.lora_alpha) <= 0:

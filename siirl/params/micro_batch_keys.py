@@ -20,18 +20,14 @@ from siirl.params.trainer import world_size
 #: Micro-batch size where none is set (used only with ``use_dynamic_bsz=false``).
 DEFAULT_MICRO_BATCH_SIZE = 64
 
-#: (section, micro-batch size key, its dynamic-batching switch, verl's global form of the size).
-PAIRS = (
-    ("actor_rollout_ref.actor", "ppo_micro_batch_size_per_gpu", "use_dynamic_bsz", "ppo_micro_batch_size"),
-    (
-        "actor_rollout_ref.rollout",
-        "log_prob_micro_batch_size_per_gpu",
-        "log_prob_use_dynamic_bsz",
-        "log_prob_micro_batch_size",
-    ),
-    ("actor_rollout_ref.ref", "log_prob_micro_batch_size_per_gpu", "log_prob_use_dynamic_bsz", "log_prob_micro_batch_size"),
-    ("critic", "ppo_micro_batch_size_per_gpu", "use_dynamic_bsz", "ppo_micro_batch_size"),
-)
+#: Section -> the stem of its keys: ``<stem>_micro_batch_size_per_gpu``, verl's global form
+#: ``<stem>_micro_batch_size`` and the switch ``use_dynamic_bsz`` (``log_prob_use_dynamic_bsz`` for log-probs).
+STEMS = {
+    "actor_rollout_ref.actor": "ppo",
+    "actor_rollout_ref.rollout": "log_prob",
+    "actor_rollout_ref.ref": "log_prob",
+    "critic": "ppo",
+}
 
 
 def micro_batching(size: int | None, dynamic: bool | None) -> tuple[int, bool]:
@@ -62,7 +58,9 @@ def _fold_global_size(node: DictConfig, section: str, size_key: str, global_key:
 def resolve_micro_batches(cfg: DictConfig) -> None:
     """Fill every pair in place (a size below 1 is refused by its field's rule)."""
     dp_size = world_size(cfg)
-    for section, size_key, dynamic_key, global_key in PAIRS:
+    for section, stem in STEMS.items():
+        size_key, global_key = f"{stem}_micro_batch_size_per_gpu", f"{stem}_micro_batch_size"
+        dynamic_key = "use_dynamic_bsz" if stem == "ppo" else "log_prob_use_dynamic_bsz"
         node = OmegaConf.select(cfg, section)
         _fold_global_size(node, section, size_key, global_key, dp_size)
         node[size_key], node[dynamic_key] = micro_batching(node[size_key], node[dynamic_key])

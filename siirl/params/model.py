@@ -27,9 +27,14 @@ from siirl.params.rules import (
 
 #: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
 REMOVE_PADDING_LAYOUTS = ("auto", "packed", "shared", "trimmed")
-#: ``rollout.load_format`` values: how vLLM / SGLang read the model dir at start-up (``dummy``: random
-#: weights, replaced by the first weight sync). The HF engine always reads the dir.
-ROLLOUT_LOAD_FORMATS = ("auto", "safetensors", "pt", "dummy")
+
+
+def strategy_field(role: str) -> Any:
+    """A role's ``strategy``: auto (replicate small models, FSDP2 otherwise) | fsdp (= fsdp2) | replicate; verl's
+    megatron is not implemented and refused, naming ``role``."""
+    return refused(
+        "auto", is_megatron, f"is not implemented; {role} with FSDP2 or replicated (strategy=auto|fsdp|replicate)"
+    )
 
 
 @dataclass
@@ -97,7 +102,7 @@ class PolicyModelConfig(ModelConfig):
     """``actor_rollout_ref.model``: the policy's model plus verl's LoRA and loading keys."""
 
     #: LoRA rank of the adapters trained through peft; 0 = full fine-tuning (verl's default).
-    lora_rank: int = 0
+    lora_rank: int = checked(0, (lambda v: v >= 0, ">= 0 (0 = off)"))
     lora_alpha: int = 16
     #: Module names (or suffixes) that get adapters, or ``all-linear`` (every linear layer but the LM head).
     target_modules: Any = "all-linear"
@@ -204,12 +209,8 @@ class LogProbBatchingConfig:
 
 @dataclass
 class ActorConfig(UpdateConfig):
-    #: auto (replicate small models, FSDP2 otherwise) | fsdp (= fsdp2) | replicate; also used by the reference.
-    #: megatron is not implemented and refused.
-    strategy: str = refused(
-        "auto", is_megatron,
-        "is not implemented; the actor trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
-    )
+    #: Also the reference's (it shards as the actor does).
+    strategy: str = strategy_field("the actor trains")
     #: auto | recompute | rollout: where the PPO old log-probs come from (see siirl.params.old_log_prob).
     old_log_prob_source: str = checked("auto", one_of(*OLD_LOG_PROB_SOURCES))
     #: verl's: the policy's vision tower (a VLM's image encoder) is not trained; nothing to freeze in a text LM.
@@ -269,10 +270,6 @@ class EngineKwargs:
     trtllm: dict[str, Any] = field(default_factory=dict)
 
 
-#: What a step past ``skip.max_dump_step`` runs (siirl.dag_worker.rollout_dump).
-SKIP_ACTIONS = ("cache", "repeat", "repeat_last")
-
-
 @dataclass
 class RolloutSkipConfig:
     """verl's ``rollout.skip``: dump each step's rollout under ``dump_dir`` and train later runs from it."""
@@ -281,8 +278,8 @@ class RolloutSkipConfig:
     dump_dir: str = "~/.verl/rollout_dump"
     #: Steps from the start whose rollouts are dumped (or loaded, once dumped).
     max_dump_step: int = checked(1, POSITIVE)
-    #: cache | repeat | repeat_last: what a later step runs.
-    action: str = checked("cache", one_of(*SKIP_ACTIONS))
+    #: What a step past ``max_dump_step`` runs (siirl.dag_worker.rollout_dump).
+    action: str = checked("cache", one_of("cache", "repeat", "repeat_last"))
 
 
 @dataclass
@@ -368,8 +365,9 @@ class RolloutConfig(LogProbBatchingConfig):
     generation_timeout_s: Optional[float] = checked(  # noqa: UP045
         None, (lambda v: v is None or 0 < v < math.inf, "null (no bound) or finite and > 0")
     )
-    #: auto | safetensors | pt | dummy: how vLLM / SGLang load the model dir (see ROLLOUT_LOAD_FORMATS).
-    load_format: str = checked("auto", one_of(*ROLLOUT_LOAD_FORMATS))
+    #: How vLLM / SGLang read the model dir at start-up (``dummy``: random weights, replaced by the first weight
+    #: sync). The HF engine always reads the dir.
+    load_format: str = checked("auto", one_of("auto", "safetensors", "pt", "dummy"))
     #: verl's memory-saving LoRA sync (merge and send one layer at a time). siiRL always syncs parameter
     #: by parameter, merging each adapted layer as it goes, so both values behave alike.
     layered_summon: bool = False
@@ -403,11 +401,7 @@ class ActorRolloutRefConfig:
 @dataclass
 class CriticConfig(UpdateConfig):
     enable: bool = False
-    #: auto | fsdp (= fsdp2) | replicate, as ``actor_rollout_ref.actor.strategy`` (megatron: refused)
-    strategy: str = refused(
-        "auto", is_megatron,
-        "is not implemented; the critic trains with FSDP2 or replicated (strategy=auto|fsdp|replicate)",
-    )
+    strategy: str = strategy_field("the critic trains")
     model: FSDPModelConfig = field(default_factory=FSDPModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
     cliprange_value: float = 0.5

@@ -49,7 +49,7 @@ def closest_key(key: str, known: Iterable[str]) -> str | None:
     return None
 
 
-def _parse(raw: str) -> Any:
+def parse_value(raw: str) -> Any:
     """The override's value as Hydra reads it (YAML scalars: true/True, 1, "quoted")."""
     try:
         return yaml.safe_load(raw) if raw.strip() else None
@@ -88,18 +88,18 @@ def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str], verl_
         return _Screened(override)
     if _renames(bare, schema):
         try:
-            target = renamed(bare, _parse(raw))
+            target = renamed(bare, parse_value(raw))
         except ValueError as exc:
             return _Screened(None, str(exc))
         if target is None:
             return _Screened(None)
         new_key, value = target
-        text = raw if value == _parse(raw) else str(value)
+        text = raw if value == parse_value(raw) else str(value)
         landed = _screen_one(f"{sign}{new_key}={text}", schema, groups, verl_tree)  # it may land on a status
         problem = landed.problem and landed.problem.replace(new_key, bare, 1)  # named as the user wrote it
         return landed._replace(problem=problem, newer=landed.newer + RENAMED[rename_of(bare)].newer)
     if bare not in schema.leaves and is_inert(bare):  # a key we implement beats its verl family
-        return _Screened(None, inert_refusal(bare, _parse(raw)))
+        return _Screened(None, inert_refusal(bare, parse_value(raw)))
     if is_not_read(bare):
         return _Screened(None)
     if not schema.knows(bare):
@@ -110,8 +110,9 @@ def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str], verl_
     return _Screened(f"++{bare}={raw}" if sign == "+" or under_dict else override)
 
 
-def _target(kept: str) -> str:
-    return kept.partition("=")[0].lstrip("+~")
+def override_key(override: str) -> str:
+    """The dotted key an override sets, without Hydra's ``+`` / ``++`` / ``~`` signs."""
+    return override.partition("=")[0].lstrip("+~")
 
 
 def _newest_wins(overrides: list[str], results: list[_Screened]) -> list[_Screened]:
@@ -120,7 +121,7 @@ def _newest_wins(overrides: list[str], results: list[_Screened]) -> list[_Screen
     by_key: dict[str, list[int]] = {}
     for index, result in enumerate(results):
         if result.keep is not None:
-            by_key.setdefault(_target(result.keep), []).append(index)
+            by_key.setdefault(override_key(result.keep), []).append(index)
     out = list(results)
     for key, indices in by_key.items():
         newest = max(results[i].newer for i in indices)
@@ -128,8 +129,10 @@ def _newest_wins(overrides: list[str], results: list[_Screened]) -> list[_Screen
         losers = [i for i in indices if results[i].newer < newest]
         for i in losers:
             out[i] = _Screened(None)
-        value = _parse(results[winner].keep.partition("=")[2])
-        differ = [overrides[i] for i in losers if _parse(results[i].keep.partition("=")[2]) not in (None, value)]
+        value = parse_value(results[winner].keep.partition("=")[2])
+        differ = [
+            overrides[i] for i in losers if parse_value(results[i].keep.partition("=")[2]) not in (None, value)
+        ]
         if differ and value is not None:
             logger.warning("%s: the newer verl key %s wins over %s", key, overrides[winner], ", ".join(differ))
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
@@ -50,30 +51,24 @@ def _admits_none(hint: Any) -> bool:
     return hint is Any or type(None) in typing.get_args(hint)
 
 
-def _walk(
-    cls: type, prefix: str, leaves: set[str], sections: set[str], open_prefixes: set[str], not_nullable: set[str]
-) -> None:
+def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, Any, bool]]:
+    """``(dotted key, type hint, is a section)`` of every field under ``cls``, nested sections walked."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        key = f"{prefix}{f.name}"
-        hint = hints[f.name]
+        key, hint = f"{prefix}{f.name}", hints[f.name]
         nested = None if _is_mapping(hint) else _dataclass_of(hint)  # a dict of sections is open by name
+        yield key, hint, nested is not None
         if nested is not None:
-            sections.add(key)
-            _walk(nested, key + ".", leaves, sections, open_prefixes, not_nullable)
-        else:
-            leaves.add(key)
-            if not _admits_none(hint):
-                not_nullable.add(key)
-            if _is_mapping(hint):
-                open_prefixes.add(key)
+            yield from _fields(nested, key + ".")
 
 
 @cache
 def schema_keys(root: type) -> SchemaKeys:
-    leaves: set[str] = set()
-    sections: set[str] = set()
-    open_prefixes: set[str] = set()
-    not_nullable: set[str] = set()
-    _walk(root, "", leaves, sections, open_prefixes, not_nullable)
-    return SchemaKeys(frozenset(leaves), frozenset(sections), frozenset(open_prefixes), frozenset(not_nullable))
+    fields = list(_fields(root))
+    leaves = [(key, hint) for key, hint, section in fields if not section]
+    return SchemaKeys(
+        leaves=frozenset(key for key, _ in leaves),
+        sections=frozenset(key for key, _, section in fields if section),
+        open_prefixes=frozenset(key for key, hint in leaves if _is_mapping(hint)),
+        not_nullable=frozenset(key for key, hint in leaves if not _admits_none(hint)),
+    )

@@ -11,11 +11,10 @@ refused as an unknown key of that layout. Runs before the override screen, on co
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-
-import yaml
 
 from siirl.errors import ConfigError
+from siirl.params.override_screen import override_key, parse_value
+from siirl.params.verl_tree_keys import Inert, Renamed, Status
 
 logger = logging.getLogger(__name__)
 
@@ -27,71 +26,43 @@ _OPENVLA = (
 )
 
 
-@dataclass(frozen=True)
-class Section:
-    """A part of the layout: ``moves`` maps a key (relative to ``prefix``) to siiRL's, ``not_read`` says why
-    a key has no effect here, ``refused`` maps a key to the only value accepted and the reason. A section
-    the layout does not own (``owned=False``: a siiRL section it shares) passes keys it does not list on."""
+_ENV, _POLICY = "actor_rollout_ref.embodied.env.", "actor_rollout_ref.embodied."
+_SAMPLING, _REWARD = "algorithm.embodied_sampling.", "reward_model.reward_kwargs."
+#: The layout's sections (a key, or a ``prefix.``), the narrowest first. A key under one of the layout's own is
+#: the layout's (one it does not list is refused); of siiRL's ``reward_kwargs``, which it shares, only the
+#: keys it lists are.
+_SECTIONS = ("data.dataset_type", "actor_rollout_ref.model.model_type", _ENV, _POLICY, _SAMPLING, _REWARD)
 
-    prefix: str
-    moves: dict[str, str] = field(default_factory=dict)
-    not_read: dict[str, str] = field(default_factory=dict)
-    refused: dict[str, tuple[object, str]] = field(default_factory=dict)
-    owned: bool = True
-
-    def knows(self, leaf: str) -> bool:
-        return leaf in self.moves or leaf in self.not_read or leaf in self.refused
-
-
-SECTIONS: tuple[Section, ...] = (
-    Section("data.dataset_type", not_read={"": "an EMBODIED run's rows are the environment's tasks"}),
-    Section("actor_rollout_ref.model.model_type", not_read={"": "algorithm.workflow_type=EMBODIED says it"}),
-    Section(
-        "actor_rollout_ref.embodied.env.",
-        moves={
-            "env_type": "env.name", "env_name": "env.kwargs.suite", "max_steps": "env.kwargs.max_steps",
-            "num_steps_wait": "env.kwargs.num_steps_wait", "num_envs": "env.num_workers",
-        },
-        not_read={
-            "num_trials_per_task": "how many initial states per task the original's data preparation wrote; "
-            "here each row's trial_id (else its index) picks one",
-            "model_family": "how the original formats observations for OpenVLA; the env passes them as they are",
-        },
-    ),
-    Section(
-        "actor_rollout_ref.embodied.",
-        moves={
-            "temperature": "actor_rollout_ref.rollout.temperature", "model_path": "actor_rollout_ref.model.path",
-            "n_gpus_per_node": "trainer.n_gpus_per_node", "action_chunks_len": "env.action_chunk",
-        },
-        not_read={
-            key: _OPENVLA for key in (
-                "embodied_type", "action_token_len", "video_embedding_model_path",
-                "embedding_img_size", "embedding_enable_fp16", "embedding_model_class", "embedding_model_offload",
-                "num_images_in_input", "center_crop", "unnorm_key",
-            )
-        },
-    ),
-    Section(
-        "algorithm.embodied_sampling.",
-        moves={
-            "accuracy_lower_bound": "algorithm.embodied.sampling.min_success_rate",
-            "accuracy_upper_bound": "algorithm.embodied.sampling.max_success_rate",
-        },
-        not_read={
-            "filter_accuracy": "the bounds apply when set (filter_accuracy=false drops them)",
-            "oversample_factor": "embodied_sampling generates further chunks until the train batch is full",
-        },
-        refused={"filter_truncated": (False, "dropping tasks with a truncated episode is not implemented")},
-    ),
-    Section(
-        "reward_model.reward_kwargs.",
-        moves={"reward_coef": "algorithm.embodied.reward_scale"},
-        not_read={"action_token_len": "where the original put the reward in its action tokens; siiRL puts a "
-                  "trajectory's reward on each step's last action token"},
-        owned=False,
-    ),
-)
+#: Each key of the layout: the siiRL key it moves to, the one value accepted (``Inert``), or why it has no
+#: effect here.
+LAYOUT: dict[str, Status] = {
+    "data.dataset_type": "an EMBODIED run's rows are the environment's tasks",
+    "actor_rollout_ref.model.model_type": "algorithm.workflow_type=EMBODIED says it",
+    **{_ENV + key: Renamed(to) for key, to in (
+        ("env_type", "env.name"), ("env_name", "env.kwargs.suite"), ("max_steps", "env.kwargs.max_steps"),
+        ("num_steps_wait", "env.kwargs.num_steps_wait"), ("num_envs", "env.num_workers"),
+    )},
+    _ENV + "num_trials_per_task": "how many initial states per task the original's data preparation wrote; "
+    "here each row's trial_id (else its index) picks one",
+    _ENV + "model_family": "how the original formats observations for OpenVLA; the env passes them as they are",
+    **{_POLICY + key: Renamed(to) for key, to in (
+        ("temperature", "actor_rollout_ref.rollout.temperature"), ("model_path", "actor_rollout_ref.model.path"),
+        ("n_gpus_per_node", "trainer.n_gpus_per_node"), ("action_chunks_len", "env.action_chunk"),
+    )},
+    **dict.fromkeys((_POLICY + key for key in (
+        "embodied_type", "action_token_len", "video_embedding_model_path", "embedding_img_size",
+        "embedding_enable_fp16", "embedding_model_class", "embedding_model_offload", "num_images_in_input",
+        "center_crop", "unnorm_key",
+    )), _OPENVLA),
+    _SAMPLING + "accuracy_lower_bound": Renamed("algorithm.embodied.sampling.min_success_rate"),
+    _SAMPLING + "accuracy_upper_bound": Renamed("algorithm.embodied.sampling.max_success_rate"),
+    _SAMPLING + "filter_accuracy": "the bounds apply when set (filter_accuracy=false drops them)",
+    _SAMPLING + "oversample_factor": "embodied_sampling generates further chunks until the train batch is full",
+    _SAMPLING + "filter_truncated": Inert((False,), "dropping tasks with a truncated episode is not implemented"),
+    _REWARD + "reward_coef": Renamed("algorithm.embodied.reward_scale"),
+    _REWARD + "action_token_len": "where the original put the reward in its action tokens; siiRL puts a "
+    "trajectory's reward on each step's last action token",
+}
 #: Keys of siiRL's own schema that mean something else in this layout: the value that does (None: any) and
 #: why the override is dropped.
 _LAYOUT_KEYS: dict[str, tuple[object, str]] = {
@@ -101,22 +72,10 @@ _LAYOUT_KEYS: dict[str, tuple[object, str]] = {
         None, "the original's embodied rollout does not read it: a step's response is its action"
     ),
 }
-_ORIGINAL = ("data.dataset_type", "actor_rollout_ref.model.model_type", "actor_rollout_ref.embodied.",
-             "algorithm.embodied_sampling.")
 
 
-def _section(key: str) -> Section | None:
-    for section in SECTIONS:
-        if key == section.prefix or (section.prefix.endswith(".") and key.startswith(section.prefix)):
-            return section
-    return None
-
-
-def _value(raw: str) -> object:
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError:
-        return raw
+def _section(key: str) -> str | None:
+    return next((s for s in _SECTIONS if key == s or (s.endswith(".") and key.startswith(s))), None)
 
 
 #: The config its embodied scripts name; the original's launcher reads no config file (only key=value
@@ -137,7 +96,7 @@ def layout_config_name(overrides: list[str], config_path: str | None, config_nam
 
 def uses_embodied_layout(overrides: list[str]) -> bool:
     """Whether the overrides set any key only the original siiRL's embodied layout has."""
-    return any(o.partition("=")[0].lstrip("+~").startswith(_ORIGINAL) for o in overrides)
+    return any(override_key(o).startswith(_SECTIONS[:-1]) for o in overrides)
 
 
 class _Notes:
@@ -157,7 +116,7 @@ def translate_embodied_layout(overrides: list[str]) -> list[str]:
     """``overrides`` with the layout's keys rewritten (a no-op without them); one warning per section."""
     if not uses_embodied_layout(overrides):
         return overrides
-    switches = [_value(o.partition("=")[2]) for o in overrides
+    switches = [parse_value(o.partition("=")[2]) for o in overrides
                 if o.partition("=")[0].lstrip("+") == "algorithm.embodied_sampling.filter_accuracy"]
     accuracy_bounds = bool(switches) and switches[-1] is True  # the last one given wins, as in Hydra
     out: list[str] = []
@@ -166,30 +125,29 @@ def translate_embodied_layout(overrides: list[str]) -> list[str]:
     for override in overrides:
         key, sep, raw = override.partition("=")
         bare = key.lstrip("+~")
-        if bare in _LAYOUT_KEYS and _LAYOUT_KEYS[bare][0] in (None, _value(raw)):
+        if bare in _LAYOUT_KEYS and _LAYOUT_KEYS[bare][0] in (None, parse_value(raw)):
             why = _LAYOUT_KEYS[bare][1]
             notes.setdefault(bare, _Notes()).not_read.setdefault(why, []).append(f"{bare}={raw}")
             continue
         section = _section(bare) if sep else None
-        leaf = bare[len(section.prefix):] if section is not None and section.prefix.endswith(".") else ""
-        if section is None or (not section.owned and not section.knows(leaf)):
+        status = LAYOUT.get(bare)
+        if section is None or (section == _REWARD and status is None):
             out.append(override)
             continue
-        said = notes.setdefault(section.prefix + ("*" if leaf else ""), _Notes())
-        if leaf in section.refused:
-            allowed, why = section.refused[leaf]
-            if _value(raw) != allowed:
-                problems.append(f"{bare}={raw}: {why} ({allowed!r} only)")
+        leaf = bare.removeprefix(section)
+        said = notes.setdefault(section + ("*" if leaf else ""), _Notes())
+        if isinstance(status, Inert):
+            if parse_value(raw) != status.off[0]:
+                problems.append(f"{bare}={raw}: {status.why} ({status.off[0]!r} only)")
             continue
-        bounds_off = section.prefix == "algorithm.embodied_sampling." and not accuracy_bounds
-        if leaf in section.moves and not bounds_off:
-            out.append(f"{section.moves[leaf]}={raw}")
-            said.moved.append(f"{leaf} -> {section.moves[leaf]}")
-        elif section.knows(leaf):
-            why = section.not_read.get(leaf, "filter_accuracy is off")
+        if isinstance(status, Renamed) and not (section == _SAMPLING and not accuracy_bounds):
+            out.append(f"{status.to}={raw}")
+            said.moved.append(f"{leaf} -> {status.to}")
+        elif status is not None:
+            why = status if isinstance(status, str) else "filter_accuracy is off"
             said.not_read.setdefault(why, []).append(leaf or bare)
         else:
-            known = ", ".join(sorted({*section.moves, *section.not_read, *section.refused}))
+            known = ", ".join(sorted(entry.removeprefix(section) for entry in LAYOUT if _section(entry) == section))
             problems.append(f"unknown key {bare} of the original siiRL's embodied layout (its keys: {known})")
     if problems:
         raise ConfigError("bad config: " + "; ".join(problems))

@@ -17,7 +17,7 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from siirl.params.override_screen import raise_problems, screen_each
+from siirl.params.override_screen import override_key, raise_problems, screen_each
 from siirl.params.schema_keys import SchemaKeys
 
 
@@ -47,14 +47,13 @@ def screen_tree(tree: dict[str, Any], schema: SchemaKeys, verl_tree: bool = Fals
     raise_problems([problem for _, problem in results if problem is not None], "keys of the config file")
     dropped = {
         key for key, (keep, _) in zip(keys, results)
-        if keep is None or _unset(cfg, key, keep.partition("=")[0].lstrip("+~"), schema)
+        if keep is None or _unset(cfg, key, override_key(keep), schema)
     }
     kept = OmegaConf.create({})
     for key, (keep, _) in zip(keys, results):
         if key in dropped:
             continue
-        target, _, value = keep.partition("=")
-        target = target.lstrip("+~")
+        target, value = override_key(keep), keep.partition("=")[2]
         # a renamed key takes the value the rename gives; any other keeps the leaf as written, unless it
         # interpolates a dropped key (verl's reward model reads the critic's token budget): then its value
         raw = _raw(cfg, key)

@@ -1,4 +1,6 @@
-"""verl / original-siiRL keys that have no field here, screened before composing.
+"""verl / original-siiRL keys that have no field here, screened before composing: ``STATUS`` holds each key's
+(or ``prefix.*`` family's) status, of three kinds (``siirl.params.verl_tree_keys``, where verl's own tree's
+keys are listed):
 
 - ``RENAMED``: the key means the same as a siiRL key; the override is rewritten to it (optionally with a
   value map, e.g. ``use_cpgd_loss=True`` -> ``policy_loss.loss_mode=cpgd``); a ``prefix.*`` entry moves a
@@ -17,8 +19,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from siirl.params.verl_key_kinds import ACTOR, DROP, MODEL, REF, ROLLOUT, SPEED, Inert, Renamed, each
-from siirl.params.verl_tree_keys import TREE_INERT, TREE_NOT_READ, TREE_RENAMED
+from siirl.params.verl_tree_keys import (
+    ACTOR,
+    DROP,
+    MODEL,
+    REF,
+    ROLLOUT,
+    SPEED,
+    TREE,
+    Inert,
+    Renamed,
+    Status,
+    each,
+    of_kind,
+    switched,
+)
 
 MOVED: dict[str, Renamed] = {
     # verl's reward section (February 2026): reward.* replaces reward_model.* and custom_reward_function.*
@@ -36,7 +51,12 @@ MOVED: dict[str, Renamed] = {
     "critic.fsdp.*": Renamed("critic.model.fsdp_config.*", newer=1),
 }
 
-RENAMED: dict[str, Renamed] = {
+_EMBODIED = (
+    "is the original siiRL's embodied layout; here embodied runs use algorithm.workflow_type=EMBODIED with "
+    "env.* and algorithm.embodied.*"
+)
+
+STATUS: dict[str, Status] = {
     MODEL + "torch_dtype": Renamed(MODEL + "dtype"),
     ACTOR + "optim.clip_grad": Renamed(ACTOR + "grad_clip"),
     ACTOR + "optim.lr_decay_style": Renamed(ACTOR + "optim.lr_scheduler_type"),
@@ -46,88 +66,65 @@ RENAMED: dict[str, Renamed] = {
     **{f"reward_model.reward_kwargs.overlong_buffer_cfg.{leaf}": Renamed(f"reward_model.overlong_buffer.{leaf}")
        for leaf in ("enable", "len", "penalty_factor", "log")},
     "reward_model.reward_kwargs.max_resp_len": Renamed("reward_model.overlong_buffer.max_resp_len"),
-    **TREE_RENAMED,
     **MOVED,
-}
-
-#: (``*.megatron.*`` keys are refused before this screen, by ``siirl.params.validate.refuse_unsupported``.)
-_MEGATRON = "Megatron-LM training is not implemented; siiRL trains with FSDP2 (drop the megatron.* keys)"
-_SIIRL_PROFILER = (
-    "the original siiRL's profiler drives torch_npu's profiler, which siiRL does not wrap (profiler.enable=false "
-    "only); each step's time split is in metrics.jsonl (timing_s/...)"
-)
-_LAST_ROUND_TEAMS = (
-    "training on every round of a multi-round agent team (the original siiRL's MARFT) is not implemented; "
-    "each agent trains on its last round's turn (false only)"
-)
-_EMBODIED = (
-    "is the original siiRL's embodied layout; here embodied runs use algorithm.workflow_type=EMBODIED with "
-    "env.* and algorithm.embodied.*"
-)
-
-INERT: dict[str, Inert] = {
-    ACTOR + "optim.override_optimizer_config.*": Inert((), _MEGATRON),
-    "profiler.enable": Inert((False,), _SIIRL_PROFILER),
+    # (``*.megatron.*`` keys are refused before this screen, by ``siirl.params.validate.refuse_unsupported``.)
+    ACTOR + "optim.override_optimizer_config.*": Inert(
+        (), "Megatron-LM training is not implemented; siiRL trains with FSDP2 (drop the megatron.* keys)"
+    ),
+    **switched(
+        "profiler.enable",
+        Inert((False,), "the original siiRL's profiler drives torch_npu's profiler, which siiRL does not wrap "
+              "(profiler.enable=false only); each step's time split is in metrics.jsonl (timing_s/...)"),
+        "the original siiRL's profiler options, read only with profiler.enable=true (refused)",
+    ),
     **dict.fromkeys((MODEL + "model_type", "actor_rollout_ref.embodied.*", "data.dataset_type",
                      "algorithm.embodied_sampling.*", "reward_model.reward_kwargs.action_token_len",
                      "reward_model.reward_kwargs.reward_coef"), Inert((), _EMBODIED)),
     REF + "strategy": Inert(("fsdp", "fsdp2"), "the reference shards as the actor does (actor.strategy)"),
     ROLLOUT + "data_parallel_size": Inert((1,), "rollout data parallelism follows the plan (world / tp); 1 only"),
     ROLLOUT + "expert_parallel_size": Inert((1,), "expert-parallel rollout is not implemented (1 only)"),
-    ROLLOUT + "multi_turn.use_all_traj": Inert((False,), _LAST_ROUND_TEAMS),
+    ROLLOUT + "multi_turn.use_all_traj": Inert((False,), (
+        "training on every round of a multi-round agent team (the original siiRL's MARFT) is not implemented; "
+        "each agent trains on its last round's turn (false only)"
+    )),
     ROLLOUT + "agent.*": Inert(
         (), "verl's agent-loop options other than default_agent_loop and agent_loop_config_path are not implemented; "
         "tool rollouts use rollout.multi_turn.*"
     ),
-    **TREE_INERT,
-}
-
-
-_RM_ENGINE = (
-    "how verl serves a reward model (its reward loop and engine); siiRL scores it on the reward model's own "
-    "FSDP2 or replicated copy (reward_model.strategy)"
-)
-
-#: Keys accepted at any value and not read: why, per key or ``prefix.*`` family.
-NOT_READ: dict[str, str] = {
     **each(SPEED, *(role + knob for role in (ACTOR, REF) for knob in (
         "use_torch_compile", "entropy_checkpointing", "entropy_from_logits_with_chunking"))),
-    **each(_RM_ENGINE, "reward_model.use_reward_loop", "reward_model.rollout.*"),
+    **each(
+        "how verl serves a reward model (its reward loop and engine); siiRL scores it on the reward model's own "
+        "FSDP2 or replicated copy (reward_model.strategy)",
+        "reward_model.use_reward_loop", "reward_model.rollout.*",
+    ),
     "actor_rollout_ref.nccl_timeout": "the DAG workers' process groups wait up to 30 minutes on a collective",
     "data.auto_repeat": "the dataloader starts the next (reshuffled) epoch whenever one runs out",
-    "profiler.*": "the original siiRL's profiler options, read only with profiler.enable=true (refused)",
     "dag.enable_perf": "the original siiRL's per-node timing switch; siiRL logs them every step (timing_s/node/*)",
     ROLLOUT + "sglang_rollout_mode": (
         "verl's choice of running SGLang in-process (engine) or behind its HTTP server (server) generates the "
         "same way; siiRL runs SGLang in-process in each DAG worker"
     ),
     ROLLOUT + "server.*": "the HTTP client options of verl's SGLang server mode; siiRL calls SGLang in-process",
-    **TREE_NOT_READ,
+    **TREE,
 }
+RENAMED: dict[str, Renamed] = of_kind(STATUS, Renamed)
+INERT: dict[str, Inert] = of_kind(STATUS, Inert)
+NOT_READ: dict[str, str] = of_kind(STATUS, str)
 
 
 def _governing(key: str, table: dict) -> str | None:
     """The entry of ``table`` governing ``key``: the key itself, else its longest ``prefix.*``."""
-    if key in table:
-        return key
     parts = key.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        family = ".".join(parts[:cut]) + ".*"
-        if family in table:
-            return family
-    return None
-
-
-def _specificity(entry: str) -> int:
-    """An exact key beats every family; a longer family beats a shorter one."""
-    return 1_000 if not entry.endswith(".*") else entry.count(".")
+    entries = (key, *(".".join(parts[:cut]) + ".*" for cut in range(len(parts) - 1, 0, -1)))
+    return next((entry for entry in entries if entry in table), None)
 
 
 def _family(key: str) -> str | None:
     """The INERT entry governing ``key``, unless a more specific NOT_READ entry does (e.g. one option of a
-    refused family that verl reads in a mode siiRL also runs)."""
+    refused family that verl reads in a mode siiRL also runs): both stems lead ``key``, the longer is closer."""
     inert, not_read = _governing(key, INERT), _governing(key, NOT_READ)
-    if inert is None or (not_read is not None and _specificity(not_read) > _specificity(inert)):
+    if inert is None or (not_read is not None and len(not_read.removesuffix("*")) > len(inert.removesuffix("*"))):
         return None
     return inert
 

@@ -94,12 +94,7 @@ def _unfiltered_gen_batch(cfg: DictConfig) -> None:
 
 
 def apply_verl_keys(cfg: DictConfig) -> None:
-    """Rewrite the verl spellings in ``cfg`` in place (see the module docstring)."""
-    _canonical_workflow(cfg)
-    _retention(cfg)
-    _resume_path(cfg)
-    _assistant_turns(cfg)
-    _ref_param_offload(cfg)
-    _unfiltered_gen_batch(cfg)
-    fold_mixed_precision(cfg)
-    drop_py_executable(cfg)
+    """Rewrite the verl spellings in ``cfg`` in place (see the module docstring), in this order."""
+    for rewrite in (_canonical_workflow, _retention, _resume_path, _assistant_turns, _ref_param_offload,
+                    _unfiltered_gen_batch, fold_mixed_precision, drop_py_executable):
+        rewrite(cfg)
