@@ -217,8 +217,12 @@ class TensorboardSink:
         self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge)
 
     def write(self, step: int, metrics: dict[str, float]) -> None:
-        for key, value in metrics.items():
-            self.writer.add_scalar(key, value, step)
+        """One event holding every scalar of the step: ``add_scalar`` writes an event per key, and on the rank
+        that logs that cost a few milliseconds a step the other ranks waited for at their next collective."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        values = [Summary.Value(tag=key, simple_value=float(value)) for key, value in metrics.items()]
+        self.writer.file_writer.add_summary(Summary(value=values), step)
         self.writer.flush()
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ from transformers.generation.stopping_criteria import StopStringCriteria
 
 from siirl.device.weight_sync.engine_loaders import hf_loader
 from siirl.engine.rollout.base import ROLLOUT_ENGINES, RolloutEngine
+from siirl.engine.rollout.hf_sampling import generation_kwargs, sampling_processors
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right, prompt_position_ids
 from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
 from siirl.engine.rollout.sampling import SamplingParams
@@ -138,10 +139,10 @@ class HFRolloutEngine(RolloutEngine):
 
     # ----- generation -----
 
-    def _generation_config(self, params: SamplingParams) -> GenerationConfig:
+    def _generation_config(self, max_new_tokens: int) -> GenerationConfig:
         return GenerationConfig(
-            **params.hf_generation_kwargs(),
-            max_new_tokens=self.max_response_length,
+            **generation_kwargs(),
+            max_new_tokens=max_new_tokens,
             eos_token_id=self.eos_ids,
             pad_token_id=self.pad_id,
             use_cache=True,
@@ -179,8 +180,8 @@ class HFRolloutEngine(RolloutEngine):
 
     @torch.no_grad()
     def _sample(
-        self, prompts: TensorDict, config: GenerationConfig, recorder: SampledLogProbs | None, repeats: int,
-        pause: Callable[[torch.Tensor], bool] | None = None,
+        self, prompts: TensorDict, params: SamplingParams, max_new_tokens: int, recorder: SampledLogProbs | None,
+        repeats: int, pause: Callable[[torch.Tensor], bool] | None = None,
     ) -> tuple[torch.Tensor, FinishTracker]:
         """The new tokens for ``prompts`` (rows in runs of ``repeats`` identical prompts) and who finished."""
         ids, mask = _without_common_left_padding(prompts["input_ids"], prompts["attention_mask"])
@@ -195,18 +196,20 @@ class HFRolloutEngine(RolloutEngine):
         out = self.model.generate(
             input_ids=ids,
             attention_mask=mask,
-            generation_config=config,
+            generation_config=self._generation_config(max_new_tokens),
             stopping_criteria=StoppingCriteriaList([tracker]),
-            logits_processor=LogitsProcessorList([p for p in (recorder, self.never_sampled) if p is not None]),
+            logits_processor=LogitsProcessorList(
+                [*(p for p in (recorder, self.never_sampled) if p is not None), *sampling_processors(params)]
+            ),
             **shared,
         )
         return out[:, ids.shape[1] :].cpu(), tracker
 
     def _generate_chunk(
-        self, prompts: TensorDict, config: GenerationConfig, recorder: SampledLogProbs | None, repeats: int
+        self, prompts: TensorDict, params: SamplingParams, recorder: SampledLogProbs | None, repeats: int
     ) -> dict[str, torch.Tensor]:
         """Generate for ``prompts``, whose rows come in runs of ``repeats`` identical prompts."""
-        generated, tracker = self._sample(prompts, config, recorder, repeats)
+        generated, tracker = self._sample(prompts, params, self.max_response_length, recorder, repeats)
         responses = pad_right(generated, self.max_response_length, self.pad_id)
         lengths = tracker.lengths(generated.shape[1]).clamp(max=self.max_response_length)
         fields = assemble_sequences(prompts.cpu(), responses, lengths, self.pad_id)
@@ -226,10 +229,8 @@ class HFRolloutEngine(RolloutEngine):
         last two None unless the engine records log-probs. A partial rollout generates in such pieces;
         ``pause(finished rows)``, asked after every token, ends the piece early for every row."""
         params = self.train_params
-        config = self._generation_config(params)
-        config.max_new_tokens = max_new_tokens
         recorder = SampledLogProbs(params.temperature) if self.records_log_probs and not params.greedy else None
-        generated, tracker = self._sample(prompts, config, recorder, repeats, pause)
+        generated, tracker = self._sample(prompts, params, max_new_tokens, recorder, repeats, pause)
         lengths = tracker.lengths(generated.shape[1])
         log_probs, entropies = recorder.finish(generated) if recorder is not None else (None, None)
         return generated, lengths, tracker.finished_at >= 0, log_probs, entropies
@@ -242,7 +243,6 @@ class HFRolloutEngine(RolloutEngine):
             )
         params = self.val_params if validate else self.train_params
         expanded = expand_prompts(batch, params.n)
-        config = self._generation_config(params)
         pieces: list[dict[str, torch.Tensor]] = []
         record = self.records_log_probs and not params.greedy
         rows_per_chunk = max(params.n, self.micro_batch_size // params.n * params.n)  # whole prompt groups
@@ -253,7 +253,7 @@ class HFRolloutEngine(RolloutEngine):
         for start in range(0, expanded.batch_size[0], rows_per_chunk):
             chunk = expanded[start : start + rows_per_chunk].select(*fields)
             recorder = SampledLogProbs(params.temperature) if record else None
-            pieces.append(self._generate_chunk(chunk, config, recorder, params.n))
+            pieces.append(self._generate_chunk(chunk, params, recorder, params.n))
         for key in pieces[0]:
             expanded[key] = torch.cat([piece[key] for piece in pieces])
         return expanded

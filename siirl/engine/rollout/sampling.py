@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from siirl.params.model import RolloutConfig, ValSamplingConfig
 
 
@@ -32,17 +30,3 @@ class SamplingParams:
             top_p=float(cfg.top_p),
             top_k=int(cfg.top_k),
         )
-
-    def hf_generation_kwargs(self) -> dict[str, Any]:
-        """``GenerationConfig`` fields; neutral values override whatever the model's config ships
-        (e.g. a repetition penalty), so samples come from the policy's own distribution."""
-        common: dict[str, Any] = {"num_beams": 1, "repetition_penalty": 1.0}
-        if self.greedy:
-            return {**common, "do_sample": False}
-        return {
-            **common,
-            "do_sample": True,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "top_k": max(self.top_k, 0),
-        }

@@ -110,6 +110,12 @@ def check_keys(batch: TensorDict, keys: tuple[str, ...], caller: str) -> None:
         raise ValueError(f"{caller} needs batch keys {missing} (has {sorted(present)})")
 
 
+def _model_inputs(batch: TensorDict, keys: tuple[str, ...]) -> TensorDict:
+    """The fields a forward or an update reads (``keys``, plus images where the rows have them): slicing them
+    alone skips copying the batch's other fields (prompts' text, ground truths) per mini- and micro-batch."""
+    return batch.select(*keys, *(k for k in (MULTIMODAL_INPUTS,) if k in set(batch.keys())))
+
+
 def _as_floats(values: list[torch.Tensor | float]) -> list[float]:
     """Python floats of scalar tensors and numbers, with ONE device-to-host copy for all the tensors.
 
@@ -245,7 +251,7 @@ class FSDPWorker:
         """(rows, device micro-batch, is_dummy); a dummy reruns row 0 so that FSDP collectives line up."""
         if batch.batch_size[0] == 0:
             raise ValueError(f"{type(self).__name__} got an empty batch on dp rank {self.dp.rank}")
-        view = batch.select(*keys, *(k for k in (MULTIMODAL_INPUTS,) if k in set(batch.keys())))
+        view = _model_inputs(batch, keys)
         for rows in self.micro_batches(batch, batching):
             dummy = not rows
             with self.timer.phase("data_movement"):
@@ -332,9 +338,10 @@ class FSDPWorker:
         with self.timer.phase("collectives"):  # the loss scales of every optimizer step at once
             counts = self.dp.sum_ints([c for index in minis for c in (int(mask[index].sum().item()), len(index))])
         step, steps = _OptimizerStep(keys, batching, optimizer, grad_clip, micro_loss), []
+        inputs = _model_inputs(batch, keys)
         for k, index in enumerate(minis):
             with self.timer.phase("data_movement"):
-                mini = batch[index]
+                mini = inputs[index]
             scale = LossScale(max(counts[2 * k], 1), counts[2 * k + 1], self.dp.size)
             steps.append(self._mini_batch_step(mini, step, scale))
         if self.state_offload is not None:
