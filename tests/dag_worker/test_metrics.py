@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from dist_testutils import RANKS_GROUP, spawn
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from siirl.dag_worker.metrics import MetricsLogger, RunInfo, reduce_metrics
 from siirl.dag_worker.plot import plot_run
@@ -19,7 +20,10 @@ def test_jsonl_and_tensorboard_sinks(tmp_path):
     log.close()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert rows == [{"step": 1, "reward/mean": 0.25, "val/score": 0.5}, {"step": 2, "reward/mean": 0.5}]
-    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    scalars = {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    assert scalars == {"reward/mean": [(1, 0.25), (2, 0.5)], "val/score": [(1, 0.5)]}
     assert plot_run(tmp_path).stat().st_size > 1000
 
 
