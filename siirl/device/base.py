@@ -33,6 +33,10 @@ class DeviceBackend(ABC):
     #: Whether torch's fused AdamW kernel runs here: one kernel over every parameter instead of a Python loop
     #: of small ops per parameter (a fifth of a tiny model's update on the CPU).
     fused_optimizer: bool = False
+    #: Whether the HF rollout draws sampled tokens itself, by inverse CDF in float64 (one uniform per row), instead
+    #: of ``generate``'s ``torch.multinomial`` (one exponential per vocabulary entry, most of a CPU decode step's
+    #: sampling cost). Families without float64 kernels keep multinomial.
+    inverse_cdf_sampling: bool = True
     #: Parameter dtype used for training/inference unless the config says otherwise.
     default_dtype: torch.dtype = torch.float32
     #: What to install when the family is missing.

@@ -26,6 +26,7 @@ class NpuBackend(DeviceBackend):
     visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
     rollout_engines = ("hf", "vllm")
     default_dtype = torch.bfloat16
+    inverse_cdf_sampling = False  # Ascend's softmax and cumsum kernels have no float64
     install_hint = "pip install siirl[npu]"
     rollout_install_hints: ClassVar[dict[str, str]] = {"vllm": "pip install siirl[npu] (vllm + vllm-ascend)"}
 

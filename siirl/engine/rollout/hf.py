@@ -25,8 +25,8 @@ from transformers.generation.stopping_criteria import StopStringCriteria
 
 from siirl.device.weight_sync.engine_loaders import hf_loader
 from siirl.engine.rollout.base import ROLLOUT_ENGINES, RolloutEngine
-from siirl.engine.rollout.hf_sampling import generation_kwargs, sampling_processors
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right, prompt_position_ids
+from siirl.engine.rollout.hf_sampling import generation_kwargs, sampling_processors
 from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
 from siirl.engine.rollout.sampling import SamplingParams
 from siirl.engine.rollout.vision_requests import vision_token_ids
@@ -139,9 +139,9 @@ class HFRolloutEngine(RolloutEngine):
 
     # ----- generation -----
 
-    def _generation_config(self, max_new_tokens: int) -> GenerationConfig:
+    def _generation_config(self, params: SamplingParams, max_new_tokens: int) -> GenerationConfig:
         return GenerationConfig(
-            **generation_kwargs(),
+            **generation_kwargs(params, self.backend.inverse_cdf_sampling),
             max_new_tokens=max_new_tokens,
             eos_token_id=self.eos_ids,
             pad_token_id=self.pad_id,
@@ -196,11 +196,12 @@ class HFRolloutEngine(RolloutEngine):
         out = self.model.generate(
             input_ids=ids,
             attention_mask=mask,
-            generation_config=self._generation_config(max_new_tokens),
+            generation_config=self._generation_config(params, max_new_tokens),
             stopping_criteria=StoppingCriteriaList([tracker]),
-            logits_processor=LogitsProcessorList(
-                [*(p for p in (recorder, self.never_sampled) if p is not None), *sampling_processors(params)]
-            ),
+            logits_processor=LogitsProcessorList([
+                *(p for p in (recorder, self.never_sampled) if p is not None),
+                *sampling_processors(params, self.backend.inverse_cdf_sampling),
+            ]),
             **shared,
         )
         return out[:, ids.shape[1] :].cpu(), tracker

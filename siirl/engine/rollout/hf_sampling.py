@@ -1,5 +1,6 @@
 """How the HF engine turns logits into tokens: ``generate`` runs greedy over scores that our processors
-have already reduced to the one token drawn for each row.
+have already reduced to the one token drawn for each row (where the device family runs float64; elsewhere
+``generate`` samples as usual).
 
 ``generate``'s own sampling draws with ``torch.multinomial``, which for one sample per row draws an
 exponential variate for every vocabulary entry: on a CPU it was most of a decode step's cost outside the
@@ -29,9 +30,10 @@ class InverseCdfSampler(LogitsProcessor):
         return torch.full_like(scores, float("-inf")).scatter_(1, chosen, 0.0)
 
 
-def sampling_processors(params: SamplingParams) -> list[LogitsProcessor]:
-    """The processors that end a sampled step: the warpers ``params`` asks for, then the draw; none when greedy."""
-    if params.greedy:
+def sampling_processors(params: SamplingParams, draws_itself: bool) -> list[LogitsProcessor]:
+    """The processors that end a sampled step when the engine ``draws_itself``: the warpers ``params`` asks
+    for, then the draw; none when greedy or when ``generate`` samples."""
+    if params.greedy or not draws_itself:
         return []
     warpers: list[LogitsProcessor] = []
     if params.temperature != 1.0:
@@ -43,8 +45,17 @@ def sampling_processors(params: SamplingParams) -> list[LogitsProcessor]:
     return [*warpers, InverseCdfSampler()]
 
 
-def generation_kwargs() -> dict[str, Any]:
-    """``GenerationConfig`` fields: greedy over the processed scores, and neutral values that override
-    whatever the model's config ships (e.g. a repetition penalty), so tokens come from the policy's own
-    distribution."""
-    return {"num_beams": 1, "repetition_penalty": 1.0, "do_sample": False}
+def generation_kwargs(params: SamplingParams, draws_itself: bool) -> dict[str, Any]:
+    """``GenerationConfig`` fields: greedy over the processed scores when the engine ``draws_itself`` (or
+    decodes greedily), else ``generate``'s own sampling; neutral values override whatever the model's config
+    ships (e.g. a repetition penalty), so tokens come from the policy's own distribution."""
+    common: dict[str, Any] = {"num_beams": 1, "repetition_penalty": 1.0}
+    if params.greedy or draws_itself:
+        return {**common, "do_sample": False}
+    return {
+        **common,
+        "do_sample": True,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": max(params.top_k, 0),
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from siirl.params.model import RolloutConfig, ValSamplingConfig
 
 
