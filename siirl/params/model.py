@@ -154,7 +154,8 @@ class OptimConfig:
     lr_warmup_steps: int = -1
     #: constant | cosine
     lr_scheduler_type: str = "constant"
-    min_lr_ratio: float = 0.0
+    #: The floor the cosine schedule decays to, as a fraction of ``lr``.
+    min_lr_ratio: float = checked(0.0, (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"))
     #: -1: the run's length (siirl.params.resolved.ResolvedRun.run_steps), as verl's trainer fills it.
     total_training_steps: int = -1
 

@@ -49,6 +49,11 @@ def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
         ),
         ("critic.ppo_epochs=0", "bad config: critic.ppo_epochs=0 is invalid; expected > 0"),
         (
+            "actor_rollout_ref.actor.optim.min_lr_ratio=1.5",
+            "bad config: actor_rollout_ref.actor.optim.min_lr_ratio=1.5 is invalid; expected in [0, 1]",
+        ),
+        ("critic.optim.min_lr_ratio=-1", "bad config: critic.optim.min_lr_ratio=-1.0 is invalid; expected in [0, 1]"),
+        (
             "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=0",
             "bad config: actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=0 is invalid; expected > 0",
         ),

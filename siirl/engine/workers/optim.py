@@ -74,11 +74,9 @@ def build_lr_scheduler(optimizer: torch.optim.Optimizer, optim_cfg: OptimConfig)
     total = int(optim_cfg.total_training_steps)
     if kind != "constant" and total <= 0:
         raise ConfigError(f"optim.lr_scheduler_type={kind} needs optim.total_training_steps > 0, got {total}")
-    min_ratio = float(optim_cfg.min_lr_ratio)
-    if not 0.0 <= min_ratio <= 1.0:
-        raise ConfigError(f"optim.min_lr_ratio must be in [0, 1], got {min_ratio}")
     factor = partial(
-        _lr_factor, warmup=warmup_steps(optim_cfg), total=total, schedule=schedule, min_ratio=min_ratio
+        _lr_factor, warmup=warmup_steps(optim_cfg), total=total, schedule=schedule,
+        min_ratio=float(optim_cfg.min_lr_ratio),  # in [0, 1]: the field's rule, checked before Ray
     )
     return LambdaLR(optimizer, lr_lambda=factor)
 
