@@ -12,12 +12,14 @@ from siirl.params.lora import check_lora_keys
 from siirl.params.old_log_prob import SOURCES as OLD_LOG_PROB_SOURCES
 from siirl.params.rules import (
     FINITE_NON_NEGATIVE,
+    FINITE_POSITIVE,
     NON_NEGATIVE,
     NULL_OR_POSITIVE,
     OPTIONAL_POSITIVE,
     POSITIVE,
     PROBABILITY,
     TOP_K,
+    UNIT_INTERVAL,
     UNSET_OR_POSITIVE,
     checked,
     is_megatron,
@@ -146,18 +148,25 @@ def check_chat_template(template: Any, key: str) -> None:
 class OptimConfig:
     #: Small on purpose: Adam's first steps move every weight by ~lr, which wrecks a tiny policy at 1e-3.
     lr: float = checked(1e-4, FINITE_NON_NEGATIVE)
-    weight_decay: float = 0.0
+    weight_decay: float = checked(0.0, FINITE_NON_NEGATIVE)
+    #: Adam's two moment decays, each in [0, 1) (see validate).
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
-    eps: float = 1e-8
+    eps: float = checked(1e-8, FINITE_POSITIVE)
     #: Warmup as a fraction of total steps (used when lr_warmup_steps < 0).
-    lr_warmup_steps_ratio: float = 0.0
+    lr_warmup_steps_ratio: float = checked(0.0, UNIT_INTERVAL)
     lr_warmup_steps: int = -1
     #: constant | cosine
     lr_scheduler_type: str = "constant"
     #: The floor the cosine schedule decays to, as a fraction of ``lr``.
-    min_lr_ratio: float = checked(0.0, (lambda v: 0.0 <= v <= 1.0, "in [0, 1]"))
+    min_lr_ratio: float = checked(0.0, UNIT_INTERVAL)
     #: -1: the run's length (siirl.params.resolved.ResolvedRun.run_steps), as verl's trainer fills it.
     total_training_steps: int = -1
+
+    def validate(self, cfg: Any, key: str) -> None:
+        """Adam's betas as ``torch.optim.AdamW`` takes them, refused before Ray rather than on a worker."""
+        betas = list(self.betas)
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ConfigError(f"bad config: {key}.betas={betas} is invalid; expected two values in [0, 1)")
 
 
 @dataclass

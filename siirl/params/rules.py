@@ -24,6 +24,7 @@ Rule = tuple[Callable[[Any], bool], str]
 POSITIVE: Rule = (lambda v: v > 0, "> 0")
 NON_NEGATIVE: Rule = (lambda v: v >= 0, ">= 0")
 PROBABILITY: Rule = (lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+UNIT_INTERVAL: Rule = (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
 FINITE_POSITIVE: Rule = (lambda v: 0 < v < math.inf, "finite and > 0")
 FINITE_NON_NEGATIVE: Rule = (lambda v: 0 <= v < math.inf, "finite and >= 0")
 TOP_K: Rule = (lambda v: v >= -1, ">= -1 (-1 or 0: no top-k filtering)")

@@ -54,6 +54,23 @@ def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
         ),
         ("critic.optim.min_lr_ratio=-1", "bad config: critic.optim.min_lr_ratio=-1.0 is invalid; expected in [0, 1]"),
         (
+            "actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=1.5",
+            "bad config: actor_rollout_ref.actor.optim.lr_warmup_steps_ratio=1.5 is invalid; expected in [0, 1]",
+        ),
+        (
+            "actor_rollout_ref.actor.optim.weight_decay=-0.1",
+            "bad config: actor_rollout_ref.actor.optim.weight_decay=-0.1 is invalid; expected finite and >= 0",
+        ),
+        ("critic.optim.eps=0", "bad config: critic.optim.eps=0.0 is invalid; expected finite and > 0"),
+        (
+            "actor_rollout_ref.actor.optim.betas=[0.9,1.5]",
+            "bad config: actor_rollout_ref.actor.optim.betas=[0.9, 1.5] is invalid; expected two values in [0, 1)",
+        ),
+        (
+            "critic.optim.betas=[0.9]",
+            "bad config: critic.optim.betas=[0.9] is invalid; expected two values in [0, 1)",
+        ),
+        (
             "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=0",
             "bad config: actor_rollout_ref.ref.log_prob_max_token_len_per_gpu=0 is invalid; expected > 0",
         ),

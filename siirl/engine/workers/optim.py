@@ -40,14 +40,11 @@ def _cosine(step: int, decay_steps: int, min_ratio: float) -> float:
 
 def build_optimizer(model: nn.Module, optim_cfg: OptimConfig, fused: bool = False) -> torch.optim.AdamW:
     """AdamW over the trainable parameters; ``fused``: torch's fused kernel (where the device runs it)."""
-    betas = tuple(float(b) for b in optim_cfg.betas)
-    if len(betas) != 2:
-        raise ConfigError(f"optim.betas needs two values, got {list(optim_cfg.betas)}")
-    # Frozen parameters (a LoRA base model) get no optimizer state.
+    # Frozen parameters (a LoRA base model) get no optimizer state. The values passed the section's rules.
     return torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad],
         lr=float(optim_cfg.lr),
-        betas=betas,
+        betas=tuple(float(b) for b in optim_cfg.betas),
         eps=float(optim_cfg.eps),
         weight_decay=float(optim_cfg.weight_decay),
         fused=fused or None,
