@@ -167,7 +167,7 @@ def per_policy(**contract: Any):
     reads=("input_ids", "attention_mask"), writes=ROLLOUT_WRITES, roles=("rollout",),
     when=with_images(_environment_outputs, (MULTIMODAL_INPUTS, MULTIMODAL_DATA)),
 )
-def generate(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+def generate(batch: TensorDict, config: Any = None, *, ctx: WorkerContext, **_: Any) -> NodeOutput:
     """Roll out ``n`` responses per prompt with the current policy, through the run's batch source
     (siirl.dag_worker.batch_source): sampled now, or taken from the producer that sampled it ahead."""
     start = time.perf_counter()
@@ -192,7 +192,7 @@ def _reward_model_inputs(cfg: SiirlConfig) -> NodeContract:
 
 
 @node_contract(reads=SEQUENCE_KEYS, writes=("rm_scores",), roles=("reward_model",), when=_reward_model_inputs)
-def compute_rm_score(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+def compute_rm_score(batch: TensorDict, config: Any = None, *, ctx: WorkerContext, **_: Any) -> NodeOutput:
     """The reward model's score of each response, on its last token (verl's ``rm_scores``)."""
     start = time.perf_counter()
     batch["rm_scores"] = ctx.model("reward_model").compute_rm_score(batch)
@@ -205,7 +205,7 @@ def compute_rm_score(batch: TensorDict, config: Any = None, *, ctx, **_: Any) ->
     reads=("responses", "response_mask", "data_source", "ground_truth"), writes=("token_level_scores",),
     when=_reward_inputs,
 )
-def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+def compute_reward(batch: TensorDict, config: Any = None, *, ctx: WorkerContext, **_: Any) -> NodeOutput:
     """The reward on the last response token -> ``token_level_scores``: the reward model's score when an
     upstream node wrote ``rm_scores`` (it replaces the rule score, as in verl), else the rule reward, whose
     extra dict keys stay in the batch for later nodes (``siirl.engine.reward.extra_metrics``)."""
@@ -233,7 +233,7 @@ def compute_reward(batch: TensorDict, config: Any = None, *, ctx, **_: Any) -> N
     when=_advantage_inputs,
 )
 def compute_advantage(
-    batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
+    batch: TensorDict, config: Any = None, *, ctx: WorkerContext, node_config: Any = None, **_: Any
 ) -> NodeOutput:
     """KL-in-reward (optional), rollout correction (where log-probs were recorded), the configured estimator
     over uid groups, then policy-filtered resampling (optional); see ``siirl.dag_worker.batch_reweighting``."""
@@ -305,7 +305,7 @@ def _sum_pi_squared_output(cfg: SiirlConfig) -> NodeContract:
 
 @per_policy(reads=SEQUENCE_KEYS, writes=("old_log_probs",), roles=("actor",), when=with_images(_sum_pi_squared_output))
 def compute_old_log_prob(
-    batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
+    batch: TensorDict, config: Any = None, *, ctx: WorkerContext, node_config: Any = None, **_: Any
 ) -> NodeOutput:
     """Log-probs of the sampled tokens under the policy that generated them (the PPO 'old' policy):
     those the rollout recorded while sampling, or one actor forward (``old_log_prob_source``)."""
@@ -333,7 +333,7 @@ def compute_old_log_prob(
 
 @per_policy(reads=SEQUENCE_KEYS, when=with_images(_reference_output))
 def compute_ref_log_prob(
-    batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
+    batch: TensorDict, config: Any = None, *, ctx: WorkerContext, node_config: Any = None, **_: Any
 ) -> NodeOutput:
     """Reference-policy log-probs; only computed when a KL term (loss or reward) needs them."""
     agent = _agent(node_config)
@@ -350,7 +350,7 @@ def compute_ref_log_prob(
 
 @per_policy(reads=SEQUENCE_KEYS, writes=(TEACHER_LOG_PROB,), roles=("teacher",), when=with_images())
 def compute_teacher_log_prob(
-    batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any
+    batch: TensorDict, config: Any = None, *, ctx: WorkerContext, node_config: Any = None, **_: Any
 ) -> NodeOutput:
     """On-policy distillation: the frozen teacher's log-prob of every sampled response token."""
     start = time.perf_counter()
@@ -363,7 +363,9 @@ def compute_teacher_log_prob(
 
 
 @per_policy(reads=SEQUENCE_KEYS, writes=("values",), roles=("critic",))
-def compute_value(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
+def compute_value(
+    batch: TensorDict, config: Any = None, *, ctx: WorkerContext, node_config: Any = None, **_: Any
+) -> NodeOutput:
     """Critic values for GAE."""
     start = time.perf_counter()
     agent = _agent(node_config)
@@ -388,7 +390,9 @@ def stop_if_diverged(model: Any, section: str, ctx: WorkerContext) -> None:
 
 
 @per_policy(reads=(*SEQUENCE_KEYS, "old_log_probs", "advantages"), roles=("actor",), when=with_images(_kl_loss_input))
-def train_actor(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
+def train_actor(
+    batch: TensorDict, config: Any = None, *, ctx: WorkerContext, node_config: Any = None, **_: Any
+) -> NodeOutput:
     """PPO-style policy update; marks the rollout engine's weights stale. During verl's critic warm-up
     (``step <= trainer.critic_warmup``) the update is skipped, so the policy stays as it is while the
     critic learns values for it; ``actor/critic_warmup=1`` marks those steps. Agents taking turns
@@ -411,7 +415,9 @@ def train_actor(batch: TensorDict, config: Any = None, *, ctx, node_config: Any 
 
 
 @per_policy(reads=(*SEQUENCE_KEYS, "values", "returns"), roles=("critic",))
-def train_critic(batch: TensorDict, config: Any = None, *, ctx, node_config: Any = None, **_: Any) -> NodeOutput:
+def train_critic(
+    batch: TensorDict, config: Any = None, *, ctx: WorkerContext, node_config: Any = None, **_: Any
+) -> NodeOutput:
     """Clipped value-loss update of the critic."""
     start = time.perf_counter()
     agent = _agent(node_config)

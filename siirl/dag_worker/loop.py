@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -38,11 +39,14 @@ from siirl.execution.dag import NEED_MORE_DATA, NodeOutput, TaskGraph
 from siirl.execution.dag.contract_check import check_declared_writes
 from siirl.execution.dag.node_types import NodeRole, NodeType
 
+if TYPE_CHECKING:
+    from siirl.dag_worker.context import WorkerContext
+
 logger = logging.getLogger(__name__)
 
 
 class TrainingLoop:
-    def __init__(self, ctx, graph: TaskGraph) -> None:
+    def __init__(self, ctx: WorkerContext, graph: TaskGraph) -> None:
         self.ctx, self.cfg, self.rank = ctx, ctx.cfg, ctx.rank
         self.nodes = graph.get_nodes()
         self.node_configs = {node.node_id: node.node_config() for node in self.nodes}

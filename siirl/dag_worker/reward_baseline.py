@@ -9,7 +9,7 @@ them like the sampled responses and writes each group's baseline onto every row 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -17,6 +17,9 @@ from tensordict import TensorDict, TensorDictBase
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, select_rows, set_non_tensor_list
 from siirl.execution.dag import NodeOutput
 from siirl.execution.dag.contract import node_contract
+
+if TYPE_CHECKING:
+    from siirl.dag_worker.context import WorkerContext
 
 _CARRIED = ("uid", "data_source", "ground_truth", "extra_info", "index")
 
@@ -47,7 +50,9 @@ def greedy_prompt_batch(batch: TensorDictBase) -> tuple[TensorDict, list[int]]:
     writes=("reward_baselines",),
     roles=("rollout",),
 )
-def compute_reward_baseline(batch: TensorDictBase, config: Any = None, *, ctx, **_: Any) -> NodeOutput:
+def compute_reward_baseline(
+    batch: TensorDictBase, config: Any = None, *, ctx: WorkerContext, **_: Any
+) -> NodeOutput:
     """``reward_baselines[i]``: the reward of the greedy response to row i's prompt."""
     start = time.perf_counter()
     prompts, group_of = greedy_prompt_batch(batch)
