@@ -43,6 +43,12 @@ def init_group(rank: int, world_size: int, port: int) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
 
 
+def init_world_of_one() -> None:
+    """A gloo group of this process alone, meeting through an in-memory store: no port to pick, so no other
+    process on a busy host can take it between picking and binding."""
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+
 def _rank_loop(rank: int, world_size: int, conn: Connection) -> None:
     """A rank process: runs one job after another until told to stop (``None``) or the parent is gone.
 

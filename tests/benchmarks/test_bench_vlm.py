@@ -5,14 +5,14 @@ import json
 
 import pytest
 import torch.distributed as dist
-from dist_testutils import free_port, init_group
+from dist_testutils import init_world_of_one
 
 
 @pytest.fixture(scope="module")
 def bench_vlm(load_benchmark):
     created = not dist.is_initialized()
     if created:
-        init_group(0, 1, free_port())
+        init_world_of_one()
     yield load_benchmark("bench_vlm")
     if created:
         dist.destroy_process_group()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch.distributed as dist
-from dist_testutils import free_port, init_group
+from dist_testutils import init_world_of_one
 from engine_testutils import save_tiny_model
 
 
@@ -20,7 +20,7 @@ def single_process_group():
     """A world of one (gloo), so FSDP2 workers can be built inside the pytest process."""
     created = not dist.is_initialized()
     if created:
-        init_group(0, 1, free_port())
+        init_world_of_one()
     yield dist.group.WORLD
     if created:
         dist.destroy_process_group()
