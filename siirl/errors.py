@@ -5,6 +5,12 @@ original type from Ray's wrapper, so a ``SiirlUserError`` means exit 2 wherever 
 """
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of a library's error, or its type when it says nothing: what a one-line refusal quotes."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class SiirlUserError(ValueError):
     """Base class for mistakes in user input (config, device choice, data or model paths)."""
 

@@ -20,6 +20,7 @@ import torch
 
 from siirl.data_coordinator.errors import DataError
 from siirl.data_coordinator.image_grid import grid_size, merge_size
+from siirl.errors import first_line
 
 PLACEHOLDER = "<image>"
 VISION_START, IMAGE_PAD, VISION_END = "<|vision_start|>", "<|image_pad|>", "<|vision_end|>"
@@ -52,8 +53,7 @@ def open_image(value: Any, where: str, index: int, decode: bool):
     except Image.DecompressionBombError as exc:  # PIL refuses sizes past Image.MAX_IMAGE_PIXELS x 2
         raise DataError(f"{where}: {label} is too large to decode ({exc})") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise DataError(f"{where}: {label} is not a readable image ({reason})") from None
+        raise DataError(f"{where}: {label} is not a readable image ({first_line(exc)})") from None
 
 
 def image_list(cell: Any, where: str) -> list:

@@ -28,11 +28,11 @@ from siirl.device import DeviceBackend
 from siirl.engine.workers.model_loading import (
     ModelLoadError,
     check_model_weights,
-    first_line,
     load_causal_lm,
     model_dir,
     policy_auto_class,
 )
+from siirl.errors import first_line
 from siirl.params.lora import LORA_KEYS, lora_enabled, module_names
 
 if TYPE_CHECKING:

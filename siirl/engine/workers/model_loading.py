@@ -23,7 +23,7 @@ from transformers import (
 )
 
 from siirl.device import DeviceBackend
-from siirl.errors import SiirlUserError
+from siirl.errors import SiirlUserError, first_line
 from siirl.params.fsdp import FSDP_SECTIONS
 from siirl.params.model import ModelConfig
 from siirl.registry import Registry
@@ -180,12 +180,6 @@ def load_value_model(model_cfg: ModelConfig, backend: DeviceBackend, dtype: torc
             module.p = 0.0
     model.config.use_cache = False
     return model
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of a library's error, or its type when it says nothing."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def check_model_weights(path: Path) -> None:

@@ -19,6 +19,7 @@ from transformers import AutoConfig, AutoImageProcessor
 
 from siirl.engine.workers.model_loading import ModelLoadError, is_vision_config, model_dir
 from siirl.engine.workers.vision_inputs import vision_core
+from siirl.errors import first_line
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +35,7 @@ def load_image_processor(model_cfg: Any) -> Any | None:
     try:
         return AutoImageProcessor.from_pretrained(path, trust_remote_code=trust)
     except (OSError, ValueError, ImportError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"no usable image processor in '{model_cfg.path}': {first_line}") from None
+        raise ModelLoadError(f"no usable image processor in '{model_cfg.path}': {first_line(exc)}") from None
 
 
 @functools.lru_cache(maxsize=16)
