@@ -24,7 +24,7 @@ from siirl.dag_worker.progress import ProgressBar, StallWatch, create_board
 from siirl.dag_worker.worker_output import worker_log_path
 from siirl.device import DeviceBackend
 from siirl.earlier_run import set_aside_earlier_run
-from siirl.errors import ClusterError
+from siirl.errors import ClusterError, first_line
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.execution.scheduler.ray_request import PLACEMENT_STRATEGY, placement_bundles, worker_actor_options
 from siirl.job_ledger import record_job
@@ -221,8 +221,7 @@ def run_job(cfg: SiirlConfig, backend: DeviceBackend, plan: ExecutionPlan) -> in
         except ClusterError:
             raise
         except Exception as exc:  # noqa: BLE001  (Ray raises bare Exception/ConnectionError on start-up)
-            print(f"siirl: job failed: could not start or join Ray: {str(exc).strip().splitlines()[0]}",
-                  file=sys.stderr)
+            print(f"siirl: job failed: could not start or join Ray: {first_line(exc)}", file=sys.stderr)
             return 1
         workers: list = []
         group = board = None

@@ -44,3 +44,15 @@ def test_ray_warns_about_token_auth_only_when_its_mode_is_unset(monkeypatch, cap
     with caplog.at_level(logging.WARNING):
         assert enable_token_auth_by_default()
     assert not [r for r in caplog.records if "Token authentication" in r.getMessage()]
+
+
+def test_a_ray_that_fails_to_start_with_no_message_is_named_by_its_error_type(monkeypatch, tmp_path, capsys):
+    """Ray raises bare errors at start-up, some with no text: the job still ends in one line, not an IndexError."""
+    cfg = load_config(["device=cpu", f"trainer.output_dir={tmp_path}"])
+
+    def refuse(_cfg):
+        raise ConnectionError("")
+
+    monkeypatch.setattr(driver, "_init_ray", refuse)
+    assert driver.run_job(cfg, None, None) == 1
+    assert capsys.readouterr().err.strip() == "siirl: job failed: could not start or join Ray: ConnectionError"
