@@ -11,22 +11,22 @@ import dataclasses
 import functools
 import logging
 import tempfile
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
-
-from transformers import AutoConfig
 
 from siirl.agent_loops import check_agent_names
 from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
 from siirl.data_coordinator.custom_dataset import dataset_class
 from siirl.data_coordinator.parquet_source import ParquetRows
 from siirl.engine.workers.model_loading import (
+    check_config_overrides,
     check_model_weights,
     check_sequence_classifier,
     load_tokenizer,
     model_dir,
 )
+from siirl.engine.workers.ulysses import check_attention_heads
+from siirl.engine.workers.varlen_attention import check_attention_names
 from siirl.environment.interactions import load_interaction_config
 from siirl.environment.outputs import env_mode
 from siirl.environment.tools import load_tool_config
@@ -36,28 +36,8 @@ from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.params import SiirlConfig
 from siirl.params.data import data_tokenizer_model
 from siirl.params.distillation import teacher_model_config
-from siirl.params.sequence_parallel import SP_KEYS, role_models, sequence_parallel_sizes
 
 logger = logging.getLogger(__name__)
-
-
-ATTENTION_KEYS = ("actor_rollout_ref.model.attn_implementation", "critic.model.attn_implementation")
-
-
-def check_attention_names(cfg: SiirlConfig) -> None:
-    """Each ``attn_implementation`` is one transformers (or siiRL's varlen kernel) registers, ``paged|<name>``
-    of one, or a Hub kernel repo (``org/repo[:fn]``) that transformers fetches; the other registry-named keys
-    were checked by ``siirl.config_checks.load_config``."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    import siirl.engine.workers.varlen_attention  # noqa: F401  (registers siiRL's varlen kernel)
-
-    known = sorted({"auto", "eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()})
-    for key in ATTENTION_KEYS:
-        value = str(attrgetter(key)(cfg))
-        paged = value.startswith("paged|") and value[len("paged|"):] in known
-        if not (value in known or "/" in value or paged):
-            raise ConfigError(f"bad config: {key}={value!r} is unknown; known: {', '.join(known)}")
 
 
 def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
@@ -89,27 +69,6 @@ def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
         ) from None
 
 
-def check_attention_heads(cfg: SiirlConfig) -> None:
-    """Each role with ``ulysses_sequence_parallel_size`` > 1 splits its model's attention heads evenly
-    over the group (before Ray starts: it needs the model's config, not its weights; each config read once)."""
-    models = role_models(cfg)
-    heads_of: dict[str, int] = {}
-    for role, size in sequence_parallel_sizes(cfg).items():
-        if size == 1 or (role == "critic" and not uses_critic(cfg)):
-            continue
-        section, model_cfg = models[role]
-        path = model_dir(model_cfg)
-        if section not in heads_of:
-            config = AutoConfig.from_pretrained(path, trust_remote_code=bool(model_cfg.trust_remote_code))
-            heads_of[section] = config.get_text_config().num_attention_heads
-        heads = heads_of[section]
-        if heads % size:
-            raise ConfigError(
-                f"bad config: {SP_KEYS[role]}={size} must divide the {heads} attention heads of {section}.path "
-                f"({path}): each rank of a sequence-parallel group attends with heads / {size} of them"
-            )
-
-
 def check_inputs(cfg: SiirlConfig) -> None:
     """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function and sampler,
     output dir."""
@@ -121,12 +80,12 @@ def check_inputs(cfg: SiirlConfig) -> None:
     check_environment(cfg)
     check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
     check_model_weights(model_dir(cfg.actor_rollout_ref.model))
-    check_config_overrides(cfg)
+    check_config_overrides([cfg.actor_rollout_ref.model] + ([cfg.critic.model] if cfg.critic.enable else []))
     check_lora_targets(cfg.actor_rollout_ref.model)  # a saved adapter's config and weights too
     if cfg.reward_model.enable:  # a sequence classifier (read from config.json) with sound weights
         check_sequence_classifier(cfg.reward_model.model)
         check_model_weights(model_dir(cfg.reward_model.model))
-    check_attention_heads(cfg)
+    check_attention_heads(cfg, uses_critic(cfg))
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
     if cfg.distillation.enabled:
@@ -305,18 +264,3 @@ def pin_resume_checkpoint(cfg: SiirlConfig) -> SiirlConfig:
     if path is None:
         return cfg
     return dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, resume_mode=str(path)))
-
-
-def check_config_overrides(cfg: SiirlConfig) -> None:
-    """``model.override_config`` names attributes of the model's HF config: checked here, before Ray, on the
-    config file alone (no weights are read)."""
-    from siirl.engine.workers.model_loading import apply_config_overrides
-
-    sections = [cfg.actor_rollout_ref.model] + ([cfg.critic.model] if cfg.critic.enable else [])
-    for model_cfg in sections:
-        if model_cfg.override_config:
-            config = AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code))
-            unread = apply_config_overrides(config, dict(model_cfg.override_config))
-            if unread:
-                logger.warning("model.override_config: %s has no %s; set anyway, as verl does, but its model "
-                               "does not read them", type(config).__name__, ", ".join(unread))
