@@ -18,6 +18,7 @@ from siirl.agent_loops import check_agent_names
 from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
 from siirl.data_coordinator.custom_dataset import dataset_class
 from siirl.data_coordinator.parquet_source import ParquetRows
+from siirl.engine.rollout.tool_prompts import check_tool_prompt_width, check_tool_template
 from siirl.engine.workers.model_loading import (
     check_config_overrides,
     check_model_weights,
@@ -29,7 +30,6 @@ from siirl.engine.workers.ulysses import check_attention_heads
 from siirl.engine.workers.varlen_attention import check_attention_names
 from siirl.environment.interactions import load_interaction_config
 from siirl.environment.outputs import env_mode
-from siirl.environment.tools import load_tool_config
 from siirl.errors import ConfigError, SiirlUserError
 from siirl.execution.roles import uses_critic
 from siirl.execution.scheduler.plan import ExecutionPlan
@@ -51,22 +51,6 @@ def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
             pass
     except OSError as exc:
         raise SiirlUserError(f"{key}={raw}: cannot write in {existing} ({exc.strerror})") from None
-
-
-def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
-    """Tool-calling runs render tool responses with the chat template's ``tool`` role."""
-    if env_mode(cfg) != "tools" or not cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path:
-        return
-    chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "tool", "content": "r"}]
-    try:
-        tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-    except Exception as exc:  # noqa: BLE001 - jinja raises whatever the template says
-        reason = " ".join(str(exc).split())
-        raise ConfigError(
-            f"actor_rollout_ref.rollout.multi_turn.tool_config_path: the chat template of "
-            f"{cfg.actor_rollout_ref.model.path} cannot render a 'tool' message ({reason}); use a model whose "
-            "template has a tool role"
-        ) from None
 
 
 def check_inputs(cfg: SiirlConfig) -> None:
@@ -222,25 +206,6 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
         first_rows = dataclasses.replace(cfg.data, shuffle=False)
         batch = build(first_rows, tokenizer, 0, dp, scan=scan, image_processor=images).peek()
         check_tool_prompt_width(cfg, batch, tokenizer)
-
-
-def check_tool_prompt_width(cfg: SiirlConfig, batch: Any, tokenizer: Any) -> None:
-    """A tool run re-renders each prompt with the tools' schemas (whatever ``multi_turn.format`` parses the
-    calls): the first batch's rows must still fit ``data.max_prompt_length``, or every worker fails at step 1."""
-    from siirl.engine.rollout.tool_prompts import render_tool_prompts
-
-    path = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
-    if env_mode(cfg) != "tools" or not path:
-        return
-    schemas = [spec.schema for spec in load_tool_config(str(path))]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    try:
-        render_tool_prompts(batch.clone(), tokenizer, schemas, pad, dict(cfg.data.apply_chat_template_kwargs))
-    except RuntimeError as exc:
-        raise ConfigError(
-            f"bad config: actor_rollout_ref.rollout.multi_turn.tool_config_path={path} "
-            f"(format {cfg.actor_rollout_ref.rollout.multi_turn.format}): {exc}"
-        ) from None
 
 
 def check_plan(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
