@@ -28,8 +28,9 @@ from siirl.engine.workers.model_loading import (
 )
 from siirl.engine.workers.ulysses import check_attention_heads
 from siirl.engine.workers.varlen_attention import check_attention_names
-from siirl.environment.interactions import load_interaction_config
+from siirl.environment.interactions import check_interaction_rows
 from siirl.environment.outputs import env_mode
+from siirl.environment.registry import check_environment
 from siirl.errors import ConfigError, SiirlUserError
 from siirl.execution.roles import uses_critic
 from siirl.execution.scheduler.plan import ExecutionPlan
@@ -92,44 +93,10 @@ def check_inputs(cfg: SiirlConfig) -> None:
         check_output_dir(cfg.trainer.default_local_dir, "trainer.default_local_dir")
 
 
-def check_environment(cfg: SiirlConfig) -> None:
-    """An environment that can say what it lacks (``preflight``: a simulator not installed) says it here."""
-    from siirl.environment.registry import resolve_env_factory
-
-    if env_mode(cfg) is None:
-        return
-    preflight = getattr(resolve_env_factory(cfg.env.name), "preflight", None)
-    if callable(preflight):
-        preflight(**dict(cfg.env.kwargs))
-
-
 def scores_by_rule(cfg: SiirlConfig) -> bool:
     """The built-in scorers (chosen by ``data_source``) score the rollouts: they compare with each row's
     ground truth. A reward model, an environment or the user's own function may not need one."""
     return not (cfg.reward_model.enable or cfg.custom_reward_function.path or env_mode(cfg) is not None)
-
-
-def check_interaction_rows(cfg: SiirlConfig, rows: Any) -> None:
-    """In an interaction run every row's ``extra_info.interaction_kwargs.name`` picks a configured
-    interaction; verl's rollout raises on the first row that does not, here it is one line up front."""
-    path = cfg.actor_rollout_ref.rollout.multi_turn.interaction_config_path
-    if env_mode(cfg) != "tools" or not path:
-        return
-    names = {spec.name for spec in load_interaction_config(str(path))}
-    for first, columns in rows.iter_columns(["extra_info"]):
-        for offset, info in enumerate(columns["extra_info"]):
-            kwargs = info.get("interaction_kwargs") if isinstance(info, dict) else None
-            name = kwargs.get("name") if isinstance(kwargs, dict) else None
-            if name in names:
-                continue
-            problem = (
-                "has no extra_info.interaction_kwargs.name" if name is None
-                else f"names interaction {name!r} in extra_info.interaction_kwargs"
-            )
-            raise SiirlUserError(
-                f"{rows.describe(first + offset)} {problem}; actor_rollout_ref.rollout.multi_turn."
-                f"interaction_config_path={path} defines: {', '.join(sorted(names))}"
-            )
 
 
 def check_ground_truth(rows: Any) -> None:
