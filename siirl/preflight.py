@@ -10,11 +10,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import tempfile
-from pathlib import Path
-from typing import Any
 
 from siirl.agent_loops import check_agent_names
+from siirl.dag_worker.reward_setup import check_ground_truth, scores_by_rule
 from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
 from siirl.data_coordinator.custom_dataset import dataset_class
 from siirl.data_coordinator.parquet_source import ParquetRows
@@ -29,7 +27,6 @@ from siirl.engine.workers.model_loading import (
 from siirl.engine.workers.ulysses import check_attention_heads
 from siirl.engine.workers.varlen_attention import check_attention_names
 from siirl.environment.interactions import check_interaction_rows
-from siirl.environment.outputs import env_mode
 from siirl.environment.registry import check_environment
 from siirl.errors import ConfigError, SiirlUserError
 from siirl.execution.roles import uses_critic
@@ -37,21 +34,9 @@ from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.params import SiirlConfig
 from siirl.params.data import data_tokenizer_model
 from siirl.params.distillation import teacher_model_config
+from siirl.user_files import check_output_dir
 
 logger = logging.getLogger(__name__)
-
-
-def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
-    """The first existing ancestor of the folder ``key`` names is a directory we can create files in."""
-    path = Path(raw).expanduser().absolute()
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise SiirlUserError(f"{key}={raw}: {existing} is not a directory")
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise SiirlUserError(f"{key}={raw}: cannot write in {existing} ({exc.strerror})") from None
 
 
 def check_inputs(cfg: SiirlConfig) -> None:
@@ -91,22 +76,6 @@ def check_inputs(cfg: SiirlConfig) -> None:
     check_output_dir(str(cfg.trainer.output_dir))
     if cfg.trainer.default_local_dir:
         check_output_dir(cfg.trainer.default_local_dir, "trainer.default_local_dir")
-
-
-def scores_by_rule(cfg: SiirlConfig) -> bool:
-    """The built-in scorers (chosen by ``data_source``) score the rollouts: they compare with each row's
-    ground truth. A reward model, an environment or the user's own function may not need one."""
-    return not (cfg.reward_model.enable or cfg.custom_reward_function.path or env_mode(cfg) is not None)
-
-
-def check_ground_truth(rows: Any) -> None:
-    """A row without ``reward_model.ground_truth`` would fail the built-in scorer mid-step in a worker."""
-    missing = rows.first_missing("reward_model", "ground_truth")
-    if missing is not None:
-        raise SiirlUserError(
-            f"{rows.describe(missing)} has no reward_model.ground_truth, which the built-in rule rewards compare "
-            "with; add it, or score with custom_reward_function.path or reward_model.enable=true"
-        )
 
 
 def _data_dp_size(plan: ExecutionPlan) -> int:
@@ -178,21 +147,3 @@ def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
 def check_plan(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     check_batch_sizes(cfg, plan)
     check_data_shape(cfg, plan)
-
-
-def pin_resume_checkpoint(cfg: SiirlConfig) -> SiirlConfig:
-    """Resolve ``trainer.resume_mode`` to the verified checkpoint every worker will load.
-
-    ``auto`` falls back to the newest intact checkpoint (warning about each refused one); an explicit path
-    must be intact. Pinning the choice here means all workers load the same step.
-    """
-    from siirl.dag_worker.checkpoint import CheckpointManager, checkpoint_root
-
-    mode = str(cfg.trainer.resume_mode)
-    if mode == "disable":
-        return cfg
-    manager = CheckpointManager(checkpoint_root(cfg.trainer), rank=0)
-    path = manager.resolve(mode, verify="all")
-    if path is None:
-        return cfg
-    return dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, resume_mode=str(path)))
