@@ -2,21 +2,23 @@
 
 Everything a DAG worker would otherwise find only after minutes (an unknown registry name, a batch that
 does not split over the data-parallel ranks, a dataset that filtering empties, an output dir that cannot
-be written, a checkpoint that is missing or corrupt) is looked up here from the config and the plan.
+be written, a checkpoint that is missing or corrupt) is looked up here from the config and the plan. Each
+check lives beside the feature it guards; this module calls them in order.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import logging
 
 from siirl.agent_loops import check_agent_names
 from siirl.dag_worker.reward_setup import check_ground_truth, scores_by_rule
-from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
-from siirl.data_coordinator.custom_dataset import dataset_class
-from siirl.data_coordinator.parquet_source import ParquetRows
+from siirl.data_coordinator.custom_sampler import sampler_class
+from siirl.data_coordinator.dataloader import first_batches
+from siirl.data_coordinator.image_grid import patch_size_mismatch
+from siirl.data_coordinator.parquet_source import split_rows
+from siirl.engine.reward.custom import check_call_signature, custom_reward_fn_from_config
 from siirl.engine.rollout.tool_prompts import check_tool_prompt_width, check_tool_template
+from siirl.engine.workers.lora import check_lora_targets
 from siirl.engine.workers.model_loading import (
     check_config_overrides,
     check_model_weights,
@@ -26,9 +28,10 @@ from siirl.engine.workers.model_loading import (
 )
 from siirl.engine.workers.ulysses import check_attention_heads
 from siirl.engine.workers.varlen_attention import check_attention_names
+from siirl.engine.workers.vision import load_image_processor
 from siirl.environment.interactions import check_interaction_rows
 from siirl.environment.registry import check_environment
-from siirl.errors import ConfigError, SiirlUserError
+from siirl.errors import ConfigError
 from siirl.execution.roles import uses_critic
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.params import SiirlConfig
@@ -40,18 +43,15 @@ logger = logging.getLogger(__name__)
 
 
 def check_inputs(cfg: SiirlConfig) -> None:
-    """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function and sampler,
-    output dir."""
-    from siirl.data_coordinator.custom_sampler import sampler_class
-    from siirl.engine.reward.custom import check_call_signature, custom_reward_fn_from_config
-    from siirl.engine.workers.lora import check_lora_targets
-
+    """Attention kernels, environment, model dirs (tokenizer, weights, HF config), parquet rows, custom
+    reward function and sampler, output dirs."""
+    model = cfg.actor_rollout_ref.model
     check_attention_names(cfg)
     check_environment(cfg)
     check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
-    check_model_weights(model_dir(cfg.actor_rollout_ref.model))
-    check_config_overrides([cfg.actor_rollout_ref.model] + ([cfg.critic.model] if cfg.critic.enable else []))
-    check_lora_targets(cfg.actor_rollout_ref.model)  # a saved adapter's config and weights too
+    check_model_weights(model_dir(model))
+    check_config_overrides([model] + ([cfg.critic.model] if cfg.critic.enable else []))
+    check_lora_targets(model)  # a saved adapter's config and weights too
     if cfg.reward_model.enable:  # a sequence classifier (read from config.json) with sound weights
         check_sequence_classifier(cfg.reward_model.model)
         check_model_weights(model_dir(cfg.reward_model.model))
@@ -59,17 +59,12 @@ def check_inputs(cfg: SiirlConfig) -> None:
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
     if cfg.distillation.enabled:
-        check_model_weights(model_dir(teacher_model_config(cfg.actor_rollout_ref.model, cfg.distillation)))
-    if dataset_class(cfg.data) is None:  # a data.custom_cls reads the files itself
-        for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
-            rows = ParquetRows(files, [cfg.data.prompt_key]) if files else None
-            if rows is not None and rows.num_rows == 0:
-                raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
-            if rows is not None and scores_by_rule(cfg):
-                check_ground_truth(rows)
-            if rows is not None:
-                check_interaction_rows(cfg, rows)
-                check_agent_names(cfg, rows)
+        check_model_weights(model_dir(teacher_model_config(model, cfg.distillation)))
+    for rows in split_rows(cfg.data):
+        if scores_by_rule(cfg):
+            check_ground_truth(rows)
+        check_interaction_rows(cfg, rows)
+        check_agent_names(cfg, rows)
     if cfg.custom_reward_function.path:
         check_call_signature(custom_reward_fn_from_config(cfg.custom_reward_function), cfg.reward_model.reward_manager)
     sampler_class(cfg.data)
@@ -114,33 +109,14 @@ def check_batch_sizes(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
             )
 
 
-#: Rows the launcher scans for over-long prompts before Ray starts; beyond it the DAG workers find them (its time
-#: and memory stay those of a small dataset: the driver holds no data).
-PREFLIGHT_SCAN_ROWS = 8192
-
-
 def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
-    """Build the loaders rank 0 will build: row types, over-long prompts, rows left after filtering."""
-    from siirl.data_coordinator.dataloader import preview_scan
-    from siirl.data_coordinator.image_grid import patch_size_mismatch
-    from siirl.engine.workers.vision import load_image_processor
-
-    dp = _data_dp_size(plan)
+    """The first batches rank 0 will load; a tool run's prompts re-rendered with the tools' schemas fit."""
     model = data_tokenizer_model(cfg)
     tokenizer, images = load_tokenizer(model), load_image_processor(model)
     mismatch = patch_size_mismatch(images, cfg.data.image_patch_size)  # None for a text policy
     if mismatch:
         logger.warning(mismatch)
-    train = functools.partial(build_train_dataloader, prompts_per_draw=plan.resolved.prompts_per_draw)
-    for build, files in ((train, cfg.data.train_files), (build_val_dataloader, cfg.data.val_files)):
-        if not files:
-            continue
-        custom = dataset_class(cfg.data) is not None  # the user's dataset filters its own rows
-        scan = None if custom else preview_scan(ParquetRows(files, [cfg.data.prompt_key]).num_rows, PREFLIGHT_SCAN_ROWS)
-        # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would: the
-        # first rows, in file order, which the preview scanned (a shuffled batch would read every row group).
-        first_rows = dataclasses.replace(cfg.data, shuffle=False)
-        batch = build(first_rows, tokenizer, 0, dp, scan=scan, image_processor=images).peek()
+    for batch in first_batches(cfg.data, tokenizer, images, _data_dp_size(plan), plan.resolved.prompts_per_draw):
         check_tool_prompt_width(cfg, batch, tokenizer)
 
 
