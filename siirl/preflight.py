@@ -74,9 +74,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
 
 
 def _data_dp_size(plan: ExecutionPlan) -> int:
-    """The dp size the workers shard the dataloader over (the rollout's, else their first role's)."""
-    coords = plan.worker(0).coords
-    coord = coords.get("rollout") or next(iter(coords.values()), None)
+    coord = plan.worker(0).data_coord()
     return coord.dp_size if coord is not None else plan.world_size
 
 
