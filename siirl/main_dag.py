@@ -52,10 +52,11 @@ def _setup_logging() -> None:
 def prepare(overrides: list[str], config_path: str | None = None, config_name: str | None = None):
     """Everything that can be checked before Ray starts: config, device, engine, pipeline, plan."""
     from siirl.config_checks import load_config
+    from siirl.dag_worker.checkpoint import pin_resume_checkpoint
     from siirl.device import get_backend
     from siirl.execution.dag.run_pipeline import select_pipeline
     from siirl.execution.scheduler.planner import plan_from_config
-    from siirl.preflight import check_inputs, check_plan, pin_resume_checkpoint
+    from siirl.preflight import check_inputs, check_plan
 
     startup_timing.mark("imports")
     cfg = load_config(overrides, config_path=config_path, config_name=config_name)

@@ -2,145 +2,69 @@
 
 Everything a DAG worker would otherwise find only after minutes (an unknown registry name, a batch that
 does not split over the data-parallel ranks, a dataset that filtering empties, an output dir that cannot
-be written, a checkpoint that is missing or corrupt) is looked up here from the config and the plan.
+be written, a checkpoint that is missing or corrupt) is looked up here from the config and the plan. Each
+check lives beside the feature it guards; this module calls them in order.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import logging
-import tempfile
-from operator import attrgetter
-from pathlib import Path
-from typing import Any
-
-from transformers import AutoConfig
 
 from siirl.agent_loops import check_agent_names
-from siirl.data_coordinator import build_train_dataloader, build_val_dataloader
-from siirl.data_coordinator.custom_dataset import dataset_class
-from siirl.data_coordinator.parquet_source import ParquetRows
+from siirl.dag_worker.reward_setup import check_ground_truth, scores_by_rule
+from siirl.data_coordinator.custom_sampler import sampler_class
+from siirl.data_coordinator.dataloader import first_batches
+from siirl.data_coordinator.image_grid import patch_size_mismatch
+from siirl.data_coordinator.parquet_source import split_rows
+from siirl.engine.reward.custom import check_call_signature, custom_reward_fn_from_config
+from siirl.engine.rollout.tool_prompts import check_tool_prompt_width, check_tool_template
+from siirl.engine.workers.lora import check_lora_targets
 from siirl.engine.workers.model_loading import (
+    check_config_overrides,
     check_model_weights,
     check_sequence_classifier,
     load_tokenizer,
     model_dir,
 )
-from siirl.environment.interactions import load_interaction_config
-from siirl.environment.outputs import env_mode
-from siirl.environment.tools import load_tool_config
-from siirl.errors import ConfigError, SiirlUserError
+from siirl.engine.workers.ulysses import check_attention_heads
+from siirl.engine.workers.varlen_attention import check_attention_names
+from siirl.engine.workers.vision import load_image_processor
+from siirl.environment.interactions import check_interaction_rows
+from siirl.environment.registry import check_environment
+from siirl.errors import ConfigError
 from siirl.execution.roles import uses_critic
 from siirl.execution.scheduler.plan import ExecutionPlan
 from siirl.params import SiirlConfig
 from siirl.params.data import data_tokenizer_model
 from siirl.params.distillation import teacher_model_config
-from siirl.params.sequence_parallel import SP_KEYS, role_models, sequence_parallel_sizes
+from siirl.user_files import check_output_dir
 
 logger = logging.getLogger(__name__)
 
 
-ATTENTION_KEYS = ("actor_rollout_ref.model.attn_implementation", "critic.model.attn_implementation")
-
-
-def check_attention_names(cfg: SiirlConfig) -> None:
-    """Each ``attn_implementation`` is one transformers (or siiRL's varlen kernel) registers, ``paged|<name>``
-    of one, or a Hub kernel repo (``org/repo[:fn]``) that transformers fetches; the other registry-named keys
-    were checked by ``siirl.config_checks.load_config``."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-    import siirl.engine.workers.varlen_attention  # noqa: F401  (registers siiRL's varlen kernel)
-
-    known = sorted({"auto", "eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()})
-    for key in ATTENTION_KEYS:
-        value = str(attrgetter(key)(cfg))
-        paged = value.startswith("paged|") and value[len("paged|"):] in known
-        if not (value in known or "/" in value or paged):
-            raise ConfigError(f"bad config: {key}={value!r} is unknown; known: {', '.join(known)}")
-
-
-def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
-    """The first existing ancestor of the folder ``key`` names is a directory we can create files in."""
-    path = Path(raw).expanduser().absolute()
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise SiirlUserError(f"{key}={raw}: {existing} is not a directory")
-    try:
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise SiirlUserError(f"{key}={raw}: cannot write in {existing} ({exc.strerror})") from None
-
-
-def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
-    """Tool-calling runs render tool responses with the chat template's ``tool`` role."""
-    if env_mode(cfg) != "tools" or not cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path:
-        return
-    chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "tool", "content": "r"}]
-    try:
-        tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-    except Exception as exc:  # noqa: BLE001 - jinja raises whatever the template says
-        reason = " ".join(str(exc).split())
-        raise ConfigError(
-            f"actor_rollout_ref.rollout.multi_turn.tool_config_path: the chat template of "
-            f"{cfg.actor_rollout_ref.model.path} cannot render a 'tool' message ({reason}); use a model whose "
-            "template has a tool role"
-        ) from None
-
-
-def check_attention_heads(cfg: SiirlConfig) -> None:
-    """Each role with ``ulysses_sequence_parallel_size`` > 1 splits its model's attention heads evenly
-    over the group (before Ray starts: it needs the model's config, not its weights; each config read once)."""
-    models = role_models(cfg)
-    heads_of: dict[str, int] = {}
-    for role, size in sequence_parallel_sizes(cfg).items():
-        if size == 1 or (role == "critic" and not uses_critic(cfg)):
-            continue
-        section, model_cfg = models[role]
-        path = model_dir(model_cfg)
-        if section not in heads_of:
-            config = AutoConfig.from_pretrained(path, trust_remote_code=bool(model_cfg.trust_remote_code))
-            heads_of[section] = config.get_text_config().num_attention_heads
-        heads = heads_of[section]
-        if heads % size:
-            raise ConfigError(
-                f"bad config: {SP_KEYS[role]}={size} must divide the {heads} attention heads of {section}.path "
-                f"({path}): each rank of a sequence-parallel group attends with heads / {size} of them"
-            )
-
-
 def check_inputs(cfg: SiirlConfig) -> None:
-    """Attention kernels, model dirs (tokenizer, weights), parquet files, custom reward function and sampler,
-    output dir."""
-    from siirl.data_coordinator.custom_sampler import sampler_class
-    from siirl.engine.reward.custom import check_call_signature, custom_reward_fn_from_config
-    from siirl.engine.workers.lora import check_lora_targets
-
+    """Attention kernels, environment, model dirs (tokenizer, weights, HF config), parquet rows, custom
+    reward function and sampler, output dirs."""
+    model = cfg.actor_rollout_ref.model
     check_attention_names(cfg)
     check_environment(cfg)
     check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
-    check_model_weights(model_dir(cfg.actor_rollout_ref.model))
-    check_config_overrides(cfg)
-    check_lora_targets(cfg.actor_rollout_ref.model)  # a saved adapter's config and weights too
+    check_model_weights(model_dir(model))
+    check_config_overrides([model] + ([cfg.critic.model] if cfg.critic.enable else []))
+    check_lora_targets(model)  # a saved adapter's config and weights too
     if cfg.reward_model.enable:  # a sequence classifier (read from config.json) with sound weights
         check_sequence_classifier(cfg.reward_model.model)
         check_model_weights(model_dir(cfg.reward_model.model))
-    check_attention_heads(cfg)
+    check_attention_heads(cfg, uses_critic(cfg))
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
     if cfg.distillation.enabled:
-        check_model_weights(model_dir(teacher_model_config(cfg.actor_rollout_ref.model, cfg.distillation)))
-    if dataset_class(cfg.data) is None:  # a data.custom_cls reads the files itself
-        for key, files in (("data.train_files", cfg.data.train_files), ("data.val_files", cfg.data.val_files)):
-            rows = ParquetRows(files, [cfg.data.prompt_key]) if files else None
-            if rows is not None and rows.num_rows == 0:
-                raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
-            if rows is not None and scores_by_rule(cfg):
-                check_ground_truth(rows)
-            if rows is not None:
-                check_interaction_rows(cfg, rows)
-                check_agent_names(cfg, rows)
+        check_model_weights(model_dir(teacher_model_config(model, cfg.distillation)))
+    for rows in split_rows(cfg.data):
+        if scores_by_rule(cfg):
+            check_ground_truth(rows)
+        check_interaction_rows(cfg, rows)
+        check_agent_names(cfg, rows)
     if cfg.custom_reward_function.path:
         check_call_signature(custom_reward_fn_from_config(cfg.custom_reward_function), cfg.reward_model.reward_manager)
     sampler_class(cfg.data)
@@ -149,60 +73,8 @@ def check_inputs(cfg: SiirlConfig) -> None:
         check_output_dir(cfg.trainer.default_local_dir, "trainer.default_local_dir")
 
 
-def check_environment(cfg: SiirlConfig) -> None:
-    """An environment that can say what it lacks (``preflight``: a simulator not installed) says it here."""
-    from siirl.environment.registry import resolve_env_factory
-
-    if env_mode(cfg) is None:
-        return
-    preflight = getattr(resolve_env_factory(cfg.env.name), "preflight", None)
-    if callable(preflight):
-        preflight(**dict(cfg.env.kwargs))
-
-
-def scores_by_rule(cfg: SiirlConfig) -> bool:
-    """The built-in scorers (chosen by ``data_source``) score the rollouts: they compare with each row's
-    ground truth. A reward model, an environment or the user's own function may not need one."""
-    return not (cfg.reward_model.enable or cfg.custom_reward_function.path or env_mode(cfg) is not None)
-
-
-def check_interaction_rows(cfg: SiirlConfig, rows: Any) -> None:
-    """In an interaction run every row's ``extra_info.interaction_kwargs.name`` picks a configured
-    interaction; verl's rollout raises on the first row that does not, here it is one line up front."""
-    path = cfg.actor_rollout_ref.rollout.multi_turn.interaction_config_path
-    if env_mode(cfg) != "tools" or not path:
-        return
-    names = {spec.name for spec in load_interaction_config(str(path))}
-    for first, columns in rows.iter_columns(["extra_info"]):
-        for offset, info in enumerate(columns["extra_info"]):
-            kwargs = info.get("interaction_kwargs") if isinstance(info, dict) else None
-            name = kwargs.get("name") if isinstance(kwargs, dict) else None
-            if name in names:
-                continue
-            problem = (
-                "has no extra_info.interaction_kwargs.name" if name is None
-                else f"names interaction {name!r} in extra_info.interaction_kwargs"
-            )
-            raise SiirlUserError(
-                f"{rows.describe(first + offset)} {problem}; actor_rollout_ref.rollout.multi_turn."
-                f"interaction_config_path={path} defines: {', '.join(sorted(names))}"
-            )
-
-
-def check_ground_truth(rows: Any) -> None:
-    """A row without ``reward_model.ground_truth`` would fail the built-in scorer mid-step in a worker."""
-    missing = rows.first_missing("reward_model", "ground_truth")
-    if missing is not None:
-        raise SiirlUserError(
-            f"{rows.describe(missing)} has no reward_model.ground_truth, which the built-in rule rewards compare "
-            "with; add it, or score with custom_reward_function.path or reward_model.enable=true"
-        )
-
-
 def _data_dp_size(plan: ExecutionPlan) -> int:
-    """The dp size the workers shard the dataloader over (the rollout's, else their first role's)."""
-    coords = plan.worker(0).coords
-    coord = coords.get("rollout") or next(iter(coords.values()), None)
+    coord = plan.worker(0).data_coord()
     return coord.dp_size if coord is not None else plan.world_size
 
 
@@ -235,88 +107,17 @@ def check_batch_sizes(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
             )
 
 
-#: Rows the launcher scans for over-long prompts before Ray starts; beyond it the DAG workers find them (its time
-#: and memory stay those of a small dataset: the driver holds no data).
-PREFLIGHT_SCAN_ROWS = 8192
-
-
 def check_data_shape(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
-    """Build the loaders rank 0 will build: row types, over-long prompts, rows left after filtering."""
-    from siirl.data_coordinator.dataloader import preview_scan
-    from siirl.data_coordinator.image_grid import patch_size_mismatch
-    from siirl.engine.workers.vision import load_image_processor
-
-    dp = _data_dp_size(plan)
+    """The first batches rank 0 will load; a tool run's prompts re-rendered with the tools' schemas fit."""
     model = data_tokenizer_model(cfg)
     tokenizer, images = load_tokenizer(model), load_image_processor(model)
     mismatch = patch_size_mismatch(images, cfg.data.image_patch_size)  # None for a text policy
     if mismatch:
         logger.warning(mismatch)
-    train = functools.partial(build_train_dataloader, prompts_per_draw=plan.resolved.prompts_per_draw)
-    for build, files in ((train, cfg.data.train_files), (build_val_dataloader, cfg.data.val_files)):
-        if not files:
-            continue
-        custom = dataset_class(cfg.data) is not None  # the user's dataset filters its own rows
-        scan = None if custom else preview_scan(ParquetRows(files, [cfg.data.prompt_key]).num_rows, PREFLIGHT_SCAN_ROWS)
-        # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would: the
-        # first rows, in file order, which the preview scanned (a shuffled batch would read every row group).
-        first_rows = dataclasses.replace(cfg.data, shuffle=False)
-        batch = build(first_rows, tokenizer, 0, dp, scan=scan, image_processor=images).peek()
+    for batch in first_batches(cfg.data, tokenizer, images, _data_dp_size(plan), plan.resolved.prompts_per_draw):
         check_tool_prompt_width(cfg, batch, tokenizer)
-
-
-def check_tool_prompt_width(cfg: SiirlConfig, batch: Any, tokenizer: Any) -> None:
-    """A tool run re-renders each prompt with the tools' schemas (whatever ``multi_turn.format`` parses the
-    calls): the first batch's rows must still fit ``data.max_prompt_length``, or every worker fails at step 1."""
-    from siirl.engine.rollout.tool_prompts import render_tool_prompts
-
-    path = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
-    if env_mode(cfg) != "tools" or not path:
-        return
-    schemas = [spec.schema for spec in load_tool_config(str(path))]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    try:
-        render_tool_prompts(batch.clone(), tokenizer, schemas, pad, dict(cfg.data.apply_chat_template_kwargs))
-    except RuntimeError as exc:
-        raise ConfigError(
-            f"bad config: actor_rollout_ref.rollout.multi_turn.tool_config_path={path} "
-            f"(format {cfg.actor_rollout_ref.rollout.multi_turn.format}): {exc}"
-        ) from None
 
 
 def check_plan(cfg: SiirlConfig, plan: ExecutionPlan) -> None:
     check_batch_sizes(cfg, plan)
     check_data_shape(cfg, plan)
-
-
-def pin_resume_checkpoint(cfg: SiirlConfig) -> SiirlConfig:
-    """Resolve ``trainer.resume_mode`` to the verified checkpoint every worker will load.
-
-    ``auto`` falls back to the newest intact checkpoint (warning about each refused one); an explicit path
-    must be intact. Pinning the choice here means all workers load the same step.
-    """
-    from siirl.dag_worker.checkpoint import CheckpointManager, checkpoint_root
-
-    mode = str(cfg.trainer.resume_mode)
-    if mode == "disable":
-        return cfg
-    manager = CheckpointManager(checkpoint_root(cfg.trainer), rank=0)
-    path = manager.resolve(mode, verify="all")
-    if path is None:
-        return cfg
-    return dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, resume_mode=str(path)))
-
-
-def check_config_overrides(cfg: SiirlConfig) -> None:
-    """``model.override_config`` names attributes of the model's HF config: checked here, before Ray, on the
-    config file alone (no weights are read)."""
-    from siirl.engine.workers.model_loading import apply_config_overrides
-
-    sections = [cfg.actor_rollout_ref.model] + ([cfg.critic.model] if cfg.critic.enable else [])
-    for model_cfg in sections:
-        if model_cfg.override_config:
-            config = AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code))
-            unread = apply_config_overrides(config, dict(model_cfg.override_config))
-            if unread:
-                logger.warning("model.override_config: %s has no %s; set anyway, as verl does, but its model "
-                               "does not read them", type(config).__name__, ", ".join(unread))

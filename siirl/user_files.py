@@ -14,12 +14,13 @@ import importlib.util
 import os
 import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from siirl.errors import ConfigError
+from siirl.errors import ConfigError, SiirlUserError
 
 #: Largest file the launcher reads: far above any real config or reward module.
 MAX_FILE_BYTES = 8 * 1024 * 1024
@@ -188,3 +189,16 @@ def load_from_user_file(path: str, name: str, section: str) -> Any:
         defined = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
         raise ConfigError(f"{section}.name: {name!r} not found in {path} (callables there: {defined})")
     return getattr(module, name)
+
+
+def check_output_dir(raw: str, key: str = "trainer.output_dir") -> None:
+    """The first existing ancestor of the folder ``key`` names is a directory we can create files in."""
+    path = Path(raw).expanduser().absolute()
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise SiirlUserError(f"{key}={raw}: {existing} is not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise SiirlUserError(f"{key}={raw}: cannot write in {existing} ({exc.strerror})") from None

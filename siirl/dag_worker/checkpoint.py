@@ -16,6 +16,7 @@ a pointer naming a step that is gone is an error, never a silent restart from st
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import logging
@@ -32,6 +33,7 @@ from safetensors import SafetensorError
 
 from siirl.engine.manifest import read_manifest, read_verified, verify_folder, write_manifest
 from siirl.errors import CheckpointError
+from siirl.params.root import SiirlConfig
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +43,18 @@ LATEST = "latest_checkpointed_iteration.txt"
 def checkpoint_root(trainer: Any) -> Path:
     """Where a run's checkpoints live: ``trainer.default_local_dir`` (verl's key) or ``<output_dir>/checkpoints``."""
     return Path(trainer.default_local_dir or Path(trainer.output_dir) / "checkpoints")
+
+
+def pin_resume_checkpoint(cfg: SiirlConfig) -> SiirlConfig:
+    """``trainer.resume_mode`` resolved on the driver to the verified checkpoint every worker will load
+    (``auto``: the newest intact one), so all workers load the same step."""
+    mode = str(cfg.trainer.resume_mode)
+    if mode == "disable":
+        return cfg
+    path = CheckpointManager(checkpoint_root(cfg.trainer), rank=0).resolve(mode, verify="all")
+    if path is None:
+        return cfg
+    return dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, resume_mode=str(path)))
 
 
 def rng_state() -> dict[str, Any]:

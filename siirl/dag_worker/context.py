@@ -136,7 +136,7 @@ def build_context(
     startup_timing.mark("tokenizer", marks)
     groups, sp_groups = build_dp_groups(plan, rank), build_sp_groups(plan, rank)
     startup_timing.mark("process_groups", marks)
-    data_coord = me.coords.get("rollout") or next(iter(me.coords.values()))
+    data_coord = me.data_coord()
     # Every worker scans a 1/world slice of the rows for over-long prompts; they share the findings.
     # Workers whose first node is fed by another placement group build the loader (same epoch
     # length everywhere) but never iterate it, so they read no rows.

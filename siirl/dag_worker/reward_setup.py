@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from siirl.environment.outputs import env_mode
+from siirl.errors import SiirlUserError
 from siirl.params.root import SiirlConfig
 
 
@@ -35,6 +37,22 @@ def score_services(cfg: SiirlConfig) -> dict[str, Any]:
     from siirl.reward_score.sandbox_fusion import SandboxFusion
 
     return {"sandbox": SandboxFusion(sandbox.url, int(sandbox.max_concurrent), int(sandbox.memory_limit_mb))}
+
+
+def scores_by_rule(cfg: SiirlConfig) -> bool:
+    """The built-in scorers (chosen by ``data_source``) score the rollouts against each row's ground truth;
+    a reward model, an environment or the user's own function may not need one."""
+    return not (cfg.reward_model.enable or cfg.custom_reward_function.path or env_mode(cfg) is not None)
+
+
+def check_ground_truth(rows: Any) -> None:
+    """A row without ``reward_model.ground_truth`` would fail the built-in scorer mid-step in a worker."""
+    missing = rows.first_missing("reward_model", "ground_truth")
+    if missing is not None:
+        raise SiirlUserError(
+            f"{rows.describe(missing)} has no reward_model.ground_truth, which the built-in rule rewards compare "
+            "with; add it, or score with custom_reward_function.path or reward_model.enable=true"
+        )
 
 
 def make_reward_manager_from_config(cfg: SiirlConfig, tokenizer: Any) -> Any:

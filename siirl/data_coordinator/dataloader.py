@@ -12,10 +12,11 @@ scans everything.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,9 @@ _COUNTED_KEPT = 8
 CHAT_EXTRA_FIELDS = ("tools_kwargs", "interaction_kwargs")
 #: verl's column naming the agent loop each row runs (siirl.agent_loops), carried with ``data.return_raw_chat``.
 AGENT_NAME = "agent_name"
+#: Rows the launcher scans for over-long prompts before Ray starts; beyond it the DAG workers find them (its time
+#: and memory stay those of a small dataset: the driver holds no data).
+PREFLIGHT_SCAN_ROWS = 8192
 
 
 @dataclass(frozen=True)
@@ -414,6 +418,23 @@ def build_val_dataloader(
         files, tokenizer, config, dp_rank=dp_rank, dp_size=dp_size, scan=scan, image_processor=image_processor,
         global_batch_size=batch, shuffle=False, drop_last=False,
     )
+
+
+def first_batches(
+    config: DataConfig, tokenizer: Any, image_processor: Any, dp_size: int, prompts_per_draw: int
+) -> Iterator[TensorDict]:
+    """Rank 0's first train then val batch, built as the workers build them (row types, over-long prompts,
+    rows left after filtering) from about ``PREFLIGHT_SCAN_ROWS`` rows: the driver's look before Ray."""
+    train = functools.partial(build_train_dataloader, prompts_per_draw=prompts_per_draw)
+    custom = dataset_class(config) is not None  # the user's dataset filters its own rows
+    # Every prompt of one batch goes through the encoder (types, truncation=error) as the worker would: the
+    # first rows, in file order, which the preview scanned (a shuffled batch would read every row group).
+    first_rows = replace(config, shuffle=False)
+    for build, files in ((train, config.train_files), (build_val_dataloader, config.val_files)):
+        if files:
+            rows = None if custom else ParquetRows(files, [config.prompt_key]).num_rows
+            scan = None if rows is None else preview_scan(rows, PREFLIGHT_SCAN_ROWS)
+            yield build(first_rows, tokenizer, 0, dp_size, scan=scan, image_processor=image_processor).peek()
 
 
 def _split_files(config: DataConfig, split: str, files: Sequence[str] | None) -> list[str]:

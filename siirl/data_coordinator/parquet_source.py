@@ -15,7 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from siirl.data_coordinator.custom_dataset import dataset_class
 from siirl.data_coordinator.errors import DataFileError
+from siirl.errors import SiirlUserError
+from siirl.params.data import DataConfig
 
 
 def _one_line(exc: BaseException) -> str:
@@ -149,3 +152,16 @@ class ParquetRows:
     def read(self, row_ids: Sequence[int] | np.ndarray, columns: Sequence[str]) -> list[dict]:
         """The requested rows as dicts, in the order of ``row_ids``."""
         return self.read_table(row_ids, columns).to_pylist()
+
+
+def split_rows(config: DataConfig) -> Iterator[ParquetRows]:
+    """The rows of ``data.train_files`` then ``data.val_files`` (none with a ``data.custom_cls``, which reads
+    its files itself); files that hold no rows are refused."""
+    if dataset_class(config) is not None:
+        return
+    for key, files in (("data.train_files", config.train_files), ("data.val_files", config.val_files)):
+        if files:
+            rows = ParquetRows(files, [config.prompt_key])
+            if rows.num_rows == 0:
+                raise SiirlUserError(f"{key}: {', '.join(map(str, files))} holds no rows")
+            yield rows

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from siirl.environment.base import Env
+from siirl.environment.outputs import env_mode
+from siirl.params.root import SiirlConfig
 from siirl.registry import Registry
 
 EnvFactory = Callable[..., Env]
@@ -28,3 +30,12 @@ def resolve_env_factory(spec: str) -> EnvFactory:
 def make_env(spec: str, **kwargs: Any) -> Env:
     """Build one environment; ``kwargs`` are its constructor arguments (``env.kwargs``)."""
     return resolve_env_factory(spec)(**kwargs)
+
+
+def check_environment(cfg: SiirlConfig) -> None:
+    """An environment that can say what it lacks (``preflight``: a simulator not installed) says it here."""
+    if env_mode(cfg) is None:
+        return
+    preflight = getattr(resolve_env_factory(cfg.env.name), "preflight", None)
+    if callable(preflight):
+        preflight(**dict(cfg.env.kwargs))

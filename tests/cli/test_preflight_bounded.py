@@ -4,10 +4,10 @@ batch of rows, however large the dataset (the DAG workers scan the rest between 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from siirl.data_coordinator.dataloader import PREFLIGHT_SCAN_ROWS
 from siirl.data_coordinator.parquet_source import ParquetRows
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.main_dag import main
-from siirl.preflight import PREFLIGHT_SCAN_ROWS
 
 ROWS = 5 * PREFLIGHT_SCAN_ROWS
 

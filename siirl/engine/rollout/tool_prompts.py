@@ -17,6 +17,10 @@ from tensordict import TensorDict
 from siirl.data_coordinator.images import IMAGE_PAD, expand_placeholders
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.engine.rollout.batch_ops import prompt_position_ids
+from siirl.environment.outputs import env_mode
+from siirl.environment.tools import load_tool_config
+from siirl.errors import ConfigError
+from siirl.params.root import SiirlConfig
 
 
 def render_tool_prompts(
@@ -65,3 +69,36 @@ def image_pad_runs(ids: list[int], image_pad: int) -> list[int]:
             else:
                 runs.append(1)
     return runs
+
+
+def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
+    """Tool-calling runs render tool responses with the chat template's ``tool`` role."""
+    if env_mode(cfg) != "tools" or not cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path:
+        return
+    chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "tool", "content": "r"}]
+    try:
+        tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    except Exception as exc:  # noqa: BLE001 - jinja raises whatever the template says
+        reason = " ".join(str(exc).split())
+        raise ConfigError(
+            f"actor_rollout_ref.rollout.multi_turn.tool_config_path: the chat template of "
+            f"{cfg.actor_rollout_ref.model.path} cannot render a 'tool' message ({reason}); use a model whose "
+            "template has a tool role"
+        ) from None
+
+
+def check_tool_prompt_width(cfg: SiirlConfig, batch: TensorDict, tokenizer: Any) -> None:
+    """The first batch re-rendered with the tools' schemas still fits ``data.max_prompt_length``, or every
+    worker would fail at step 1."""
+    path = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
+    if env_mode(cfg) != "tools" or not path:
+        return
+    schemas = [spec.schema for spec in load_tool_config(str(path))]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    try:
+        render_tool_prompts(batch.clone(), tokenizer, schemas, pad, dict(cfg.data.apply_chat_template_kwargs))
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"bad config: actor_rollout_ref.rollout.multi_turn.tool_config_path={path} "
+            f"(format {cfg.actor_rollout_ref.rollout.multi_turn.format}): {exc}"
+        ) from None

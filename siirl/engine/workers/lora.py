@@ -28,8 +28,8 @@ from siirl.device import DeviceBackend
 from siirl.engine.workers.model_loading import (
     ModelLoadError,
     check_model_weights,
+    hf_config,
     load_causal_lm,
-    model_dir,
     policy_auto_class,
 )
 from siirl.errors import first_line
@@ -160,10 +160,7 @@ def check_lora_targets(model_cfg: Any) -> None:
             raise ModelLoadError(f"{LORA_KEYS}.lora_adapter_path={path}: {reason}") from None
         check_model_weights(Path(path).expanduser())
         return
-    from transformers import AutoConfig
-
-    trust = bool(model_cfg.trust_remote_code)
-    config = AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=trust)
+    config, trust = hf_config(model_cfg), bool(model_cfg.trust_remote_code)
     with torch.device("meta"):
         skeleton = policy_auto_class(config).from_config(config, trust_remote_code=trust)
     apply_lora(skeleton, model_cfg)

@@ -86,6 +86,11 @@ def model_dir(model_cfg: ModelConfig) -> Path:
     return path
 
 
+def hf_config(model_cfg: ModelConfig) -> Any:
+    """The model's Hugging Face config, read from config.json alone (no weights)."""
+    return AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code))
+
+
 def load_tokenizer(model_cfg: ModelConfig) -> PreTrainedTokenizerBase:
     """Tokenizer from ``tokenizer_path`` (default: the model dir); pad falls back to eos. The policy's
     ``custom_chat_template`` replaces its chat template here, so every chat the run renders uses it."""
@@ -128,6 +133,17 @@ def apply_config_overrides(config: Any, overrides: dict[str, Any]) -> list[str]:
     for name, value in overrides.items():
         setattr(config, name, value)
     return unread
+
+
+def check_config_overrides(models: list[ModelConfig]) -> None:
+    """Each ``model.override_config`` names attributes of its model's HF config (checked before Ray)."""
+    for model_cfg in models:
+        if model_cfg.override_config:
+            config = hf_config(model_cfg)
+            unread = apply_config_overrides(config, dict(model_cfg.override_config))
+            if unread:
+                logger.warning("model.override_config: %s has no %s; set anyway, as verl does, but its model "
+                               "does not read them", type(config).__name__, ", ".join(unread))
 
 
 def _load(
@@ -199,7 +215,7 @@ def check_model_weights(path: Path) -> None:
 def check_sequence_classifier(model_cfg: Any) -> None:
     """The dir holds a sequence classifier: a causal-LM checkpoint would load with a freshly initialised head
     and score noise, so it is refused (read from config.json alone: the launcher checks it before Ray)."""
-    config = AutoConfig.from_pretrained(model_dir(model_cfg), trust_remote_code=bool(model_cfg.trust_remote_code))
+    config = hf_config(model_cfg)
     architectures = config.architectures or []
     if architectures and all(name.endswith("ForCausalLM") for name in architectures):
         raise ModelLoadError(

@@ -28,8 +28,11 @@ from transformers import AttentionInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from siirl.engine.workers.distributed import all_reduce_gradients
+from siirl.engine.workers.model_loading import hf_config, model_dir
 from siirl.engine.workers.varlen_attention import VARLEN_ATTENTION
 from siirl.errors import ConfigError
+from siirl.params.root import SiirlConfig
+from siirl.params.sequence_parallel import SP_KEYS, role_models, sequence_parallel_sizes
 
 ULYSSES_ATTENTION = "siirl_ulysses"
 
@@ -137,6 +140,26 @@ def sequence_parallel_for(group: dist.ProcessGroup, layout: str, attention: str)
             f"kernel (sdpa, eager or flash attention), got layout {layout!r} with {attention!r}"
         )
     return SequenceParallel(group, attention)
+
+
+def check_attention_heads(cfg: SiirlConfig, critic_loaded: bool) -> None:
+    """Each role with ``ulysses_sequence_parallel_size`` > 1 splits its model's attention heads evenly over
+    the group (read from each model's config once, before Ray)."""
+    models = role_models(cfg)
+    heads_of: dict[str, int] = {}
+    for role, size in sequence_parallel_sizes(cfg).items():
+        if size == 1 or (role == "critic" and not critic_loaded):
+            continue
+        section, model_cfg = models[role]
+        path = model_dir(model_cfg)
+        if section not in heads_of:
+            heads_of[section] = hf_config(model_cfg).get_text_config().num_attention_heads
+        heads = heads_of[section]
+        if heads % size:
+            raise ConfigError(
+                f"bad config: {SP_KEYS[role]}={size} must divide the {heads} attention heads of {section}.path "
+                f"({path}): each rank of a sequence-parallel group attends with heads / {size} of them"
+            )
 
 
 def kv_repeats(kv_heads: int, sp: int) -> int:

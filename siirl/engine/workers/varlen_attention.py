@@ -26,14 +26,18 @@ responses through the gather.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from typing import Any
 
 import torch
 from torch import nn
 from torch.nn.functional import scaled_dot_product_attention
 from transformers import AttentionInterface
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from siirl.device.kernels import VARLEN_ATTENTION_NAMES
+from siirl.errors import ConfigError
+from siirl.params.root import SiirlConfig
 
 VARLEN_SDPA = "siirl_varlen_sdpa"
 #: Attention kernels that take packed sequences natively (sequence boundaries from ``cu_seq_lens_q``).
@@ -131,3 +135,14 @@ def varlen_sdpa_attention(
 
 
 AttentionInterface.register(VARLEN_SDPA, varlen_sdpa_attention)
+
+
+def check_attention_names(cfg: SiirlConfig) -> None:
+    """Each ``attn_implementation`` is one transformers (or this module) registers, ``paged|<name>`` of one,
+    or a Hub kernel repo (``org/repo[:fn]``) that transformers fetches."""
+    known = sorted({"auto", "eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()})
+    for key in ("actor_rollout_ref.model.attn_implementation", "critic.model.attn_implementation"):
+        value = str(attrgetter(key)(cfg))
+        paged = value.startswith("paged|") and value[len("paged|"):] in known
+        if not (value in known or "/" in value or paged):
+            raise ConfigError(f"bad config: {key}={value!r} is unknown; known: {', '.join(known)}")

@@ -9,6 +9,7 @@ from siirl.environment.interactions.config import (
     InteractionSpec,
     build_interactions,
     check_interaction_classes,
+    check_interaction_rows,
     load_interaction_config,
 )
 from siirl.environment.interactions.turns import InteractionTurns
@@ -20,5 +21,6 @@ __all__ = [
     "InteractionTurns",
     "build_interactions",
     "check_interaction_classes",
+    "check_interaction_rows",
     "load_interaction_config",
 ]

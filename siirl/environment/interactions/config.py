@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from siirl.errors import ConfigError
+from siirl.environment.outputs import env_mode
+from siirl.errors import ConfigError, SiirlUserError
+from siirl.params.root import SiirlConfig
 from siirl.registry import Registry
 from siirl.user_files import class_entries
 
@@ -74,3 +76,25 @@ def build_interactions(specs: list[InteractionSpec]) -> dict[str, Any]:
         spec.name: resolve_interaction_class(spec.class_name)(config={**spec.config, "name": spec.name})
         for spec in specs
     }
+
+
+def check_interaction_rows(cfg: SiirlConfig, rows: Any) -> None:
+    """In an interaction run every row's ``extra_info.interaction_kwargs.name`` picks a configured
+    interaction (verl's rollout raises on the first row that does not)."""
+    path = cfg.actor_rollout_ref.rollout.multi_turn.interaction_config_path
+    if env_mode(cfg) != "tools" or not path:
+        return
+    names = {spec.name for spec in load_interaction_config(str(path))}
+    for first, columns in rows.iter_columns(["extra_info"]):
+        for offset, info in enumerate(columns["extra_info"]):
+            kwargs = info.get("interaction_kwargs") if isinstance(info, dict) else None
+            name = kwargs.get("name") if isinstance(kwargs, dict) else None
+            if name in names:
+                continue
+            problem = (
+                "has no extra_info.interaction_kwargs.name" if name is None
+                else f"names interaction {name!r} in extra_info.interaction_kwargs"
+            )
+            raise SiirlUserError(
+                f"{rows.describe(first + offset)} {problem}; {KEY}={path} defines: {', '.join(sorted(names))}"
+            )

@@ -100,6 +100,10 @@ class WorkerPlan:
     #: node_id -> dependencies produced on other ranks (fetched through the data coordinator).
     remote_inputs: dict[str, list[str]] = field(default_factory=dict)
 
+    def data_coord(self) -> RoleCoord | None:
+        """The coordinates its dataloader shards over: the rollout's, else its first role's."""
+        return self.coords.get("rollout") or next(iter(self.coords.values()), None)
+
 
 @dataclass
 class ExecutionPlan:
