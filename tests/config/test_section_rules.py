@@ -48,6 +48,11 @@ def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
             "bad config: reward_model.model.fsdp_config.grad_offload=True was removed from verl",
         ),
         ("critic.ppo_epochs=0", "bad config: critic.ppo_epochs=0 is invalid; expected > 0"),
+        ("data.max_response_length=0", "bad config: data.max_response_length=0 is invalid; expected > 0"),
+        (
+            "algorithm.workflow_type=ASYNC",
+            "bad config: algorithm.workflow_type='ASYNC' is invalid; expected one of DEFAULT, DAPO, EMBODIED",
+        ),
         (
             "actor_rollout_ref.actor.optim.min_lr_ratio=1.5",
             "bad config: actor_rollout_ref.actor.optim.min_lr_ratio=1.5 is invalid; expected in [0, 1]",
