@@ -40,13 +40,21 @@ def is_megatron(strategy: Any) -> bool:
     return strategy == "megatron"
 
 
+#: How a value that breaks its field's rule is refused, after ``bad config: `` (``expected``: the rule's text).
+INVALID = "{key}={value!r} is invalid; expected {expected}"
+#: The wordings some keys' refusals had before their checks became field rules, kept as they read.
+MUST_BE = "{key} must be {expected}, got {value}"
+VALUE_MUST_BE = "{key}={value!r} must be {expected}"
+IS_NOT = "{key}={value} is not {expected}"
+
+
 def one_of(*values: str) -> Rule:
     return (lambda v: v in values), f"one of {', '.join(values)}"
 
 
-def checked(default: Any, rule: Rule) -> Any:
-    """A field whose value must pass ``rule``."""
-    return dataclasses.field(default=default, metadata={"rule": rule})
+def checked(default: Any, rule: Rule, says: str = INVALID) -> Any:
+    """A field whose value must pass ``rule``; ``says``: how a value that does not is refused."""
+    return dataclasses.field(default=default, metadata={"rule": rule, "says": says})
 
 
 def refused(default: Any, is_set: Callable[[Any], bool], why: str, early: bool = True) -> Any:
@@ -78,7 +86,8 @@ def check_value(key: str, value: Any, f: dataclasses.Field) -> None:
     if "refused" in f.metadata and f.metadata["refused"][0](value):
         raise ConfigError(f"bad config: {key}={value!r} {f.metadata['refused'][1]}")
     if "rule" in f.metadata and not f.metadata["rule"][0](value):
-        raise ConfigError(f"bad config: {key}={value!r} is invalid; expected {f.metadata['rule'][1]}")
+        says = f.metadata["says"].format(key=key, value=value, expected=f.metadata["rule"][1])
+        raise ConfigError(f"bad config: {says}")
 
 
 def validate_sections(cfg: Any, cls: type, node: Any = None, key: str = "") -> None:
