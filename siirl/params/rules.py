@@ -53,8 +53,12 @@ def one_of(*values: str) -> Rule:
 
 
 def checked(default: Any, rule: Rule, says: str = INVALID) -> Any:
-    """A field whose value must pass ``rule``; ``says``: how a value that does not is refused."""
-    return dataclasses.field(default=default, metadata={"rule": rule, "says": says})
+    """A field whose value must pass ``rule``; ``says``: how a value that does not is refused. A list default
+    is copied for each instance (as a ``default_factory``)."""
+    metadata = {"rule": rule, "says": says}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def refused(default: Any, is_set: Callable[[Any], bool], why: str, early: bool = True) -> Any:
