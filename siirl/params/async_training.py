@@ -19,7 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from siirl.errors import ConfigError
-from siirl.params.rules import IS_NOT, MUST_BE, NON_NEGATIVE, POSITIVE, checked, one_of, refused
+from siirl.params.rules import (
+    FINITE_NON_NEGATIVE,
+    IS_NOT,
+    MUST_BE,
+    NON_NEGATIVE,
+    POSITIVE,
+    checked,
+    one_of,
+    or_null,
+    refused,
+)
 
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
 #: verl's fully-async recipe's staleness: its rollout runs up to one version ahead, so rollout and training
@@ -32,7 +42,7 @@ class AsyncTrainingConfig:
     #: Extra share of a sync window the rollout may run ahead; 0 = synchronous. Bound in versions: ceil(this).
     #: null: verl's fully-async default (``SEPARATE_STALENESS``) under separate_async, else 0.
     staleness_threshold: Optional[float] = checked(  # noqa: UP045 - OmegaConf reads Optional
-        None, (lambda v: v is None or 0 <= v < math.inf, "finite and >= 0"), says=MUST_BE
+        None, or_null(FINITE_NON_NEGATIVE, "finite and >= 0"), says=MUST_BE
     )
     #: Training steps between two weight syncs to the rollout (verl: trainer steps per parameter sync).
     trigger_parameter_sync_step: int = checked(1, POSITIVE)
@@ -46,7 +56,7 @@ class AsyncTrainingConfig:
     #: siiRL: at most this many tokens per piece of a partial rollout (finished rows leave between pieces;
     #: each piece re-reads its rows' prefixes); null: a piece runs until the step's groups have finished or
     #: newer weights are published.
-    chunk_tokens: Optional[int] = checked(8, (lambda v: v is None or v >= 1, ">= 1"), says=MUST_BE)  # noqa: UP045
+    chunk_tokens: Optional[int] = checked(8, or_null(POSITIVE, ">= 1"), says=MUST_BE)  # noqa: UP045
 
 
 @dataclass
@@ -55,7 +65,7 @@ class V1SamplerConfig:
 
     #: Versions a token may be older than the weights it trains; null = from async_training.staleness_threshold.
     max_off_policy_threshold: Optional[int] = checked(  # noqa: UP045 - OmegaConf reads Optional
-        None, (lambda v: v is None or v >= 0, ">= 0 (or null)")
+        None, or_null(NON_NEGATIVE, ">= 0 (or null)")
     )
     #: drop | wait: what verl does with a group over the bound. Here the producer never starts one that could
     #: pass it (it waits for fresh enough weights first), so both values train the same samples.

@@ -25,6 +25,7 @@ from siirl.params.rules import (
     checked,
     is_megatron,
     one_of,
+    or_null,
     refused,
 )
 from siirl.params.sequence_parallel import SP_SIZE
@@ -46,7 +47,7 @@ class FusedKernelOptions:
     #: verl's choice of fused-kernel implementation (torch | triton); here the device backend names its one
     #: kernel, so the value is checked and recorded, not used to pick another.
     impl_backend: Optional[str] = checked(  # noqa: UP045 - OmegaConf reads Optional
-        None, (lambda v: v in (None, "torch", "triton"), "one of torch, triton (or null)")
+        None, or_null(one_of("torch", "triton"), "one of torch, triton (or null)")
     )
 
 
@@ -370,7 +371,7 @@ class RolloutConfig(LogProbBatchingConfig):
     #: bound: a healthy generation's length depends on the model, the batch and the response length, and the
     #: stall watchdog (``trainer.stall_timeout_s``) already ends a rank that hangs.
     generation_timeout_s: Optional[float] = checked(  # noqa: UP045
-        None, (lambda v: v is None or 0 < v < math.inf, "null (no bound) or finite and > 0")
+        None, or_null(FINITE_POSITIVE, "null (no bound) or finite and > 0")
     )
     #: How vLLM / SGLang read the model dir at start-up (``dummy``: random weights, replaced by the first weight
     #: sync). The HF engine always reads the dir.
@@ -389,7 +390,7 @@ class RolloutConfig(LogProbBatchingConfig):
 class RefConfig(LogProbBatchingConfig):
     #: null = the actor's ``ulysses_sequence_parallel_size`` (verl's default).
     ulysses_sequence_parallel_size: Optional[int] = checked(  # noqa: UP045
-        None, (lambda v: v is None or SP_SIZE[0](v), f"{SP_SIZE[1]} (or null)"), says=VALUE_MUST_BE
+        None, or_null(SP_SIZE, f"{SP_SIZE[1]} (or null)"), says=VALUE_MUST_BE
     )
     #: siiRL's earlier spelling of ``fsdp_config.param_offload``; folded into it when the config loads.
     param_offload: bool | None = None

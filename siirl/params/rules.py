@@ -28,11 +28,18 @@ UNIT_INTERVAL: Rule = (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
 FINITE_POSITIVE: Rule = (lambda v: 0 < v < math.inf, "finite and > 0")
 FINITE_NON_NEGATIVE: Rule = (lambda v: 0 <= v < math.inf, "finite and >= 0")
 TOP_K: Rule = (lambda v: v >= -1, ">= -1 (-1 or 0: no top-k filtering)")
+
+
+def or_null(rule: Rule, allowed: str) -> Rule:
+    """``rule``, with null (not set) allowed too; ``allowed`` words both as the key's refusal reads."""
+    return (lambda v: v is None or rule[0](v)), allowed
+
+
 #: One check, worded as each family's refusals have always read: an engine knob, a micro-batch size that may be
 #: left unset, an option of verl's optional algorithm sections.
-NULL_OR_POSITIVE: Rule = (lambda v: v is None or v > 0, "> 0 (or null)")
-UNSET_OR_POSITIVE: Rule = (lambda v: v is None or v > 0, "> 0")
-OPTIONAL_POSITIVE: Rule = (lambda v: v is None or v > 0, "null or > 0")
+NULL_OR_POSITIVE = or_null(POSITIVE, "> 0 (or null)")
+UNSET_OR_POSITIVE = or_null(POSITIVE, "> 0")
+OPTIONAL_POSITIVE = or_null(POSITIVE, "null or > 0")
 
 
 def is_megatron(strategy: Any) -> bool:
