@@ -97,3 +97,10 @@ def test_the_same_rules_hold_for_a_config_built_in_python():
     cfg.actor_rollout_ref.rollout.val_kwargs.top_p = 0.0
     with pytest.raises(ConfigError, match=r"^bad config: actor_rollout_ref.rollout.val_kwargs.top_p=0.0 is invalid"):
         validate_sections(cfg, SiirlConfig)
+
+
+def test_a_checked_list_default_is_each_instances_own():
+    first, second = SiirlConfig(), SiirlConfig()
+    first.actor_rollout_ref.actor.optim.betas[0] = 0.5
+    assert second.actor_rollout_ref.actor.optim.betas == [0.9, 0.999]
+    assert first.critic.optim.betas == [0.9, 0.999]
