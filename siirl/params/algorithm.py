@@ -18,6 +18,7 @@ from siirl.params.rules import (
     POSITIVE,
     checked,
     one_of,
+    or_null,
 )
 
 
@@ -66,7 +67,7 @@ class RolloutCorrectionConfig:
     #: null | token | sequence: importance weights ``pi_train / pi_rollout`` per token or per sequence,
     #: bounded by ``rollout_is_threshold``, multiplied into the policy loss.
     rollout_is: Optional[str] = checked(  # noqa: UP045 - OmegaConf reads Optional
-        None, (lambda v: v is None or v in ROLLOUT_IS_LEVELS, f"null or one of {', '.join(ROLLOUT_IS_LEVELS)}")
+        None, or_null(one_of(*ROLLOUT_IS_LEVELS), f"null or one of {', '.join(ROLLOUT_IS_LEVELS)}")
     )
     #: A number: weights truncated at it (TIS); ``'lower_upper'``: weights outside the range set to 0 (IcePop;
     #: AReaL's decoupled PPO cap). ``siirl.params.is_threshold``.

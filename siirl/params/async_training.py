@@ -18,7 +18,18 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from siirl.params.rules import NON_NEGATIVE, POSITIVE, checked, one_of, refused
+from siirl.errors import ConfigError
+from siirl.params.rules import (
+    FINITE_NON_NEGATIVE,
+    IS_NOT,
+    MUST_BE,
+    NON_NEGATIVE,
+    POSITIVE,
+    checked,
+    one_of,
+    or_null,
+    refused,
+)
 
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
 #: verl's fully-async recipe's staleness: its rollout runs up to one version ahead, so rollout and training
@@ -30,7 +41,9 @@ SEPARATE_STALENESS = 0.1
 class AsyncTrainingConfig:
     #: Extra share of a sync window the rollout may run ahead; 0 = synchronous. Bound in versions: ceil(this).
     #: null: verl's fully-async default (``SEPARATE_STALENESS``) under separate_async, else 0.
-    staleness_threshold: Optional[float] = None  # noqa: UP045 - OmegaConf reads Optional
+    staleness_threshold: Optional[float] = checked(  # noqa: UP045 - OmegaConf reads Optional
+        None, or_null(FINITE_NON_NEGATIVE, "finite and >= 0"), says=MUST_BE
+    )
     #: Training steps between two weight syncs to the rollout (verl: trainer steps per parameter sync).
     trigger_parameter_sync_step: int = checked(1, POSITIVE)
     #: verl's PPO mini-batches per trainer fetch; here a step trains on one train batch (1 only).
@@ -43,7 +56,7 @@ class AsyncTrainingConfig:
     #: siiRL: at most this many tokens per piece of a partial rollout (finished rows leave between pieces;
     #: each piece re-reads its rows' prefixes); null: a piece runs until the step's groups have finished or
     #: newer weights are published.
-    chunk_tokens: Optional[int] = 8  # noqa: UP045 - OmegaConf reads Optional
+    chunk_tokens: Optional[int] = checked(8, or_null(POSITIVE, ">= 1"), says=MUST_BE)  # noqa: UP045
 
 
 @dataclass
@@ -52,18 +65,29 @@ class V1SamplerConfig:
 
     #: Versions a token may be older than the weights it trains; null = from async_training.staleness_threshold.
     max_off_policy_threshold: Optional[int] = checked(  # noqa: UP045 - OmegaConf reads Optional
-        None, (lambda v: v is None or v >= 0, ">= 0 (or null)")
+        None, or_null(NON_NEGATIVE, ">= 0 (or null)")
     )
     #: drop | wait: what verl does with a group over the bound. Here the producer never starts one that could
     #: pass it (it waits for fresh enough weights first), so both values train the same samples.
     max_off_policy_strategy: str = checked("drop", one_of("drop", "wait"))
+
+    def validate(self, cfg: Any, key: str) -> None:
+        """An async run's bound covers a sync window: the one derived from ``staleness_threshold`` always
+        does; verl V1's, given in versions, may not."""
+        every, bound = int(cfg.async_training.trigger_parameter_sync_step), self.max_off_policy_threshold
+        if trainer_mode(cfg) != "sync" and bound is not None and int(bound) < every - 1:
+            raise ConfigError(
+                f"bad config: weights reach the rollout every {every} updates "
+                f"(async_training.trigger_parameter_sync_step), so the staleness bound must be at least "
+                f"{every - 1} versions, got {bound} ({key}.max_off_policy_threshold)"
+            )
 
 
 @dataclass
 class TrainerV1Config:
     """verl's ``trainer.v1.*``: the trainer mode (sync | colocate_async | separate_async) and its sampler."""
 
-    trainer_mode: str = "sync"
+    trainer_mode: str = checked("sync", one_of(*TRAINER_MODES), says=IS_NOT)
     sampler: V1SamplerConfig = field(default_factory=V1SamplerConfig)
 
 

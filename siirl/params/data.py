@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from siirl.params.rules import POSITIVE, checked
+from siirl.params.rules import POSITIVE, checked, or_null
 
 
 @dataclass
@@ -37,9 +37,7 @@ class DataConfig:
     #: verl's: images are resized so their sides are multiples of this patch size times the processor's
     #: merge size (Qwen2.5-VL 14, Qwen3-VL / Qwen3.5 16), within 4 to 16384 vision tokens, before the image
     #: processor; null = the image processor alone resizes, onto its own patch grid.
-    image_patch_size: int | None = checked(
-        None, (lambda v: v is None or v > 0, "> 0 (or null: the image processor's own)")
-    )
+    image_patch_size: int | None = checked(None, or_null(POSITIVE, "> 0 (or null: the image processor's own)"))
     #: Column of each row's videos (verl's); a row with videos is refused (video input is not built).
     video_key: str = "videos"
     reward_fn_key: str = "data_source"
@@ -49,7 +47,7 @@ class DataConfig:
     train_batch_size: int = checked(32, POSITIVE)
     #: Prompts generated per chunk when ``algorithm.filter_groups`` drops groups (verl's DAPO key): chunks
     #: are generated until ``train_batch_size`` kept groups are in; null = ``train_batch_size``.
-    gen_batch_size: int | None = checked(None, (lambda v: v is None or v > 0, "> 0 (or null: data.train_batch_size)"))
+    gen_batch_size: int | None = checked(None, or_null(POSITIVE, "> 0 (or null: data.train_batch_size)"))
     #: Prompts per validation pass; -1 = the whole validation set.
     val_batch_size: int = -1
     shuffle: bool = True

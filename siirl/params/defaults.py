@@ -12,6 +12,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from siirl.errors import ConfigError
+from siirl.params.enums import WorkflowType
 
 #: Environments whose EMBODIED default policy is the embedded VLA: name -> action dimensions.
 EMBODIED_VLA_ENVS = {"libero": 7}
@@ -23,7 +24,7 @@ VLA_PROMPT_LENGTH = 224
 def fill_embodied_policy(cfg: DictConfig) -> None:
     """The embedded VLA for an EMBODIED run on a ``EMBODIED_VLA_ENVS`` environment without a model path; runs
     before the generation limits are resolved from the data lengths it raises."""
-    embodied = str(cfg.algorithm.workflow_type).upper() == "EMBODIED"
+    embodied = cfg.algorithm.workflow_type == WorkflowType.EMBODIED.value  # spelled canonically by now (verl_keys)
     if cfg.actor_rollout_ref.model.path or not embodied or str(cfg.env.name) not in EMBODIED_VLA_ENVS:
         return
     from siirl.tasks import default_vlm_model_path

@@ -26,3 +26,8 @@ class WorkflowType(str, Enum):
     DEFAULT = "DEFAULT"
     DAPO = "DAPO"
     EMBODIED = "EMBODIED"
+
+    @classmethod
+    def _missing_(cls, value: object) -> "WorkflowType | None":
+        """Case-insensitive: siiRL's published scripts write ``dapo``."""
+        return next((member for member in cls if str(value).lower() == member.value.lower()), None)

@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from siirl.params.rules import FINITE_POSITIVE, NON_NEGATIVE, POSITIVE, checked, one_of, refused
+from siirl.params.rules import FINITE_POSITIVE, NON_NEGATIVE, POSITIVE, checked, one_of, or_null, refused
 
 
 @dataclass
@@ -36,9 +36,9 @@ class MultiTurnConfig:
     #: Tokens one rendered observation may take; a longer one ends the episode (info truncated).
     max_observation_length: int = checked(32, POSITIVE)
     #: verl's name for ``max_turns`` (null: keep ``max_turns``).
-    max_assistant_turns: int | None = checked(None, (lambda v: v is None or v >= 1, ">= 1 (or null)"))
+    max_assistant_turns: int | None = checked(None, or_null(POSITIVE, ">= 1 (or null)"))
     #: Tool / user turns after which the episode ends at the next policy turn (null: no limit but max_turns).
-    max_user_turns: int | None = checked(None, (lambda v: v is None or v >= 0, "null or >= 0"))
+    max_user_turns: int | None = checked(None, or_null(NON_NEGATIVE, "null or >= 0"))
     #: Tool YAML (verl format: ``tools: [{class_name, config, tool_schema}]``); set = tool-calling rollouts.
     tool_config_path: str | None = None
     #: How tool calls are written in the policy's output (a registered parser, e.g. hermes).

@@ -21,11 +21,14 @@ from siirl.params.rules import (
     TOP_K,
     UNIT_INTERVAL,
     UNSET_OR_POSITIVE,
+    VALUE_MUST_BE,
     checked,
     is_megatron,
     one_of,
+    or_null,
     refused,
 )
+from siirl.params.sequence_parallel import SP_SIZE
 
 #: ``model.remove_padding_layout`` values (see ``siirl.engine.workers.padding_free.choose_layout``).
 REMOVE_PADDING_LAYOUTS = ("auto", "packed", "shared", "trimmed")
@@ -44,7 +47,7 @@ class FusedKernelOptions:
     #: verl's choice of fused-kernel implementation (torch | triton); here the device backend names its one
     #: kernel, so the value is checked and recorded, not used to pick another.
     impl_backend: Optional[str] = checked(  # noqa: UP045 - OmegaConf reads Optional
-        None, (lambda v: v in (None, "torch", "triton"), "one of torch, triton (or null)")
+        None, or_null(one_of("torch", "triton"), "one of torch, triton (or null)")
     )
 
 
@@ -149,8 +152,9 @@ class OptimConfig:
     #: Small on purpose: Adam's first steps move every weight by ~lr, which wrecks a tiny policy at 1e-3.
     lr: float = checked(1e-4, FINITE_NON_NEGATIVE)
     weight_decay: float = checked(0.0, FINITE_NON_NEGATIVE)
-    #: Adam's two moment decays, each in [0, 1) (see validate).
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    #: Adam's two moment decays, as ``torch.optim.AdamW`` takes them: refused before Ray, not on a worker.
+    betas: list[float] = checked([0.9, 0.999], (lambda v: len(v) == 2 and all(0.0 <= b < 1.0 for b in v),
+                                                "two values in [0, 1)"))
     eps: float = checked(1e-8, FINITE_POSITIVE)
     #: Warmup as a fraction of total steps (used when lr_warmup_steps < 0).
     lr_warmup_steps_ratio: float = checked(0.0, UNIT_INTERVAL)
@@ -161,12 +165,6 @@ class OptimConfig:
     min_lr_ratio: float = checked(0.0, UNIT_INTERVAL)
     #: -1: the run's length (siirl.params.resolved.ResolvedRun.run_steps), as verl's trainer fills it.
     total_training_steps: int = -1
-
-    def validate(self, cfg: Any, key: str) -> None:
-        """Adam's betas as ``torch.optim.AdamW`` takes them, refused before Ray rather than on a worker."""
-        betas = list(self.betas)
-        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
-            raise ConfigError(f"bad config: {key}.betas={betas} is invalid; expected two values in [0, 1)")
 
 
 @dataclass
@@ -197,7 +195,7 @@ class UpdateConfig:
     ppo_epochs: int = checked(1, POSITIVE)
     #: Ulysses sequence parallelism: this many ranks share each micro-batch, each running the model on a
     #: slice of its packed tokens (needs model.use_remove_padding); data parallelism is world / this.
-    ulysses_sequence_parallel_size: int = 1
+    ulysses_sequence_parallel_size: int = checked(1, SP_SIZE, says=VALUE_MUST_BE)
     loss_agg_mode: str = "token-mean"
     #: Constant divisor of seq-mean-token-sum-norm (0: the response width); applies to every loss term
     #: (policy, entropy, KL).
@@ -373,7 +371,7 @@ class RolloutConfig(LogProbBatchingConfig):
     #: bound: a healthy generation's length depends on the model, the batch and the response length, and the
     #: stall watchdog (``trainer.stall_timeout_s``) already ends a rank that hangs.
     generation_timeout_s: Optional[float] = checked(  # noqa: UP045
-        None, (lambda v: v is None or 0 < v < math.inf, "null (no bound) or finite and > 0")
+        None, or_null(FINITE_POSITIVE, "null (no bound) or finite and > 0")
     )
     #: How vLLM / SGLang read the model dir at start-up (``dummy``: random weights, replaced by the first weight
     #: sync). The HF engine always reads the dir.
@@ -391,7 +389,9 @@ class RolloutConfig(LogProbBatchingConfig):
 @dataclass
 class RefConfig(LogProbBatchingConfig):
     #: null = the actor's ``ulysses_sequence_parallel_size`` (verl's default).
-    ulysses_sequence_parallel_size: Optional[int] = None  # noqa: UP045
+    ulysses_sequence_parallel_size: Optional[int] = checked(  # noqa: UP045
+        None, or_null(SP_SIZE, f"{SP_SIZE[1]} (or null)"), says=VALUE_MUST_BE
+    )
     #: siiRL's earlier spelling of ``fsdp_config.param_offload``; folded into it when the config loads.
     param_offload: bool | None = None
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)

@@ -28,11 +28,18 @@ UNIT_INTERVAL: Rule = (lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
 FINITE_POSITIVE: Rule = (lambda v: 0 < v < math.inf, "finite and > 0")
 FINITE_NON_NEGATIVE: Rule = (lambda v: 0 <= v < math.inf, "finite and >= 0")
 TOP_K: Rule = (lambda v: v >= -1, ">= -1 (-1 or 0: no top-k filtering)")
+
+
+def or_null(rule: Rule, allowed: str) -> Rule:
+    """``rule``, with null (not set) allowed too; ``allowed`` words both as the key's refusal reads."""
+    return (lambda v: v is None or rule[0](v)), allowed
+
+
 #: One check, worded as each family's refusals have always read: an engine knob, a micro-batch size that may be
 #: left unset, an option of verl's optional algorithm sections.
-NULL_OR_POSITIVE: Rule = (lambda v: v is None or v > 0, "> 0 (or null)")
-UNSET_OR_POSITIVE: Rule = (lambda v: v is None or v > 0, "> 0")
-OPTIONAL_POSITIVE: Rule = (lambda v: v is None or v > 0, "null or > 0")
+NULL_OR_POSITIVE = or_null(POSITIVE, "> 0 (or null)")
+UNSET_OR_POSITIVE = or_null(POSITIVE, "> 0")
+OPTIONAL_POSITIVE = or_null(POSITIVE, "null or > 0")
 
 
 def is_megatron(strategy: Any) -> bool:
@@ -40,13 +47,25 @@ def is_megatron(strategy: Any) -> bool:
     return strategy == "megatron"
 
 
+#: How a value that breaks its field's rule is refused, after ``bad config: `` (``expected``: the rule's text).
+INVALID = "{key}={value!r} is invalid; expected {expected}"
+#: The wordings some keys' refusals had before their checks became field rules, kept as they read.
+MUST_BE = "{key} must be {expected}, got {value}"
+VALUE_MUST_BE = "{key}={value!r} must be {expected}"
+IS_NOT = "{key}={value} is not {expected}"
+
+
 def one_of(*values: str) -> Rule:
     return (lambda v: v in values), f"one of {', '.join(values)}"
 
 
-def checked(default: Any, rule: Rule) -> Any:
-    """A field whose value must pass ``rule``."""
-    return dataclasses.field(default=default, metadata={"rule": rule})
+def checked(default: Any, rule: Rule, says: str = INVALID) -> Any:
+    """A field whose value must pass ``rule``; ``says``: how a value that does not is refused. A list default
+    is copied for each instance (as a ``default_factory``)."""
+    metadata = {"rule": rule, "says": says}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def refused(default: Any, is_set: Callable[[Any], bool], why: str, early: bool = True) -> Any:
@@ -78,7 +97,8 @@ def check_value(key: str, value: Any, f: dataclasses.Field) -> None:
     if "refused" in f.metadata and f.metadata["refused"][0](value):
         raise ConfigError(f"bad config: {key}={value!r} {f.metadata['refused'][1]}")
     if "rule" in f.metadata and not f.metadata["rule"][0](value):
-        raise ConfigError(f"bad config: {key}={value!r} is invalid; expected {f.metadata['rule'][1]}")
+        says = f.metadata["says"].format(key=key, value=value, expected=f.metadata["rule"][1])
+        raise ConfigError(f"bad config: {says}")
 
 
 def validate_sections(cfg: Any, cls: type, node: Any = None, key: str = "") -> None:

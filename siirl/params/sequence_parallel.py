@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from siirl.errors import ConfigError
+from siirl.params.rules import Rule
 from siirl.params.trainer import world_size
+
+#: A role's size: a whole number of ranks, at least one.
+SP_SIZE: Rule = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a positive integer")
 
 #: Role -> the key that sets its size.
 SP_KEYS = {
@@ -35,12 +39,11 @@ def role_models(cfg: Any) -> dict[str, tuple[str, Any]]:
 
 
 def check_sequence_parallel(cfg: Any) -> None:
-    """Sizes are positive integers; a role with size > 1 runs the packed layout."""
+    """A role with size > 1 splits the job's devices evenly and runs the packed layout (each size is a
+    positive integer by its field's rule, ``SP_SIZE``)."""
     sizes = sequence_parallel_sizes(cfg)
     models = role_models(cfg)
     for role, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ConfigError(f"bad config: {SP_KEYS[role]}={size!r} must be a positive integer")
         if size == 1:
             continue
         devices = world_size(cfg)

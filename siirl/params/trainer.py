@@ -1,11 +1,10 @@
 """``trainer.*`` (run length, placement, checkpoints, logging) and ``dag.*``."""
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from siirl.params.async_training import TrainerV1Config
-from siirl.params.rules import NON_NEGATIVE, POSITIVE, checked, one_of, refused
+from siirl.params.rules import FINITE_NON_NEGATIVE, NON_NEGATIVE, POSITIVE, checked, one_of, or_null, refused
 
 
 def world_size(cfg: Any) -> int:
@@ -84,7 +83,7 @@ class TrainerConfig:
     #: longest; at twice this the job ends (exit 1). null = follow the job's step times (10 x the median step,
     #: at least 2 x the longest and 120 s; 1800 s until the first step ends); 0 = never.
     stall_timeout_s: Optional[float] = checked(  # noqa: UP045
-        None, (lambda v: v is None or 0 <= v < math.inf, "null (follow the step times) or >= 0")
+        None, or_null(FINITE_NON_NEGATIVE, "null (follow the step times) or >= 0")
     )
     #: Training steps in a row whose actor (or critic) update was skipped entirely for a non-finite loss or
     #: gradient norm before the job ends in one line naming the step; 0 = never.

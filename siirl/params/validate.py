@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
 from omegaconf import OmegaConf
 
 from siirl.errors import ConfigError
 from siirl.params.distillation import refuse_other_teachers
+from siirl.params.override_screen import parse_value
 from siirl.params.root import SiirlConfig
 from siirl.params.rules import field_table
 from siirl.params.verl_engines import engine_refusal
@@ -27,14 +27,6 @@ UNSUPPORTED = field_table(SiirlConfig, "early")
 #: A key path through one of these sections asks for a feature siiRL does not implement (verl's Megatron
 #: scripts set ``actor_rollout_ref.actor.megatron.*`` next to ``strategy=megatron``).
 UNSUPPORTED_SECTIONS = {"megatron": "Megatron-LM training is not implemented; siiRL trains with FSDP2 or replicated"}
-
-
-def _yaml_value(text: str) -> Any:
-    """An override's value as Hydra reads it (``false`` is a bool), the text itself if it is no YAML."""
-    try:
-        return yaml.safe_load(text) if text else text
-    except yaml.YAMLError:
-        return text
 
 
 def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -> None:
@@ -52,7 +44,7 @@ def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -
         if engine:
             raise ConfigError(f"bad config: {engine}")
         if sep and key in UNSUPPORTED:
-            OmegaConf.update(raw, key, _yaml_value(value), force_add=True)
+            OmegaConf.update(raw, key, parse_value(value), force_add=True)
     for key, (is_set, why) in UNSUPPORTED.items():
         value = OmegaConf.select(raw, key, default=None)
         if value is not None and is_set(value):

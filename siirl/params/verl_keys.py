@@ -8,6 +8,7 @@ in one line naming it.
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 
 from omegaconf import DictConfig
 
@@ -21,11 +22,9 @@ logger = logging.getLogger(__name__)
 
 
 def _canonical_workflow(cfg: DictConfig) -> None:
-    """``workflow_type`` is case-insensitive: siiRL's published scripts write ``dapo``."""
-    text = str(cfg.algorithm.workflow_type)
-    for member in WorkflowType:
-        if text.lower() == member.value.lower():
-            cfg.algorithm.workflow_type = member.value
+    """``workflow_type`` as its member spells it (``WorkflowType`` reads it case-insensitively)."""
+    with suppress(ValueError):  # an unknown value is refused by the field's rule
+        cfg.algorithm.workflow_type = WorkflowType(str(cfg.algorithm.workflow_type)).value
 
 
 def _retention(cfg: DictConfig) -> None:

@@ -48,6 +48,11 @@ def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
             "bad config: reward_model.model.fsdp_config.grad_offload=True was removed from verl",
         ),
         ("critic.ppo_epochs=0", "bad config: critic.ppo_epochs=0 is invalid; expected > 0"),
+        ("data.max_response_length=0", "bad config: data.max_response_length=0 is invalid; expected > 0"),
+        (
+            "algorithm.workflow_type=ASYNC",
+            "bad config: algorithm.workflow_type='ASYNC' is invalid; expected one of DEFAULT, DAPO, EMBODIED",
+        ),
         (
             "actor_rollout_ref.actor.optim.min_lr_ratio=1.5",
             "bad config: actor_rollout_ref.actor.optim.min_lr_ratio=1.5 is invalid; expected in [0, 1]",
@@ -92,3 +97,10 @@ def test_the_same_rules_hold_for_a_config_built_in_python():
     cfg.actor_rollout_ref.rollout.val_kwargs.top_p = 0.0
     with pytest.raises(ConfigError, match=r"^bad config: actor_rollout_ref.rollout.val_kwargs.top_p=0.0 is invalid"):
         validate_sections(cfg, SiirlConfig)
+
+
+def test_a_checked_list_default_is_each_instances_own():
+    first, second = SiirlConfig(), SiirlConfig()
+    first.actor_rollout_ref.actor.optim.betas[0] = 0.5
+    assert second.actor_rollout_ref.actor.optim.betas == [0.9, 0.999]
+    assert first.critic.optim.betas == [0.9, 0.999]

@@ -157,7 +157,6 @@ def test_select_from_the_loaded_config():
     [
         (_cfg("ppo_magic"), "unknown advantage estimator 'ppo_magic'; registered: cpgd, gae"),
         (_cfg("nowhere_mod:est"), "advantage estimator 'nowhere_mod:est' cannot be imported"),
-        (_cfg("grpo", "ASYNC"), "algorithm.workflow_type='ASYNC' is not one of DEFAULT, DAPO, EMBODIED"),
         (
             _cfg(custom_pipeline_fn="dag_helpers:two_nodes", workflow_path="x.yaml"),
             "set only one of dag.custom_pipeline_fn and dag.workflow_path",

@@ -94,7 +94,6 @@ def test_auto_placement_choice(agents, ranks, mode, placed):
     [
         (3, 2, "own", "needs the 2 ranks to split equally among the 3 agents"),
         (2, 3, "own", "needs the 3 ranks to split equally among the 2 agents"),
-        (2, 2, "apart", "dag.agent_placement='apart' is not one of auto, own, shared"),
     ],
 )
 def test_bad_agent_placements_are_one_line(agents, ranks, mode, message):

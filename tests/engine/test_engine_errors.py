@@ -66,18 +66,8 @@ def test_bad_settings():
     with pytest.raises(ConfigError, match="model.dtype='fp8'"):
         resolve_dtype("fp8", get_backend("cpu"))
     optim = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
-    with pytest.raises(ConfigError, match="total_training_steps"):
-        build_lr_scheduler(optim, OptimConfig(lr_scheduler_type="cosine"))
     with pytest.raises(ConfigError, match="lr_scheduler_type 'linearish'"):
         build_lr_scheduler(optim, OptimConfig(lr_scheduler_type="linearish"))
-    with pytest.raises(ConfigError, match="max_response_length"):
-        make_rollout_engine(
-            "hf",
-            model_cfg=None,
-            rollout_cfg=RolloutConfig(),
-            backend="cpu",
-            max_response_length=0,
-        )
 
 
 def test_update_with_missing_keys_names_them(tiny_model_dir, single_process_group):

@@ -23,7 +23,6 @@ import torch
 from tensordict import TensorDict
 
 from siirl.device import DeviceBackend, get_backend
-from siirl.errors import ConfigError
 from siirl.registry import Registry
 
 
@@ -56,13 +55,11 @@ class RolloutEngine(ABC):
         apart: bool = False,
     ) -> None:
         """``model_cfg`` / ``rollout_cfg``: the ``ModelConfig`` / ``RolloutConfig`` sections; responses are at
-        most ``max_response_length`` tokens (``data.max_response_length``); ``local_rank`` is the device index
-        this process uses; ``tokenizer`` (else loaded from the model); ``apart``: built on rollout ranks of
-        their own (``separate_async``), where the trainer ranks build no engine to form groups with. Checks
-        what every engine needs, then the engine builds itself (:meth:`start`); its own settings were vetted by
+        most ``max_response_length`` tokens (``data.max_response_length``, >= 1 by its rule); ``local_rank`` is
+        the device index this process uses; ``tokenizer`` (else loaded from the model); ``apart``: built on
+        rollout ranks of their own (``separate_async``), where the trainer ranks build no engine to form groups
+        with. The engine builds itself (:meth:`start`); its settings were vetted by
         :meth:`check_rollout_config` before Ray started."""
-        if max_response_length < 1:
-            raise ConfigError(f"max_response_length must be >= 1, got {max_response_length}")
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.cfg = rollout_cfg
         self.apart = apart

@@ -14,7 +14,6 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from siirl.errors import ConfigError
 from siirl.params.model import OptimConfig
 from siirl.registry import Registry
 
@@ -66,13 +65,11 @@ def _lr_factor(step: int, warmup: int, total: int, schedule: ScheduleFn, min_rat
 
 
 def build_lr_scheduler(optimizer: torch.optim.Optimizer, optim_cfg: OptimConfig) -> LambdaLR:
-    kind = str(optim_cfg.lr_scheduler_type)
-    schedule = LR_SCHEDULES.get(kind)
-    total = int(optim_cfg.total_training_steps)
-    if kind != "constant" and total <= 0:
-        raise ConfigError(f"optim.lr_scheduler_type={kind} needs optim.total_training_steps > 0, got {total}")
+    """The schedule over ``optim.total_training_steps``: a decaying one has its length by now (the resolve step,
+    siirl.params.resolved, refuses a run without one; the worker fills it from the run's length)."""
     factor = partial(
-        _lr_factor, warmup=warmup_steps(optim_cfg), total=total, schedule=schedule,
+        _lr_factor, warmup=warmup_steps(optim_cfg), total=int(optim_cfg.total_training_steps),
+        schedule=LR_SCHEDULES.get(str(optim_cfg.lr_scheduler_type)),
         min_ratio=float(optim_cfg.min_lr_ratio),  # in [0, 1]: the field's rule, checked before Ray
     )
     return LambdaLR(optimizer, lr_lambda=factor)

@@ -182,20 +182,11 @@ def _estimator_name(cfg: SiirlConfig) -> str:
     return _text(cfg.algorithm.adv_estimator)
 
 
-def _workflow_from_cfg(cfg: SiirlConfig) -> WorkflowType:
-    text = _text(cfg.algorithm.workflow_type)
-    for member in WorkflowType:
-        if text.lower() == member.value.lower():
-            return member
-    choices = ", ".join(member.value for member in WorkflowType)
-    raise ConfigError(f"algorithm.workflow_type={text!r} is not one of {choices}")
-
-
 def builtin_pipeline_name(cfg: SiirlConfig | None) -> str:
     """Which built-in family the config asks for; the estimator's needs shape the graph inside it."""
     cfg = or_defaults(cfg)
     estimator_needs(_estimator_name(cfg))  # unknown -> one line
-    workflow = _workflow_from_cfg(cfg)
+    workflow = WorkflowType(_text(cfg.algorithm.workflow_type))  # its field's rule held at load
     if workflow is WorkflowType.DEFAULT and cfg.algorithm.filter_groups.enable:
         workflow = WorkflowType.DAPO
     if workflow is WorkflowType.DEFAULT:

@@ -30,7 +30,6 @@ from siirl.execution.dag.task_graph import TaskGraph
 from siirl.execution.scheduler.plan import ALL_RANKS
 
 PLACEMENT_KEY = PLANNER_CONFIG_KEYS[0]
-AGENT_PLACEMENTS = ("auto", "own", "shared")
 
 
 def node_placements(graph: TaskGraph) -> dict[str, str]:
@@ -47,9 +46,8 @@ def node_placements(graph: TaskGraph) -> dict[str, str]:
 
 
 def agent_placement_mode(mode: str, num_agents: int, world_size: int) -> str:
-    """``own`` or ``shared`` for ``num_agents`` agents on ``world_size`` ranks (``auto`` decides)."""
-    if mode not in AGENT_PLACEMENTS:
-        raise ConfigError(f"dag.agent_placement={mode!r} is not one of {', '.join(AGENT_PLACEMENTS)}")
+    """``own`` or ``shared`` for ``num_agents`` agents on ``world_size`` ranks (``auto`` decides); ``mode`` is
+    one of auto, own, shared (the rule of ``dag.agent_placement``)."""
     fits = num_agents > 0 and world_size >= num_agents and world_size % num_agents == 0
     if mode == "auto":
         return "own" if fits and num_agents > 1 else "shared"
