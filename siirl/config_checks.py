@@ -14,8 +14,8 @@ import logging
 from operator import attrgetter
 
 from siirl.agent_loops import check_agent_loops
-from siirl.algorithms import estimator_needs
-from siirl.algorithms.group_filter_metrics import from_rule_reward
+from siirl.algorithms import check_estimator_inputs, resolve_loss_mode
+from siirl.algorithms.group_filter_metrics import check_group_filter_metric
 from siirl.cluster import check_ray_init_keys
 from siirl.dag_worker.metrics import check_loggers
 from siirl.device import backend_class, get_backend
@@ -46,7 +46,6 @@ REGISTRY_MODULES = (
     "siirl.environment",  # the built-in environments (``siirl.environment.outputs`` does not register them)
     "siirl.device.weight_sync",
 )
-LOSS_MODE_KEY = "actor_rollout_ref.actor.policy_loss.loss_mode"
 #: What ``device=cpu`` rolls out with when the command names an engine the CPU does not run.
 CPU_ROLLOUT_ENGINE = "hf"
 
@@ -71,47 +70,6 @@ def check_registry_values(cfg: SiirlConfig) -> None:
             value = registry.canonical(value)
             setattr(owner, leaf, value)
         registry.check_config(key, value)
-
-
-def resolve_loss_mode(cfg: SiirlConfig) -> str:
-    """``auto`` follows the estimator (cpgd -> cpgd, gspo -> gspo, else vanilla); an explicit mode that
-    contradicts an estimator with a loss of its own is refused. Bypass mode trains with its own loss
-    (``rollout_correction.loss_type``): a different policy loss the run asks for (explicitly or through its
-    estimator) would be silently dropped, so it is refused."""
-    estimator = cfg.algorithm.adv_estimator
-    wanted = estimator_needs(estimator).loss_mode
-    mode = str(cfg.actor_rollout_ref.actor.policy_loss.loss_mode)
-    if mode == "auto":
-        mode = wanted
-    elif wanted != "vanilla" and mode != wanted:
-        raise ConfigError(
-            f"bad config: algorithm.adv_estimator={estimator} trains with loss_mode={wanted}, but "
-            f"{LOSS_MODE_KEY}={mode}; drop the override (auto) or pick a matching pair"
-        )
-    if cfg.algorithm.rollout_correction.bypass_mode and mode != "vanilla":
-        raise ConfigError(
-            f"bad config: {BYPASS_KEY}=true trains with algorithm.rollout_correction.loss_type "
-            f"(ppo_clip or reinforce), not {LOSS_MODE_KEY}={mode} (adv_estimator={estimator}); "
-            "drop one of them"
-        )
-    return mode
-
-
-def check_estimator_inputs(cfg: SiirlConfig) -> None:
-    """What the estimator reads is produced: a greedy baseline response per prompt (remax) by greedy
-    validation sampling, ``sum_pi_squared`` (optimal_token_baseline) by the actor."""
-    estimator = cfg.algorithm.adv_estimator
-    needs, val = estimator_needs(estimator), cfg.actor_rollout_ref.rollout.val_kwargs
-    if needs.reward_baselines and not ((not val.do_sample or val.temperature == 0) and val.n == 1):
-        raise ConfigError(
-            f"bad config: algorithm.adv_estimator={estimator} scores a greedy baseline "
-            "response per prompt with rollout.val_kwargs; keep val_kwargs.do_sample=false and n=1"
-        )
-    if needs.sum_pi_squared and not cfg.actor_rollout_ref.actor.calculate_sum_pi_squared:
-        raise ConfigError(
-            f"bad config: algorithm.adv_estimator={estimator} needs the policy's sum of squared token "
-            "probabilities; set actor_rollout_ref.actor.calculate_sum_pi_squared=true (as verl requires)"
-        )
 
 
 def choose_rollout_engine(cfg: SiirlConfig) -> None:
@@ -142,23 +100,6 @@ def choose_rollout_engine(cfg: SiirlConfig) -> None:
     engine.check_rollout_config(rollout)
     if trainer_mode(cfg) == "separate_async" and engine.spans_dag_world and rollout.tensor_model_parallel_size > 1:
         raise ConfigError(engine.apart_tp_refusal(rollout.tensor_model_parallel_size))
-
-
-def check_group_filter_metric(cfg: SiirlConfig) -> None:
-    """``acc`` and ``score`` come from a rule reward manager's score function; other scorers have none."""
-    groups = cfg.algorithm.filter_groups
-    if not groups.enable or not from_rule_reward(groups.metric):
-        return
-    if cfg.reward_model.enable:
-        scorer = "reward_model.enable=true (the reward model's score replaces the rule reward)"
-    elif env_mode(cfg) is not None:
-        scorer = "environment-driven rollouts (the environment scores them)"
-    else:
-        return
-    raise ConfigError(
-        f"bad config: algorithm.filter_groups.metric={groups.metric} is reported by a rule reward's score "
-        f"function, which {scorer} does not run; use seq_reward or seq_final_reward"
-    )
 
 
 def sampled_log_prob_quality(cfg: SiirlConfig) -> str:
@@ -301,7 +242,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_registry_values(cfg)
     check_estimator_inputs(cfg)
     choose_rollout_engine(cfg)
-    check_group_filter_metric(cfg)
+    check_group_filter_metric(cfg, env_mode(cfg) is not None)
     check_lora_rollout(cfg)
     warn_short_sandbox_budget(cfg)
     check_reference_sequence_parallel(cfg)
