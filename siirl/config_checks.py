@@ -10,7 +10,6 @@ line, raised before Ray starts.
 from __future__ import annotations
 
 import importlib
-import logging
 from operator import attrgetter
 
 from siirl.agent_loops import check_agent_loops
@@ -21,9 +20,8 @@ from siirl.dag_worker.metrics import check_loggers
 from siirl.engine.reward.registry import load_builtins as load_reward_managers
 from siirl.engine.rollout import ROLLOUT_ENGINES
 from siirl.engine.rollout.choice import check_lora_rollout, choose_rollout_engine, resolve_old_log_prob_source
-from siirl.environment.interactions import check_interaction_classes, load_interaction_config
 from siirl.environment.outputs import env_mode
-from siirl.environment.tools import check_tool_classes, load_tool_config
+from siirl.environment.tools import check_tools
 from siirl.errors import ConfigError
 from siirl.execution.roles import ROLES, uses_critic
 from siirl.params import compose_config
@@ -31,6 +29,7 @@ from siirl.params.async_checks import check_async
 from siirl.params.root import EXTERNAL_LIB_KEY, SiirlConfig, external_libs
 from siirl.params.sequence_parallel import SP_KEYS, sequence_parallel_sizes
 from siirl.registry import governed_keys, import_user_modules
+from siirl.reward_score.sandbox_fusion import warn_short_sandbox_budget
 from siirl.weight_transport import check_verl_backend, resolve_weight_sync
 
 #: Modules whose import registers the other families that govern config keys.
@@ -42,8 +41,6 @@ REGISTRY_MODULES = (
     "siirl.environment",  # the built-in environments (``siirl.environment.outputs`` does not register them)
     "siirl.device.weight_sync",
 )
-
-logger = logging.getLogger(__name__)
 
 
 def check_registry_values(cfg: SiirlConfig) -> None:
@@ -64,43 +61,6 @@ def check_registry_values(cfg: SiirlConfig) -> None:
             value = registry.canonical(value)
             setattr(owner, leaf, value)
         registry.check_config(key, value)
-
-
-def check_tools(cfg: SiirlConfig) -> None:
-    """A tool-calling (or interaction) run: its YAMLs load, their classes import, and the raw chat reaches
-    the rollout."""
-    multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
-    if env_mode(cfg) != "tools":
-        return
-    if multi_turn.tool_config_path:
-        path = str(multi_turn.tool_config_path)
-        check_tool_classes(load_tool_config(path), path)
-    if multi_turn.interaction_config_path:
-        path = str(multi_turn.interaction_config_path)
-        check_interaction_classes(load_interaction_config(path), path)
-    if not cfg.data.return_raw_chat:
-        key = "tool_config_path" if multi_turn.tool_config_path else "interaction_config_path"
-        raise ConfigError(
-            f"bad config: actor_rollout_ref.rollout.multi_turn.{key} needs data.return_raw_chat=true "
-            "(the rollout renders each chat itself and hands it to the tools and interactions, as in verl)"
-        )
-
-
-def warn_short_sandbox_budget(cfg: SiirlConfig) -> None:
-    """A code response is scored when its slowest test case returns; a ``reward_model.timeout_s`` below that
-    scores slow (but possibly passing) responses 0, and in the in-process managers the step's later
-    responses with them."""
-    from siirl.reward_score.sandbox_fusion import SandboxFusion
-
-    reward = cfg.reward_model
-    if not reward.sandbox_fusion.url:
-        return
-    longest = SandboxFusion(reward.sandbox_fusion.url).longest_request_s
-    if reward.timeout_s < longest:
-        logger.warning(
-            "reward_model.timeout_s=%s is shorter than one SandboxFusion test case may take (%gs: compile and run "
-            "limits plus the request); raise it so slow code is judged, not timed out", reward.timeout_s, longest,
-        )
 
 
 def check_vision_policy(cfg: SiirlConfig) -> None:
@@ -142,7 +102,7 @@ def check_config(cfg: SiirlConfig) -> None:
     """The checks and resolutions that need the packages above ``siirl.params``, in place."""
     check_loggers(list(cfg.trainer.logger))
     check_ray_init_keys(cfg.ray_kwargs.ray_init)
-    check_tools(cfg)
+    check_tools(cfg, env_mode(cfg))
     check_agent_loops(cfg)
     check_verl_backend(str(cfg.actor_rollout_ref.rollout.weight_sync))
     check_registry_values(cfg)
@@ -150,7 +110,7 @@ def check_config(cfg: SiirlConfig) -> None:
     choose_rollout_engine(cfg)
     check_group_filter_metric(cfg, env_mode(cfg) is not None)
     check_lora_rollout(cfg)
-    warn_short_sandbox_budget(cfg)
+    warn_short_sandbox_budget(cfg.reward_model.sandbox_fusion.url, cfg.reward_model.timeout_s)
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
     check_async(cfg, env_mode(cfg))
