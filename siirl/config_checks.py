@@ -1,10 +1,10 @@
 """The run config every caller gets: ``load_config`` = ``siirl.params`` composition + the checks above it.
 
-``siirl.params`` knows no engine, device, environment or algorithm, so what needs them lives here, one
-layer up: every key a registry governs (``Registry(config_keys=...)``) must name one of its entries, and the
-``auto`` choices that depend on those packages (``loss_mode``, ``old_log_prob_source``) are resolved once,
-so the plan, the node contracts and every worker see the same values. Every mistake is one ``ConfigError``
-line, raised before Ray starts.
+``siirl.params`` knows no engine, device, environment or algorithm, so the rules that need them live with the
+package that owns each feature; this hub runs them in order (resolutions feed later checks): every key a
+registry governs (``Registry(config_keys=...)``) must name one of its entries, and the ``auto`` choices
+(``loss_mode``, ``old_log_prob_source``, ``weight_sync``) are resolved once, so the plan, the node contracts
+and every worker see the same values. Every mistake is one ``ConfigError`` line, raised before Ray starts.
 """
 
 from __future__ import annotations
@@ -18,16 +18,13 @@ from siirl.algorithms.group_filter_metrics import check_group_filter_metric
 from siirl.cluster import check_ray_init_keys
 from siirl.dag_worker.metrics import check_loggers
 from siirl.engine.reward.registry import load_builtins as load_reward_managers
-from siirl.engine.rollout import ROLLOUT_ENGINES
 from siirl.engine.rollout.choice import check_lora_rollout, choose_rollout_engine, resolve_old_log_prob_source
 from siirl.environment.outputs import env_mode
 from siirl.environment.tools import check_tools
-from siirl.errors import ConfigError
-from siirl.execution.roles import ROLES, uses_critic
+from siirl.execution.roles import check_reference_sequence_parallel, check_vision_policy
 from siirl.params import compose_config
 from siirl.params.async_checks import check_async
 from siirl.params.root import EXTERNAL_LIB_KEY, SiirlConfig, external_libs
-from siirl.params.sequence_parallel import SP_KEYS, sequence_parallel_sizes
 from siirl.registry import governed_keys, import_user_modules
 from siirl.reward_score.sandbox_fusion import warn_short_sandbox_budget
 from siirl.weight_transport import check_verl_backend, resolve_weight_sync
@@ -63,60 +60,26 @@ def check_registry_values(cfg: SiirlConfig) -> None:
         registry.check_config(key, value)
 
 
-def check_vision_policy(cfg: SiirlConfig) -> None:
-    """A vision-language policy needs a rollout engine that passes it the images; a critic of one would
-    score token ids without them, and sequence parallelism would split image tokens from their images."""
-    from siirl.engine.workers.vision import policy_sees_images
-
-    if not policy_sees_images(cfg):
-        return
-    name = str(cfg.actor_rollout_ref.rollout.name)
-    if not ROLLOUT_ENGINES.get(name).takes_images:
-        raise ConfigError(
-            f"bad config: {cfg.actor_rollout_ref.model.path} is a vision-language model and the '{name}' rollout "
-            "engine does not pass images yet; set actor_rollout_ref.rollout.name=hf, vllm or sglang"
-        )
-    if uses_critic(cfg):
-        raise ConfigError(
-            "bad config: a critic (critic.enable / adv_estimator=gae) of a vision-language policy is not "
-            "implemented (it would not see the images); use a critic-free estimator such as grpo"
-        )
-    if max(sequence_parallel_sizes(cfg).values()) > 1:
-        raise ConfigError(
-            "bad config: Ulysses sequence parallelism (ulysses_sequence_parallel_size > 1) of a vision-language "
-            "policy is not implemented (its image tokens would be split from their images); set it to 1"
-        )
-
-
-def check_reference_sequence_parallel(cfg: SiirlConfig) -> None:
-    """A reference served by the policy's own model (LoRA: adapters off) runs in the policy's sp groups."""
-    sizes = sequence_parallel_sizes(cfg)
-    if ROLES.get("reference").served_by(cfg) is not None and sizes["reference"] != sizes["actor"]:
-        raise ConfigError(
-            f"bad config: under LoRA the reference is the actor's model with its adapters off, so "
-            f"{SP_KEYS['reference']}={sizes['reference']} must equal {SP_KEYS['actor']}={sizes['actor']}"
-        )
-
-
 def check_config(cfg: SiirlConfig) -> None:
-    """The checks and resolutions that need the packages above ``siirl.params``, in place."""
+    """The checks and resolutions that need the packages above ``siirl.params``, in place, in this order."""
     check_loggers(list(cfg.trainer.logger))
     check_ray_init_keys(cfg.ray_kwargs.ray_init)
-    check_tools(cfg, env_mode(cfg))
+    env = env_mode(cfg)
+    check_tools(cfg, env)
     check_agent_loops(cfg)
     check_verl_backend(str(cfg.actor_rollout_ref.rollout.weight_sync))
     check_registry_values(cfg)
     check_estimator_inputs(cfg)
     choose_rollout_engine(cfg)
-    check_group_filter_metric(cfg, env_mode(cfg) is not None)
+    check_group_filter_metric(cfg, env is not None)
     check_lora_rollout(cfg)
     warn_short_sandbox_budget(cfg.reward_model.sandbox_fusion.url, cfg.reward_model.timeout_s)
     check_reference_sequence_parallel(cfg)
     check_vision_policy(cfg)
-    check_async(cfg, env_mode(cfg))
+    check_async(cfg, env)
     cfg.actor_rollout_ref.rollout.weight_sync = resolve_weight_sync(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
-    cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg, env_mode(cfg))
+    cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg, env)
 
 
 def load_config(
