@@ -13,14 +13,14 @@ import importlib
 from operator import attrgetter
 
 from siirl.agent_loops import check_agent_loops
-from siirl.algorithms import check_estimator_inputs, resolve_loss_mode
+from siirl.algorithms.advantage import check_estimator_inputs, resolve_loss_mode
 from siirl.algorithms.group_filter_metrics import check_group_filter_metric
 from siirl.cluster import check_ray_init_keys
 from siirl.dag_worker.metrics import check_loggers
 from siirl.engine.reward.registry import load_builtins as load_reward_managers
 from siirl.engine.rollout.choice import check_lora_rollout, choose_rollout_engine, resolve_old_log_prob_source
 from siirl.environment.outputs import env_mode
-from siirl.environment.tools import check_tools
+from siirl.environment.tools.config import check_tools
 from siirl.execution.roles import check_reference_sequence_parallel, check_vision_policy
 from siirl.params import compose_config
 from siirl.params.async_checks import check_async

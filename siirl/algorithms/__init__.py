@@ -22,11 +22,9 @@ from siirl.algorithms import (  # noqa: F401  (registries)
 from siirl.algorithms.advantage import (
     ADV_ESTIMATORS,
     AdvantageInputs,
-    check_estimator_inputs,
     compute_advantage,
     estimator_needs,
     get_adv_estimator,
-    resolve_loss_mode,
 )
 from siirl.algorithms.aggregation import AGG_MODES, agg_loss
 from siirl.algorithms.dapo import (
@@ -74,7 +72,6 @@ __all__ = [
     "PolicyLossInputs",
     "agg_loss",
     "apply_kl_penalty",
-    "check_estimator_inputs",
     "compute_advantage",
     "compute_policy_loss",
     "compute_value_loss",
@@ -94,5 +91,4 @@ __all__ = [
     "masked_whiten",
     "overlong_reward_penalty",
     "register_policy_loss",
-    "resolve_loss_mode",
 ]
