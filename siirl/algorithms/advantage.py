@@ -28,7 +28,10 @@ from enum import Enum
 import torch
 
 from siirl.algorithms.needs import NEEDS_ATTR, EstimatorNeeds
+from siirl.errors import ConfigError
 from siirl.params.algorithm import AlgorithmConfig
+from siirl.params.old_log_prob import BYPASS_KEY
+from siirl.params.root import SiirlConfig
 from siirl.registry import Registry
 
 AdvantageFn = Callable[["AdvantageInputs"], tuple[torch.Tensor, torch.Tensor]]
@@ -47,6 +50,45 @@ def estimator_needs(name: str | Enum) -> EstimatorNeeds:
     else what a user function declared with ``@declare_estimator_needs``, else GRPO's."""
     fn = ADV_ESTIMATORS.get(name)  # refuses an unknown name in one line
     return ADV_ESTIMATORS.metadata(name).get("needs") or getattr(fn, NEEDS_ATTR, EstimatorNeeds())
+
+
+def check_estimator_inputs(cfg: SiirlConfig) -> None:
+    """What the estimator reads is produced: a greedy baseline response per prompt (remax) by greedy
+    validation sampling, ``sum_pi_squared`` (optimal_token_baseline) by the actor."""
+    estimator = cfg.algorithm.adv_estimator
+    needs, val = estimator_needs(estimator), cfg.actor_rollout_ref.rollout.val_kwargs
+    if needs.reward_baselines and not ((not val.do_sample or val.temperature == 0) and val.n == 1):
+        raise ConfigError(
+            f"bad config: algorithm.adv_estimator={estimator} scores a greedy baseline "
+            "response per prompt with rollout.val_kwargs; keep val_kwargs.do_sample=false and n=1"
+        )
+    if needs.sum_pi_squared and not cfg.actor_rollout_ref.actor.calculate_sum_pi_squared:
+        raise ConfigError(
+            f"bad config: algorithm.adv_estimator={estimator} needs the policy's sum of squared token "
+            "probabilities; set actor_rollout_ref.actor.calculate_sum_pi_squared=true (as verl requires)"
+        )
+
+
+def resolve_loss_mode(cfg: SiirlConfig) -> str:
+    """``auto`` follows the estimator (cpgd, gspo, else vanilla); a mode contradicting an estimator's own
+    loss is refused, and so is any loss but vanilla under bypass mode (which trains with
+    ``rollout_correction.loss_type``: the other would be silently dropped)."""
+    estimator, key = cfg.algorithm.adv_estimator, "actor_rollout_ref.actor.policy_loss.loss_mode"
+    wanted = estimator_needs(estimator).loss_mode
+    mode = str(cfg.actor_rollout_ref.actor.policy_loss.loss_mode)
+    if mode == "auto":
+        mode = wanted
+    elif wanted != "vanilla" and mode != wanted:
+        raise ConfigError(
+            f"bad config: algorithm.adv_estimator={estimator} trains with loss_mode={wanted}, but "
+            f"{key}={mode}; drop the override (auto) or pick a matching pair"
+        )
+    if cfg.algorithm.rollout_correction.bypass_mode and mode != "vanilla":
+        raise ConfigError(
+            f"bad config: {BYPASS_KEY}=true trains with algorithm.rollout_correction.loss_type "
+            f"(ppo_clip or reinforce), not {key}={mode} (adv_estimator={estimator}); drop one of them"
+        )
+    return mode
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ from collections.abc import Callable
 import torch
 from tensordict import TensorDictBase
 
+from siirl.errors import ConfigError
+from siirl.params.root import SiirlConfig
 from siirl.registry import Registry
 
 MetricFn = Callable[[TensorDictBase], torch.Tensor]
@@ -72,3 +74,21 @@ def from_rule_reward(name: str) -> bool:
 def group_filter_values(batch: TensorDictBase, name: str) -> torch.Tensor:
     """One value per response of ``batch`` for the metric ``name``."""
     return GROUP_FILTER_METRICS.get(name)(batch)
+
+
+def check_group_filter_metric(cfg: SiirlConfig, env_driven: bool) -> None:
+    """``acc`` and ``score`` come from a rule reward manager's score function, which a reward model or an
+    environment (``env_driven``) replaces."""
+    groups = cfg.algorithm.filter_groups
+    if not groups.enable or not from_rule_reward(groups.metric):
+        return
+    if cfg.reward_model.enable:
+        scorer = "reward_model.enable=true (the reward model's score replaces the rule reward)"
+    elif env_driven:
+        scorer = "environment-driven rollouts (the environment scores them)"
+    else:
+        return
+    raise ConfigError(
+        f"bad config: algorithm.filter_groups.metric={groups.metric} is reported by a rule reward's score "
+        f"function, which {scorer} does not run; use seq_reward or seq_final_reward"
+    )

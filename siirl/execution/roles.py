@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from siirl.errors import ConfigError
 from siirl.execution.dag.node_types import NodeRole
 from siirl.params.root import SiirlConfig
+from siirl.params.sequence_parallel import SP_KEYS, sequence_parallel_sizes
 from siirl.registry import Registry
 
 #: ``available(cfg)``: None when the run configures this model, else the reason it does not.
@@ -141,3 +143,39 @@ NODE_ROLE_SPECS = {
     NodeRole.ROLLOUT: "rollout", NodeRole.ACTOR: "actor", NodeRole.REFERENCE: "reference",
     NodeRole.CRITIC: "critic", NodeRole.TEACHER: "teacher",
 }
+
+
+def check_reference_sequence_parallel(cfg: SiirlConfig) -> None:
+    """A reference served by the policy's own model (LoRA: adapters off) runs in the policy's sp groups."""
+    sizes = sequence_parallel_sizes(cfg)
+    if ROLES.get("reference").served_by(cfg) is not None and sizes["reference"] != sizes["actor"]:
+        raise ConfigError(
+            f"bad config: under LoRA the reference is the actor's model with its adapters off, so "
+            f"{SP_KEYS['reference']}={sizes['reference']} must equal {SP_KEYS['actor']}={sizes['actor']}"
+        )
+
+
+def check_vision_policy(cfg: SiirlConfig) -> None:
+    """A vision-language policy needs a rollout engine that passes it the images; a critic of one would
+    score token ids without them, and sequence parallelism would split image tokens from their images."""
+    from siirl.engine.rollout.choice import configured_engine
+    from siirl.engine.workers.vision import policy_sees_images
+
+    if not policy_sees_images(cfg):
+        return
+    if not configured_engine(cfg).takes_images:
+        raise ConfigError(
+            f"bad config: {cfg.actor_rollout_ref.model.path} is a vision-language model and the "
+            f"'{cfg.actor_rollout_ref.rollout.name}' rollout engine does not pass images yet; set "
+            "actor_rollout_ref.rollout.name=hf, vllm or sglang"
+        )
+    if uses_critic(cfg):
+        raise ConfigError(
+            "bad config: a critic (critic.enable / adv_estimator=gae) of a vision-language policy is not "
+            "implemented (it would not see the images); use a critic-free estimator such as grpo"
+        )
+    if max(sequence_parallel_sizes(cfg).values()) > 1:
+        raise ConfigError(
+            "bad config: Ulysses sequence parallelism (ulysses_sequence_parallel_size > 1) of a vision-language "
+            "policy is not implemented (its image tokens would be split from their images); set it to 1"
+        )

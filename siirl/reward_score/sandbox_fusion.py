@@ -86,3 +86,17 @@ class SandboxFusion:
                 raise SandboxUnavailable(f"sandbox {self.url} unreachable: {reason}") from None
             time.sleep(attempt)
             attempt += 1
+
+
+def warn_short_sandbox_budget(url: str | None, timeout_s: float) -> None:
+    """A code response is scored when its slowest test case returns; a ``reward_model.timeout_s`` below that
+    scores slow (but possibly passing) responses 0, and in the in-process managers the step's later ones too.
+    ``url``: the configured server, if any."""
+    if not url:
+        return
+    longest = SandboxFusion(url).longest_request_s
+    if timeout_s < longest:
+        logger.warning(
+            "reward_model.timeout_s=%s is shorter than one SandboxFusion test case may take (%gs: compile and run "
+            "limits plus the request); raise it so slow code is judged, not timed out", timeout_s, longest,
+        )

@@ -120,7 +120,7 @@ def test_lora_merge_sends_merged_weights_to_an_engine_that_serves_adapters(merge
 def test_lora_merge_lets_the_engine_start_from_dummy_weights():
     """Served adapters need real base weights in the engine (load_format=dummy refused); merged syncs send
     every weight, so verl's dummy start is fine again."""
-    from siirl.config_checks import check_lora_rollout
+    from siirl.engine.rollout.choice import check_lora_rollout
 
     def on_vllm(*overrides):  # the CPU rolls out with hf; the check is the GPU host's
         cfg = load_config(["device=cpu", "actor_rollout_ref.model.lora_rank=8",

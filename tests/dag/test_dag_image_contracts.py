@@ -45,9 +45,9 @@ def test_a_text_policy_has_no_images_to_read():
     ],
 )
 def test_what_cannot_take_images_is_refused_in_one_line(vlm_cfg, overrides, message, monkeypatch):
-    from siirl.config_checks import check_vision_policy
     from siirl.engine.rollout.sglang_engine import SGLangRolloutEngine
     from siirl.errors import ConfigError
+    from siirl.execution.roles import check_vision_policy
 
     monkeypatch.setattr(SGLangRolloutEngine, "takes_images", False)  # as an engine registered without image support
 

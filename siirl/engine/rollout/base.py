@@ -81,7 +81,7 @@ class RolloutEngine(ABC):
     @classmethod
     def check_rollout_config(cls, rollout_cfg: Any) -> None:
         """Refuse, as one ``ConfigError`` line, rollout settings this engine cannot run; called by the config
-        checks before Ray starts (``siirl.config_checks``), the one place that calls it."""
+        checks before Ray starts (``siirl.engine.rollout.choice``), the one place that calls it."""
 
     @abstractmethod
     def generate(self, batch: TensorDict, validate: bool = False) -> TensorDict:

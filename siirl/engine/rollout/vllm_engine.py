@@ -227,7 +227,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             args["logprobs_mode"] = "processed_logprobs"
         if self.lora_rank:
             args.update(enable_lora=True, max_lora_rank=max_lora_rank(self.lora_rank), max_loras=1)
-        if self.apart:  # tensor parallelism here is refused before Ray (config_checks.choose_rollout_engine)
+        if self.apart:  # tensor parallelism here is refused before Ray (rollout.choice.choose_rollout_engine)
             args["seed"] = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
         elif dist.is_available() and dist.is_initialized():
             world = dist.get_world_size()

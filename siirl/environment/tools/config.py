@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from siirl.environment.interactions import check_interaction_classes, load_interaction_config
 from siirl.environment.tools.base import BaseTool
 from siirl.errors import ConfigError
+from siirl.params.root import SiirlConfig
 from siirl.registry import Registry
 from siirl.user_files import class_entries
 
@@ -86,6 +88,26 @@ def check_tool_classes(specs: list[ToolSpec], path: str) -> None:
             getattr(target, "check_config", lambda config: None)(spec.config)
         except ConfigError as exc:
             raise ConfigError(f"bad config: {KEY}={path!r}: tool {spec.name!r}: {exc}") from None
+
+
+def check_tools(cfg: SiirlConfig, env: str | None) -> None:
+    """A tool-calling run (``env`` = ``tools``): its tool and interaction YAMLs load, their classes import,
+    and the raw chat reaches the rollout."""
+    if env != "tools":
+        return
+    multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
+    for path, load, check in (
+        (multi_turn.tool_config_path, load_tool_config, check_tool_classes),
+        (multi_turn.interaction_config_path, load_interaction_config, check_interaction_classes),
+    ):
+        if path:
+            check(load(str(path)), str(path))
+    if not cfg.data.return_raw_chat:
+        key = "tool_config_path" if multi_turn.tool_config_path else "interaction_config_path"
+        raise ConfigError(
+            f"bad config: actor_rollout_ref.rollout.multi_turn.{key} needs data.return_raw_chat=true "
+            "(the rollout renders each chat itself and hands it to the tools and interactions, as in verl)"
+        )
 
 
 def build_tools(specs: list[ToolSpec]) -> dict[str, BaseTool]:
