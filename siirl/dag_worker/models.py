@@ -19,7 +19,6 @@ from siirl.execution.dag import NodeType, TaskGraph
 from siirl.execution.dag.contract import AGENT_KEY, model_agent
 from siirl.execution.roles import NODE_ROLE_SPECS, ROLES, RoleSpec, model_key
 from siirl.execution.scheduler.plan import ALL_RANKS
-from siirl.params.rollout_keys import generation_limits
 from siirl.params.root import SiirlConfig
 from siirl.registry import Registry
 
@@ -103,14 +102,6 @@ def scheduled_over_run(section: Any, run_steps: int) -> Any:
     return replace(section, optim=replace(section.optim, total_training_steps=run_steps))
 
 
-def _response_limit(cfg: SiirlConfig) -> int:
-    """The rollout's response-length limit (``rollout.response_length``, default the data's)."""
-    rollout, data = cfg.actor_rollout_ref.rollout, cfg.data
-    limits = generation_limits(rollout.prompt_length, rollout.response_length, data.max_prompt_length,
-                               data.max_response_length)
-    return limits[1]
-
-
 @MODEL_BUILDERS.register("policy")
 def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     """The actor and, when a node samples with it, its rollout engine (an agent's samples one per row). A
@@ -143,7 +134,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
     engine = make_rollout_engine(
         resolved.rollout_engine, model_cfg=model,
         rollout_cfg=single_sample_config(arr.rollout) if agent else inner_rollout_config(cfg),
-        backend=ctx.backend, max_response_length=_response_limit(cfg), tokenizer=ctx.tokenizer,
+        backend=ctx.backend, max_response_length=int(arr.rollout.response_length), tokenizer=ctx.tokenizer,
         local_rank=ctx.local_device, apart=apart,
     )
     bound_generation(engine, resolved.rollout_engine, arr.rollout.generation_timeout_s, lambda: ctx.step,

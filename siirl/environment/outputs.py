@@ -40,7 +40,7 @@ def env_mode(cfg: SiirlConfig) -> str | None:
     """``steps`` for ``algorithm.workflow_type=EMBODIED``; ``agents`` for a run of user agent loops; for
     multi-turn rollouts (verl's ``tool_agent``) ``tools`` when a tool or interaction config is set, else
     ``turns``; otherwise None."""
-    if str(cfg.algorithm.workflow_type).upper() == "EMBODIED":
+    if str(cfg.algorithm.workflow_type) == "EMBODIED":  # canonical once loaded (WorkflowType)
         return "steps"
     agent = cfg.actor_rollout_ref.rollout.agent
     if runs_agent_loops(agent):

@@ -358,13 +358,13 @@ class RolloutConfig(LogProbBatchingConfig):
     #: they are from the actor's (``training/rollout_probs_diff_*``). HF engine only.
     calculate_log_probs: bool = False
     #: Sequences generated per forward batch by the HF engine.
-    micro_batch_size: int = 256
+    micro_batch_size: int = checked(256, POSITIVE)
     #: Bucket size (MB) for streaming weights from the trainer into the engine (verl's
     #: ``checkpoint_engine.update_weights_bucket_megabytes``).
     weight_sync_bucket_mb: int = 512
     #: How the trainer's weights reach the engine (verl's ``checkpoint_engine.backend``): auto (the layout's
     #: own), in_place (naive), object_store (ray), broadcast (nccl, hccl, gloo) or engine_broadcast; the
-    #: resolve step (siirl.config_checks.resolve_weight_sync) fixes it per trainer mode.
+    #: resolve step (siirl.weight_transport.resolve_weight_sync) fixes it per trainer mode.
     weight_sync: str = "auto"
     #: Seconds one generation call of the engine may take (``generate``; with partial rollouts, each piece):
     #: past it the step fails in one line naming the engine, the step and this key. null (default) = no

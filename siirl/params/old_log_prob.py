@@ -10,8 +10,8 @@
 Rollout correction's bypass mode (``algorithm.rollout_correction.bypass_mode=true``) means ``rollout`` by
 definition: verl then trains on two policies, the rollout's and the current one, never recomputing.
 
-Resolved once, in ``siirl.config_checks.load_config`` (it asks the rollout engine and the device backend),
-so the plan, the node contracts and every worker see the same choice.
+Resolved once, by ``siirl.engine.rollout.choice.resolve_old_log_prob_source`` in ``load_config`` (it asks the
+rollout engine and the device backend), so the plan, the node contracts and every worker see the same choice.
 """
 
 from __future__ import annotations

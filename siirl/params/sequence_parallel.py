@@ -3,7 +3,7 @@
 The ranks of one sequence-parallel group share each micro-batch and split its packed tokens, so the role
 needs the packed padding-free layout (``model.use_remove_padding`` with layout ``auto`` or ``packed``).
 The planner lays the groups out (``siirl.execution.scheduler.planner``); the heads check needs the model's
-config and runs with the other input checks (``siirl.preflight``).
+config and runs with the other input checks (``siirl.engine.workers.ulysses.check_attention_heads``).
 """
 
 from __future__ import annotations

@@ -50,6 +50,10 @@ def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
         ("critic.ppo_epochs=0", "bad config: critic.ppo_epochs=0 is invalid; expected > 0"),
         ("data.max_response_length=0", "bad config: data.max_response_length=0 is invalid; expected > 0"),
         (
+            "actor_rollout_ref.rollout.micro_batch_size=0",
+            "bad config: actor_rollout_ref.rollout.micro_batch_size=0 is invalid; expected > 0",
+        ),
+        (
             "algorithm.workflow_type=ASYNC",
             "bad config: algorithm.workflow_type='ASYNC' is invalid; expected one of DEFAULT, DAPO, EMBODIED",
         ),

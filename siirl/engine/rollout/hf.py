@@ -105,8 +105,6 @@ class HFRolloutEngine(RolloutEngine):
     def start(self, model_cfg: ModelConfig, *, local_rank: int, tokenizer: PreTrainedTokenizerBase | None) -> None:
         self.device = self.backend.device(local_rank)
         self.micro_batch_size = int(self.cfg.micro_batch_size)
-        if self.micro_batch_size < 1:
-            raise ConfigError(f"rollout.micro_batch_size must be >= 1, got {self.micro_batch_size}")
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(model_cfg)
         self.model = load_causal_lm(
             model_cfg, self.backend, resolve_dtype(str(model_cfg.dtype), self.backend), generation=True
