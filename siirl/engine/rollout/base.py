@@ -27,7 +27,7 @@ from siirl.registry import Registry
 
 
 class RolloutEngine(ABC):
-    """Generates responses with its own copy of the policy."""
+    """Generates responses for a batch of prompts and takes the trainer's weights after each update."""
 
     #: Set by the worker when the PPO old log-probs come from the rollout: sampling then also writes
     #: ``rollout_log_probs`` (rows, R), 0 past each response, and ``rollout_entropys`` alike where the
@@ -42,35 +42,6 @@ class RolloutEngine(ABC):
     #: external launcher and its world group); on rollout ranks of their own (``apart``) it runs in processes
     #: of its own instead, one engine per rank, so its tensor parallelism cannot span DAG workers there.
     spans_dag_world: bool = False
-
-    def __init__(
-        self,
-        model_cfg: Any,
-        rollout_cfg: Any,
-        backend: DeviceBackend | str,
-        *,
-        max_response_length: int,
-        local_rank: int = 0,
-        tokenizer: Any = None,
-        apart: bool = False,
-    ) -> None:
-        """``model_cfg`` / ``rollout_cfg``: the ``ModelConfig`` / ``RolloutConfig`` sections; responses are at
-        most ``max_response_length`` tokens (``data.max_response_length``, >= 1 by its rule); ``local_rank`` is
-        the device index this process uses; ``tokenizer`` (else loaded from the model); ``apart``: built on
-        rollout ranks of their own (``separate_async``), where the trainer ranks build no engine to form groups
-        with. The engine builds itself (:meth:`start`); its settings were vetted by
-        :meth:`check_rollout_config` before Ray started."""
-        self.backend = get_backend(backend) if isinstance(backend, str) else backend
-        self.cfg = rollout_cfg
-        self.apart = apart
-        self.max_response_length = max_response_length
-        self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
-        self.start(model_cfg, local_rank=local_rank, tokenizer=tokenizer)
-
-    def start(self, model_cfg: Any, *, local_rank: int, tokenizer: Any) -> None:
-        """Load the engine's model and tokenizer (an engine built from ``__init__``'s arguments overrides it;
-        one that wraps another engine has its own constructor)."""
-        raise NotImplementedError(f"{type(self).__name__} is built by its own constructor")
 
     @classmethod
     def sampled_log_probs(cls, dtype: torch.dtype) -> str:
@@ -107,6 +78,39 @@ class RolloutEngine(ABC):
     def rollout_metrics(self, out: TensorDict) -> dict[str, float]:
         """Engine-specific metrics of one ``generate`` output (environment success, turns, ...)."""
         return {}
+
+
+class ModelRolloutEngine(RolloutEngine):
+    """An engine that loads its own copy of the policy from the model section (hf, vLLM, SGLang); engines that
+    wrap another engine (an environment session) keep their own constructors."""
+
+    def __init__(
+        self,
+        model_cfg: Any,
+        rollout_cfg: Any,
+        backend: DeviceBackend | str,
+        *,
+        max_response_length: int,
+        local_rank: int = 0,
+        tokenizer: Any = None,
+        apart: bool = False,
+    ) -> None:
+        """``model_cfg`` / ``rollout_cfg``: the ``ModelConfig`` / ``RolloutConfig`` sections; responses are at
+        most ``max_response_length`` tokens (``data.max_response_length``, >= 1 by its rule); ``local_rank`` is
+        the device index this process uses; ``tokenizer`` (else loaded from the model); ``apart``: built on
+        rollout ranks of their own (``separate_async``), where the trainer ranks build no engine to form groups
+        with. The engine builds itself (:meth:`start`); its settings were vetted by
+        :meth:`check_rollout_config` before Ray started."""
+        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        self.cfg = rollout_cfg
+        self.apart = apart
+        self.max_response_length = max_response_length
+        self.stop_strings = [str(s) for s in (rollout_cfg.stop or [])]
+        self.start(model_cfg, local_rank=local_rank, tokenizer=tokenizer)
+
+    @abstractmethod
+    def start(self, model_cfg: Any, *, local_rank: int, tokenizer: Any) -> None:
+        """Load the engine's model and tokenizer."""
 
 
 ROLLOUT_ENGINES: Registry[type[RolloutEngine]] = Registry(

@@ -13,7 +13,7 @@ import torch
 from transformers import AutoConfig
 
 from siirl.device.weight_sync.buckets import LayerOf, NamedTensors, stream_weights
-from siirl.engine.rollout.base import RolloutEngine
+from siirl.engine.rollout.base import ModelRolloutEngine
 from siirl.engine.rollout.engine_knobs import rollout_dtype
 from siirl.engine.rollout.vision_requests import vision_token_ids
 from siirl.engine.rollout.vllm_batch import engine_model_paths, eos_token_ids
@@ -23,7 +23,7 @@ from siirl.engine.workers.model_loading import load_tokenizer, resolve_dtype
 logger = logging.getLogger(__name__)
 
 
-class ColocatedRolloutEngine(RolloutEngine):
+class ColocatedRolloutEngine(ModelRolloutEngine):
     """Subclasses set ``memory`` (a StagedMemory over the engine's own release / resume calls), ``bucket_mb``,
     ``dtype`` and ``_loader`` (one bucket into the engine) and implement ``_reset_cache``; they call
     ``_prepare_generation`` first thing in ``generate``."""

@@ -24,7 +24,7 @@ from transformers import (
 from transformers.generation.stopping_criteria import StopStringCriteria
 
 from siirl.device.weight_sync.engine_loaders import hf_loader
-from siirl.engine.rollout.base import ROLLOUT_ENGINES, RolloutEngine
+from siirl.engine.rollout.base import ROLLOUT_ENGINES, ModelRolloutEngine
 from siirl.engine.rollout.batch_ops import assemble_sequences, expand_prompts, pad_right, prompt_position_ids
 from siirl.engine.rollout.hf_sampling import generation_kwargs, sampling_processors
 from siirl.engine.rollout.sampled_log_probs import SampledLogProbs
@@ -96,7 +96,7 @@ def _eos_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> list
 
 
 @ROLLOUT_ENGINES.register("hf")
-class HFRolloutEngine(RolloutEngine):
+class HFRolloutEngine(ModelRolloutEngine):
     """``model_cfg`` / ``rollout_cfg``: ``ModelConfig`` / ``RolloutConfig`` sections; responses are at most
     ``max_response_length`` tokens (``data.max_response_length``)."""
 
