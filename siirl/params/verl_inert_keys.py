@@ -58,7 +58,6 @@ _EMBODIED = (
 
 STATUS: dict[str, Status] = {
     MODEL + "torch_dtype": Renamed(MODEL + "dtype"),
-    ACTOR + "optim.clip_grad": Renamed(ACTOR + "grad_clip"),
     ACTOR + "optim.lr_decay_style": Renamed(ACTOR + "optim.lr_scheduler_type"),
     ROLLOUT + "checkpoint_engine.update_weights_bucket_megabytes": Renamed(ROLLOUT + "weight_sync_bucket_mb"),
     ACTOR + "use_cpgd_loss": Renamed(ACTOR + "policy_loss.loss_mode", {True: "cpgd", False: DROP}),
