@@ -19,8 +19,6 @@ from siirl.params.root import SiirlConfig
 from siirl.params.rules import field_table
 from siirl.params.verl_engines import engine_refusal, tree_engine_refusal
 
-#: Dotted key -> (is the value allowed?, what is allowed), as the sections declare them.
-RULES = field_table(SiirlConfig, "rule")
 #: Options the schema accepts for verl compatibility but siiRL does not implement: key -> (is it set?, why).
 UNSUPPORTED = field_table(SiirlConfig, "early")
 
