@@ -297,4 +297,3 @@ TREE: dict[str, Status] = {
     "skip.*": "options of verl's skip manager, read only with its enable=true (refused)",
     **each(_TRANSFER_QUEUE, "transfer_queue.enable", "transfer_queue.*"),
 }
-TREE_INERT: dict[str, Inert] = of_kind(TREE, Inert)
