@@ -75,18 +75,14 @@ class _Screened(NamedTuple):
     newer: int = 0
 
 
-def _renames(bare: str, schema: SchemaKeys) -> bool:
-    """An exact RENAMED entry always applies; a ``prefix.*`` one only off the schema's own keys."""
-    return bare in RENAMED or (rename_of(bare) is not None and not schema.knows(bare))
-
-
 def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str], verl_tree: bool = False) -> _Screened:
     key, sep, raw = override.partition("=")
     bare = key.lstrip("+~")
     sign = key[: len(key) - len(bare)]
     if not sep or bare in groups or bare.split(".")[0] == "hydra":
         return _Screened(override)
-    if _renames(bare, schema):
+    entry = rename_of(bare)
+    if entry is not None and (entry == bare or not schema.knows(bare)):  # a ``prefix.*`` entry: off the schema's keys
         try:
             target = renamed(bare, parse_value(raw))
         except ValueError as exc:
@@ -97,7 +93,7 @@ def _screen_one(override: str, schema: SchemaKeys, groups: frozenset[str], verl_
         text = raw if value == parse_value(raw) else str(value)
         landed = _screen_one(f"{sign}{new_key}={text}", schema, groups, verl_tree)  # it may land on a status
         problem = landed.problem and landed.problem.replace(new_key, bare, 1)  # named as the user wrote it
-        return landed._replace(problem=problem, newer=landed.newer + RENAMED[rename_of(bare)].newer)
+        return landed._replace(problem=problem, newer=landed.newer + RENAMED[entry].newer)
     if bare not in schema.leaves and is_inert(bare):  # a key we implement beats its verl family
         return _Screened(None, inert_refusal(bare, parse_value(raw)))
     if is_not_read(bare):

@@ -17,16 +17,10 @@ from siirl.params.distillation import refuse_other_teachers
 from siirl.params.override_screen import parse_value
 from siirl.params.root import SiirlConfig
 from siirl.params.rules import field_table
-from siirl.params.verl_engines import engine_refusal
+from siirl.params.verl_engines import engine_refusal, tree_engine_refusal
 
-#: Dotted key -> (is the value allowed?, what is allowed), as the sections declare them.
-RULES = field_table(SiirlConfig, "rule")
 #: Options the schema accepts for verl compatibility but siiRL does not implement: key -> (is it set?, why).
 UNSUPPORTED = field_table(SiirlConfig, "early")
-
-#: A key path through one of these sections asks for a feature siiRL does not implement (verl's Megatron
-#: scripts set ``actor_rollout_ref.actor.megatron.*`` next to ``strategy=megatron``).
-UNSUPPORTED_SECTIONS = {"megatron": "Megatron-LM training is not implemented; siiRL trains with FSDP2 or replicated"}
 
 
 def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -> None:
@@ -37,9 +31,6 @@ def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -
     for override in overrides:
         key, sep, value = override.partition("=")
         key = key.lstrip("+~")
-        for section, why in UNSUPPORTED_SECTIONS.items():
-            if section in key.split("."):
-                raise ConfigError(f"bad config: {key}: {why}")
         engine = engine_refusal(key, value)
         if engine:
             raise ConfigError(f"bad config: {engine}")
@@ -49,10 +40,6 @@ def refuse_unsupported(overrides: list[str], user_tree: dict[str, Any] | None) -
         value = OmegaConf.select(raw, key, default=None)
         if value is not None and is_set(value):
             raise ConfigError(f"bad config: {key}={value!r} {why}")
-    for section, why in UNSUPPORTED_SECTIONS.items():
-        if _has_section(user_tree or {}, section):
-            raise ConfigError(f"bad config: the config file sets {section}.*: {why}")
-
-
-def _has_section(tree: Any, section: str) -> bool:
-    return isinstance(tree, dict) and any(k == section or _has_section(v, section) for k, v in tree.items())
+    engine = tree_engine_refusal(user_tree)
+    if engine:
+        raise ConfigError(f"bad config: {engine}")

@@ -58,7 +58,6 @@ _EMBODIED = (
 
 STATUS: dict[str, Status] = {
     MODEL + "torch_dtype": Renamed(MODEL + "dtype"),
-    ACTOR + "optim.clip_grad": Renamed(ACTOR + "grad_clip"),
     ACTOR + "optim.lr_decay_style": Renamed(ACTOR + "optim.lr_scheduler_type"),
     ROLLOUT + "checkpoint_engine.update_weights_bucket_megabytes": Renamed(ROLLOUT + "weight_sync_bucket_mb"),
     ACTOR + "use_cpgd_loss": Renamed(ACTOR + "policy_loss.loss_mode", {True: "cpgd", False: DROP}),
@@ -111,6 +110,7 @@ STATUS: dict[str, Status] = {
 RENAMED: dict[str, Renamed] = of_kind(STATUS, Renamed)
 INERT: dict[str, Inert] = of_kind(STATUS, Inert)
 NOT_READ: dict[str, str] = of_kind(STATUS, str)
+_INERT_OR_NOT_READ: dict[str, Inert | str] = {**INERT, **NOT_READ}
 
 
 def _governing(key: str, table: dict) -> str | None:
@@ -122,11 +122,9 @@ def _governing(key: str, table: dict) -> str | None:
 
 def _family(key: str) -> str | None:
     """The INERT entry governing ``key``, unless a more specific NOT_READ entry does (e.g. one option of a
-    refused family that verl reads in a mode siiRL also runs): both stems lead ``key``, the longer is closer."""
-    inert, not_read = _governing(key, INERT), _governing(key, NOT_READ)
-    if inert is None or (not_read is not None and len(not_read.removesuffix("*")) > len(inert.removesuffix("*"))):
-        return None
-    return inert
+    refused family that verl reads in a mode siiRL also runs): the closest entry of the two tables decides."""
+    entry = _governing(key, _INERT_OR_NOT_READ)
+    return entry if entry in INERT else None
 
 
 def is_not_read(key: str) -> bool:

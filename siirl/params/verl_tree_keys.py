@@ -98,8 +98,9 @@ def _per_role() -> dict[str, Status]:
     for role in (ACTOR, REF):
         table.update(switched(role + "router_replay.mode", Inert(("disabled",), _ROUTER),
                               "router replay files, read only with router_replay.mode set (refused)"))
-    for role, forward_only in {ACTOR: False, REF: True, "critic.model.": False}.items():
-        fsdp = role + "fsdp_config."
+    # each role's FSDP engine section (the critic's sits under its model): (role, section, forward-only)
+    for role, fsdp, forward_only in ((ACTOR, ACTOR + "fsdp_config.", False), (REF, REF + "fsdp_config.", True),
+                                     ("critic.", "critic.model.fsdp_config.", False)):
         table[fsdp + "seed"] = Inert((42,), _SEED)
         table[fsdp + "full_determinism"] = not_wired("verl's full-determinism mode", False)
         table[fsdp + "ulysses_sequence_parallel_size"] = (
@@ -110,28 +111,36 @@ def _per_role() -> dict[str, Status]:
         )
         table.update(each(SPEED, *(fsdp + k for k in ("entropy_from_logits_with_chunking", "use_torch_compile",
                                                       "entropy_checkpointing", "entropy_from_logits_chunk_size"))))
-    for role, fsdp in {ACTOR: ACTOR + "fsdp_config.", REF: REF + "fsdp_config.",
-                       "critic.": "critic.model.fsdp_config."}.items():
         table[fsdp + "turbo_config.*"] = (
             "options of verl's FSDP-Turbo engine, read only with strategy=fsdp_turbo (refused)"
         )
         table[role + "entropy_from_logits_chunk_size"] = SPEED
         table.update(each(_PAD, fsdp + "pad_to_length", fsdp + "pad_to_length_bucket", role + "pad_to_length"))
-    for qat in (ACTOR + "qat.", *(fsdp + "fsdp_config.qat." for fsdp in (ACTOR, REF, "critic.model."))):
+    for qat in (ACTOR + "qat.", ACTOR + "fsdp_config.qat.", REF + "fsdp_config.qat.", "critic.model.fsdp_config.qat."):
         table[qat + "enable"] = Inert((False,), _QAT)
         table.update(each("a QAT option, read only with qat.enable=true (refused)", *(qat + o for o in _QAT_OPTIONS)))
-    for optim in (ACTOR + "optim.", "critic.optim."):
+    for role in (ACTOR, "critic."):  # the trained roles
+        optim = role + "optim."
+        table[role + "loss_scale_factor"] = not_wired("verl's constant loss scale", None)
+        table[role + "data_loader_seed"] = Inert((42,), _SEED)
+        table[role + "checkpoint.async_save"] = not_wired("asynchronous checkpoint saving", False)
+        table[role + "checkpoint.mbridge_config"] = (
+            "Megatron checkpoint options (mbridge), read only by verl's Megatron engine"
+        )
         table[optim + "optimizer"] = Inert(("AdamW",), "siiRL's optimizer is torch AdamW (AdamW only)")
         table[optim + "optimizer_impl"] = Inert(("torch.optim",), "siiRL's optimizer is torch AdamW (torch.optim only)")
         table[optim + "num_cycles"] = Inert((0.5,), "the cosine schedule decays over half a cycle (0.5 only)")
         table[optim + "override_optimizer_config"] = Inert((None,), "Megatron optimizer options (null only)")
         table[optim + "zero_indexed_step"] = Inert((True,), "the scheduler counts steps from 0, as verl's default (true only)")
+        table[optim + "clip_grad"] = Renamed(role + "grad_clip")
         table[optim + "warmup_style"] = Renamed(
             optim + "lr_scheduler_type", {None: DROP, "constant": "constant", "cosine": "cosine"}
         )
     for model in ("critic.model.", "reward_model.model."):  # the policy's use_shm is implemented
         table[model + "use_shm"] = "loads the checkpoint through shared memory: a speed knob, same weights"
     for model in (MODEL, "critic.model."):
+        table[model + "hf_config_path"] = Inert((None,), "the model config is read from model.path (null only)")
+        table[model + "use_liger"] = not_wired("Liger kernels", False)
         table.update(switched(
             model + "tiled_mlp.enabled",
             Inert((False,), "tiled MLP (sharded MLP activations) is not implemented (tiled_mlp.enabled=false only)"),
@@ -155,10 +164,7 @@ TREE: dict[str, Status] = {
     **_per_role(),
     ACTOR + "use_fused_kernels": Renamed(MODEL + "use_fused_kernels"),
     ACTOR + "use_remove_padding": Renamed(MODEL + "use_remove_padding"),
-    ACTOR + "loss_scale_factor": not_wired("verl's constant loss scale", None),
     ACTOR + "calculate_entropy": not_wired("entropy metrics without an entropy loss", False),
-    ACTOR + "data_loader_seed": Inert((42,), _SEED),
-    ACTOR + "checkpoint.async_save": not_wired("asynchronous checkpoint saving", False),
     ACTOR + "checkpoint.strict": Inert((True,), "a checkpoint loads strictly, every key present (true only)"),
     **each(
         "an option of verl's clip_cov / kl_cov / kl-penalty loss modes, read only under those loss_mode values "
@@ -168,10 +174,6 @@ TREE: dict[str, Status] = {
     ),
     ACTOR + "policy_loss.dro_beta": "an option of verl's DRO loss mode, read only under that loss_mode (refused)",
     ACTOR + "sum_pi_squared_checkpointing": SPEED,
-    **each("Megatron checkpoint options (mbridge), read only by verl's Megatron engine",
-           ACTOR + "checkpoint.mbridge_config", "critic.checkpoint.mbridge_config"),
-    MODEL + "hf_config_path": Inert((None,), "the model config is read from model.path (null only)"),
-    MODEL + "use_liger": not_wired("Liger kernels", False),
     # verl's first spelling of the rollout skip
     ROLLOUT + "skip_rollout": Renamed(ROLLOUT + "skip.enable"),
     ROLLOUT + "skip_dump_dir": Renamed(ROLLOUT + "skip.dump_dir"),
@@ -235,23 +237,17 @@ TREE: dict[str, Status] = {
     "reward_manager.name": Inert(("naive",), "choose the reward manager with reward_model.reward_manager"),
     "reward_manager.module.path": Inert((None,), "choose the reward manager with reward_model.reward_manager"),
     "reward_manager.module.name": "read only with reward_manager.module.path set (refused)",
-    "critic.optim.clip_grad": Renamed("critic.grad_clip"),
     "critic.model.lora_rank": not_wired("LoRA on the critic", 0),
     "critic.model.lora_adapter_path": not_wired("LoRA on the critic", None),
     **each("a LoRA option, read only with critic.model.lora_rank > 0 (refused)",
            "critic.model.lora_alpha", "critic.model.target_modules", "critic.model.exclude_modules"),
     "critic.model.lora.*": _MEGATRON_LORA,
-    "critic.model.hf_config_path": Inert((None,), "the model config is read from model.path (null only)"),
     "critic.model.custom_chat_template": not_wired("a chat template for the critic of its own", None),
-    "critic.model.use_liger": not_wired("Liger kernels", False),
-    "critic.loss_scale_factor": not_wired("verl's constant loss scale", None),
     "critic.shuffle": not_wired("shuffling the critic's mini-batches separately", False),
-    "critic.data_loader_seed": Inert((42,), _SEED),
     **dict.fromkeys(("critic.checkpoint.save_contents", "critic.checkpoint.load_contents"), Inert(
         (["model", "optimizer", "extra"],),
         "a checkpoint holds the whole step (models, optimizers, trainer state); verl's default list only",
     )),
-    "critic.checkpoint.async_save": not_wired("asynchronous checkpoint saving", False),
     **each("a memory knob: siiRL computes values under critic.ppo_max_token_len_per_gpu",
            "critic.forward_max_token_len_per_gpu", "critic.forward_micro_batch_size",
            "critic.forward_micro_batch_size_per_gpu"),
@@ -301,4 +297,3 @@ TREE: dict[str, Status] = {
     "skip.*": "options of verl's skip manager, read only with its enable=true (refused)",
     **each(_TRANSFER_QUEUE, "transfer_queue.enable", "transfer_queue.*"),
 }
-TREE_INERT: dict[str, Inert] = of_kind(TREE, Inert)

@@ -24,7 +24,7 @@ from siirl.params.verl_inert_keys import (
     is_not_read,
     rename_of,
 )
-from siirl.params.verl_tree_keys import TREE_INERT
+from siirl.params.verl_tree_keys import TREE, Inert, of_kind
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -92,6 +92,9 @@ def _other_value(off):
     if isinstance(off, str):
         return off + "_x"
     return [*off, "x"] if isinstance(off, list) else {**off, "x": 1}
+
+
+TREE_INERT = of_kind(TREE, Inert)
 
 
 @pytest.mark.parametrize("key", sorted(k for k, entry in TREE_INERT.items() if entry.off and not k.endswith("*")))

@@ -7,9 +7,9 @@ import pytest
 
 from siirl.errors import ConfigError
 from siirl.params import SiirlConfig, compose_config
-from siirl.params.rules import section_fields, validate_sections
+from siirl.params.rules import field_table, section_fields, validate_sections
 from siirl.params.schema_keys import schema_keys
-from siirl.params.validate import RULES, UNSUPPORTED
+from siirl.params.validate import UNSUPPORTED
 
 
 def _sections(cls: type, seen: set[type]) -> set[type]:
@@ -22,7 +22,7 @@ def _sections(cls: type, seen: set[type]) -> set[type]:
 
 def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
     leaves = schema_keys(SiirlConfig).leaves
-    assert set(RULES) <= leaves and set(UNSUPPORTED) <= leaves
+    assert set(field_table(SiirlConfig, "rule")) <= leaves and set(UNSUPPORTED) <= leaves
     own = [
         cls for cls in _sections(SiirlConfig, set())
         if "validate" in vars(cls) or any(f.metadata for f in dataclasses.fields(cls) if f.name in cls.__annotations__)
