@@ -17,13 +17,8 @@ import pyarrow.parquet as pq
 
 from siirl.data_coordinator.custom_dataset import dataset_class
 from siirl.data_coordinator.errors import DataFileError
-from siirl.errors import SiirlUserError
+from siirl.errors import SiirlUserError, first_line
 from siirl.params.data import DataConfig
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _open(path: str, required: Sequence[str]) -> pq.ParquetFile:
@@ -32,7 +27,7 @@ def _open(path: str, required: Sequence[str]) -> pq.ParquetFile:
     try:
         handle = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
-        raise DataFileError(f"{path} is not a readable parquet file ({_one_line(exc)})") from None
+        raise DataFileError(f"{path} is not a readable parquet file ({first_line(exc)})") from None
     names = handle.schema_arrow.names
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
@@ -79,7 +74,7 @@ class ParquetRows:
         try:
             return self._files[file_idx].read_row_group(group, columns=present)
         except (pa.ArrowException, OSError) as exc:
-            raise DataFileError(f"{self._paths[file_idx]} is malformed ({_one_line(exc)})") from None
+            raise DataFileError(f"{self._paths[file_idx]} is malformed ({first_line(exc)})") from None
 
     def iter_columns(
         self, columns: Sequence[str], start: int = 0, end: int | None = None
