@@ -48,7 +48,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
     model = cfg.actor_rollout_ref.model
     check_attention_names(cfg)
     check_environment(cfg)
-    check_tool_template(cfg, load_tokenizer(data_tokenizer_model(cfg)))
+    check_tool_template(cfg)
     check_model_weights(model_dir(model))
     check_config_overrides([model] + ([cfg.critic.model] if cfg.critic.enable else []))
     check_lora_targets(model)  # a saved adapter's config and weights too

@@ -17,9 +17,11 @@ from tensordict import TensorDict
 from siirl.data_coordinator.images import IMAGE_PAD, expand_placeholders
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
 from siirl.engine.rollout.batch_ops import prompt_position_ids
+from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.environment.outputs import env_mode
 from siirl.environment.tools import load_tool_config
 from siirl.errors import ConfigError
+from siirl.params.data import data_tokenizer_model
 from siirl.params.root import SiirlConfig
 
 
@@ -71,10 +73,12 @@ def image_pad_runs(ids: list[int], image_pad: int) -> list[int]:
     return runs
 
 
-def check_tool_template(cfg: SiirlConfig, tokenizer: Any) -> None:
-    """Tool-calling runs render tool responses with the chat template's ``tool`` role."""
+def check_tool_template(cfg: SiirlConfig) -> None:
+    """Tool-calling runs render tool responses with the chat template's ``tool`` role (the tokenizer is read
+    only for such a run)."""
     if env_mode(cfg) != "tools" or not cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path:
         return
+    tokenizer = load_tokenizer(data_tokenizer_model(cfg))
     chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "tool", "content": "r"}]
     try:
         tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
