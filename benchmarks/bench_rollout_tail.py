@@ -32,10 +32,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from siirl.embedded_assets import asset_path
 from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.rollout.rollout_pool import RolloutPool
 from siirl.params.model import ModelConfig, RolloutConfig
-from siirl.tasks import asset_path
 
 MODEL = "tiny_qwen2_running_sums"
 SAMPLES, RESPONSE = 8, 32

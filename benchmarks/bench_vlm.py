@@ -39,12 +39,12 @@ from bench_packing import free_port
 from siirl.data_coordinator import build_train_dataloader
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
 from siirl.device import get_backend
+from siirl.embedded_assets import default_vlm_data_files, default_vlm_model_path
 from siirl.engine.workers import ActorWorker
 from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.engine.workers.vision import load_image_processor, vision_tower
 from siirl.params.data import DataConfig
 from siirl.params.model import ActorConfig, ModelConfig, OptimConfig
-from siirl.tasks import default_vlm_data_files, default_vlm_model_path
 
 #: layout -> the ``model.remove_padding_layout`` that picks it (``auto`` shares prompts with sdpa attention)
 LAYOUTS = {"packed": "packed", "shared": "auto"}

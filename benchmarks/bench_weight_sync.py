@@ -57,7 +57,7 @@ def build_model(size: str, seed: int = 0) -> torch.nn.Module:
     hf_logging.disable_progress_bar()
     torch.manual_seed(seed)
     if size == "embedded":
-        from siirl.tasks import default_model_path
+        from siirl.embedded_assets import default_model_path
 
         return AutoModelForCausalLM.from_pretrained(default_model_path(), dtype=torch.float32)
     return Qwen2ForCausalLM(Qwen2Config(tie_word_embeddings=True, **SHAPES[size]))

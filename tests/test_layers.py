@@ -16,17 +16,18 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "siirl"
 
 #: siiRL's packages from the top floor down. A module may import its own package and the floors below its own,
-#: never a package on its floor or above it. ``siirl.tasks`` stands on no floor: its asset paths serve the config
-#: loader (params) while the VLM build script's warm-up encodes prompts with the data loader's ``ImagePrompts``.
+#: never a package on its floor or above it. The embedded models' builders (``siirl.tasks``) stand above the data
+#: loader they encode prompts with; the config loader finds the models through ``siirl.embedded_assets``.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("siirl.main_dag",),
     ("siirl.config_checks", "siirl.driver", "siirl.preflight"),
     ("siirl.dag_worker", "siirl.user_interface"),
     ("siirl.execution",),
     ("siirl.engine",),
+    ("siirl.tasks",),
     ("siirl.data_coordinator", "siirl.environment"),
-    ("siirl.algorithms",),
-    ("siirl.device", "siirl.native", "siirl.params", "siirl.reward_score"),
+    ("siirl.agent_loops", "siirl.algorithms"),
+    ("siirl.agent_loop", "siirl.device", "siirl.native", "siirl.params", "siirl.reward_score"),
 )
 #: Leaves: path (relative to the repo) -> the only siiRL modules its modules may import.
 LEAVES: dict[str, tuple[str, ...]] = {
@@ -140,9 +141,22 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def import_circles() -> list[str]:
-    """Each set of siiRL modules that import one another round a loop (Tarjan's strongly connected components)."""
-    graph, order, low, stack, circles = import_graph(), {}, {}, [], []
+def room_graph() -> dict[str, set[str]]:
+    """The import graph with each of siiRL's top-level packages and modules (a room) as one node."""
+
+    def room(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        graph.setdefault(room(module), set()).update(room(target) for target in targets)
+    return {name: targets - {name} for name, targets in graph.items()}
+
+
+def import_circles(graph: dict[str, set[str]] | None = None) -> list[str]:
+    """Each set of siiRL modules (or of ``graph``'s nodes) that import one another round a loop (Tarjan's
+    strongly connected components)."""
+    graph, order, low, stack, circles = graph or import_graph(), {}, {}, [], []
 
     def visit(module: str) -> None:
         order[module] = low[module] = len(order)
@@ -167,6 +181,11 @@ def import_circles() -> list[str]:
 
 def test_no_import_circles():
     assert import_circles() == []
+
+
+def test_no_circles_between_top_level_packages():
+    """No two of siiRL's packages import each other through other modules either, so each stands on one floor."""
+    assert import_circles(room_graph()) == []
 
 
 def _module_dicts(tree: ast.Module) -> set[str]:
@@ -220,8 +239,8 @@ def test_every_registry_is_a_registry():
 
 
 def test_the_checks_find_what_they_look_for(tmp_path, monkeypatch):
-    """The scanners are not vacuous: a planted upward import, a leaf's import, a lazy circle and a planted
-    dict registry are all named."""
+    """The scanners are not vacuous: a planted upward import, a leaf's import, a lazy circle, a circle between
+    two packages through different modules and a planted dict registry are all named."""
     fake = tmp_path / "siirl"
     (fake / "params").mkdir(parents=True)
     (fake / "registry.py").write_text("from siirl.errors import ConfigError\n")
@@ -231,15 +250,21 @@ def test_the_checks_find_what_they_look_for(tmp_path, monkeypatch):
         "        _THINGS[name] = fn\n        return fn\n\n    return wrap\n"
     )
     (fake / "reward_score").mkdir()
-    (fake / "reward_score" / "gsm8k.py").write_text("from siirl.reward_score.registry import SCORES\nimport siirl.tasks\n")
+    (fake / "reward_score" / "gsm8k.py").write_text("from siirl.reward_score.registry import SCORES\nimport siirl.user_files\n")
     (fake / "tools.py").write_text("import siirl.helpers\n")
     (fake / "helpers.py").write_text("def f():\n    from siirl import tools\n")
+    for package, imported in (("shelf", "siirl.drawer.inside"), ("drawer", "siirl.shelf.top")):
+        (fake / package).mkdir()
+        (fake / package / "top.py").write_text("")
+        (fake / package / "inside.py").write_text(f"import {imported}\n" if package == "shelf" else "")
+        (fake / package / "uses.py").write_text(f"import {imported}\n" if package == "drawer" else "")
     monkeypatch.setitem(globals(), "PACKAGE", fake)
     assert layer_violations() == [
         "siirl/params/bad.py:2 imports siirl.engine.rollout",
-        "siirl/reward_score/gsm8k.py:2 imports siirl.tasks (a leaf)",
+        "siirl/reward_score/gsm8k.py:2 imports siirl.user_files (a leaf)",
     ]
     assert import_circles() == ["siirl.helpers <-> siirl.tools"]
+    assert import_circles(room_graph()) == ["siirl.drawer <-> siirl.shelf", "siirl.helpers <-> siirl.tools"]
     assert hand_rolled_registries() == ["siirl/things.py:6 register_thing() fills the dict _THINGS"]
 
 

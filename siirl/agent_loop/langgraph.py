@@ -27,8 +27,8 @@ from langgraph.graph import END, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from siirl.agent_loop.base import AgentLoopBase, AgentLoopOutput
-from siirl.engine.rollout.multi_turn import ObservationRenderer
-from siirl.environment.tools.parser import TOOL_PARSERS
+from siirl.agent_loop.observation import ObservationRenderer
+from siirl.agent_loop.tool_parser import TOOL_PARSERS
 
 logger = logging.getLogger(__name__)
 

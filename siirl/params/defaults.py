@@ -27,7 +27,7 @@ def fill_embodied_policy(cfg: DictConfig) -> None:
     embodied = cfg.algorithm.workflow_type == WorkflowType.EMBODIED.value  # spelled canonically by now (verl_keys)
     if cfg.actor_rollout_ref.model.path or not embodied or str(cfg.env.name) not in EMBODIED_VLA_ENVS:
         return
-    from siirl.tasks import default_vlm_model_path
+    from siirl.embedded_assets import default_vlm_model_path
 
     cfg.actor_rollout_ref.model.path = default_vlm_model_path()
     dims = EMBODIED_VLA_ENVS[str(cfg.env.name)]
@@ -40,7 +40,7 @@ def fill_embedded_defaults(cfg: DictConfig) -> None:
     model = cfg.actor_rollout_ref.model
     embedded_policy = not model.path
     if embedded_policy:
-        from siirl.tasks import default_model_path
+        from siirl.embedded_assets import default_model_path
 
         model.path = default_model_path()
     if cfg.reward_model.enable and not cfg.reward_model.model.path:
@@ -49,7 +49,7 @@ def fill_embedded_defaults(cfg: DictConfig) -> None:
                 "bad config: reward_model.enable=true needs reward_model.model.path (a local sequence-"
                 "classification model directory)"
             )
-        from siirl.tasks import default_reward_model_path
+        from siirl.embedded_assets import default_reward_model_path
 
         cfg.reward_model.model.path = default_reward_model_path()
     if cfg.distillation.enabled:
@@ -65,7 +65,7 @@ def fill_embedded_defaults(cfg: DictConfig) -> None:
         cfg.critic.model.path = model.path
         cfg.critic.model.tokenizer_path = model.tokenizer_path
     if not cfg.data.train_files:
-        from siirl.tasks import default_data_files
+        from siirl.embedded_assets import default_data_files
 
         train, val = default_data_files()
         cfg.data.train_files = [train]

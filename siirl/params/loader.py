@@ -183,7 +183,7 @@ def _compose(overrides: list[str], config_path: str | None, config_name: str | N
 
 def _embedded_asset(relative: str) -> str:
     """``${siirl_asset:tiny_qwen2_vl}`` in a preset: the shipped file or folder (an error if it is missing)."""
-    from siirl.tasks import asset_path
+    from siirl.embedded_assets import asset_path
 
     return asset_path(relative)
 

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from siirl.tasks import asset_path, default_model_path
+from siirl.embedded_assets import asset_path, default_model_path
 from siirl.tasks.build_tiny_model import WarmupConfig, answer_examples, builder_args, save, sft_until_band
 from siirl.tasks.evaluation import encode_prompt, greedy_accuracy
 

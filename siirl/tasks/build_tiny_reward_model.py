@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase, Qwen2ForSequenceClassification
 
-from siirl.tasks import ASSETS_DIR, default_model_path
+from siirl.embedded_assets import ASSETS_DIR, default_model_path
 from siirl.tasks.arithmetic import MAX_OPERAND, format_prompt, split_pairs
 from siirl.tasks.build_tiny_model import builder_args, save
 from siirl.tasks.tiny_tokenizer import build_tokenizer

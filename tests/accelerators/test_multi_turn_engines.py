@@ -8,12 +8,12 @@ import torch
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
 from siirl.device import get_backend
+from siirl.embedded_assets import default_model_path
 from siirl.engine.rollout.env_session import EnvSession, single_sample_config
 from siirl.engine.rollout.hf import HFRolloutEngine
 from siirl.engine.rollout.multi_turn import MultiTurnRollout
 from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.params.environment import EnvConfig
-from siirl.tasks import default_model_path
 
 from .accel_testutils import model_cfg, rollout_cfg
 

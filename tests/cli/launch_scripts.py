@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from siirl.tasks import (
+from siirl.embedded_assets import (
     default_data_files,
     default_model_path,
     default_reward_model_path,

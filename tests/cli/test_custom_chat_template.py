@@ -12,15 +12,15 @@ import torch
 import yaml
 from tensordict import TensorDict
 
+from siirl.agent_loop.observation import ObservationRenderer
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
-from siirl.engine.rollout.multi_turn import ObservationRenderer
+from siirl.embedded_assets import default_model_path
 from siirl.engine.rollout.tool_prompts import render_tool_prompts
 from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.main_dag import EXIT_USER_ERROR, main
 from siirl.params.data import data_tokenizer_model
 from siirl.params.model import PolicyModelConfig
-from siirl.tasks import default_model_path
 from tests.e2e.gsm8k_tool_yaml import GSM8K_TOOL_YAML
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"

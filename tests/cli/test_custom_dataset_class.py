@@ -8,12 +8,12 @@ from launch_scripts import _dataset_class, write_task_data
 
 from siirl.data_coordinator import build_train_dataloader
 from siirl.data_coordinator.errors import DataError
+from siirl.embedded_assets import default_model_path
 from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.errors import SiirlUserError
 from siirl.main_dag import prepare
 from siirl.params.data import CustomDatasetClassConfig, DataConfig
 from siirl.params.model import ModelConfig
-from siirl.tasks import default_model_path
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ def test_bad_values_are_one_line(overrides, named):
 
 
 def test_a_policy_of_ones_own_needs_a_teacher_path(tmp_path):
-    from siirl.tasks import default_model_path
+    from siirl.embedded_assets import default_model_path
 
     with pytest.raises(ConfigError, match="needs distillation.teacher_models.teacher_model.model_path"):
         load_config(["distillation.enabled=True", f"actor_rollout_ref.model.path={default_model_path()}/."])

@@ -6,8 +6,8 @@ import pytest
 import yaml
 from launch_scripts import with_interaction_kwargs
 
+from siirl.embedded_assets import default_data_files
 from siirl.main_dag import EXIT_USER_ERROR, main
-from siirl.tasks import default_data_files
 
 VERL_YAML = {"interaction": [
     {"name": "gsm8k", "class_name": "verl.interactions.gsm8k_interaction.Gsm8kInteraction", "config": {}},

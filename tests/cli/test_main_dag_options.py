@@ -58,7 +58,7 @@ def test_accepted(capsys, overrides, expected):
 
 
 def test_plain_string_train_files(capsys):
-    from siirl.tasks import default_data_files
+    from siirl.embedded_assets import default_data_files
 
     train, _ = default_data_files()
     code, out, err = run(capsys, f"data.train_files={train}")
@@ -67,7 +67,7 @@ def test_plain_string_train_files(capsys):
 
 
 def test_config_path_and_name_load_a_yaml_with_overrides_on_top(capsys, tmp_path):
-    from siirl.tasks import default_data_files
+    from siirl.embedded_assets import default_data_files
 
     train, _ = default_data_files()
     (tmp_path / "my_run.yaml").write_text(

@@ -12,10 +12,10 @@ import ray
 from launch_scripts import tool_template_model
 
 from siirl import driver, startup_timing
+from siirl.agent_loop.tool_parser import TOOL_PARSERS
 from siirl.config_checks import load_config
 from siirl.dag_worker.checkpoint import CheckpointManager
 from siirl.earlier_run import ASIDE, set_aside_earlier_run
-from siirl.environment.tools.parser import TOOL_PARSERS
 from siirl.finished_run import resume_message
 from siirl.main_dag import EXIT_USER_ERROR, main
 from tests.e2e.gsm8k_tool_yaml import GSM8K_TOOL_YAML

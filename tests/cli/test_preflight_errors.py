@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from siirl.embedded_assets import default_model_path
 from siirl.main_dag import EXIT_USER_ERROR, main
-from siirl.tasks import default_model_path
 
 
 def run(capsys, *args):

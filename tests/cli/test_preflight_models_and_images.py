@@ -10,7 +10,7 @@ import zlib
 import pytest
 from PIL import Image
 
-from siirl.tasks import default_model_path
+from siirl.embedded_assets import default_model_path
 from tests.cli.cli_testutils import one_line_refusal
 from tests.vlm_testutils import image_row, png_bytes, write_image_rows
 

@@ -136,7 +136,7 @@ def rows_naming(tmp_path, names):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from siirl.tasks import default_data_files
+    from siirl.embedded_assets import default_data_files
 
     names = [*names, *[None] * (32 - len(names))]  # one batch of the default size
     table = pq.read_table(default_data_files()[0]).slice(0, len(names))

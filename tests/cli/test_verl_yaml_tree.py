@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from siirl.config_checks import load_config
+from siirl.embedded_assets import default_data_files, default_model_path
 from siirl.errors import ConfigError
 from siirl.main_dag import EXIT_USER_ERROR, main
-from siirl.tasks import default_data_files, default_model_path
 
 VERL_CONFIG = Path(__file__).resolve().parent.parent / "fixtures" / "verl_config"
 

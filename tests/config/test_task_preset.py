@@ -5,16 +5,16 @@ from pathlib import Path
 
 import pytest
 
-import siirl.tasks
+import siirl.embedded_assets
 from siirl.config_checks import load_config
-from siirl.errors import ConfigError, SiirlUserError
-from siirl.tasks import (
+from siirl.embedded_assets import (
     asset_path,
     default_data_files,
     default_model_path,
     default_vlm_data_files,
     default_vlm_model_path,
 )
+from siirl.errors import ConfigError, SiirlUserError
 
 
 def test_digits_preset_names_the_embedded_vlm_and_its_data():
@@ -52,6 +52,6 @@ def test_unknown_task_is_one_line():
 
 
 def test_missing_preset_asset_names_the_rebuild(monkeypatch, tmp_path: Path):
-    monkeypatch.setattr(siirl.tasks, "ASSETS_DIR", tmp_path)
+    monkeypatch.setattr(siirl.embedded_assets, "ASSETS_DIR", tmp_path)
     with pytest.raises(SiirlUserError, match=r"^embedded asset missing: .*digits/train.parquet; rebuild it as siirl/assets/README.md says$"):
         load_config(["task=digits"])

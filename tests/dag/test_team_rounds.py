@@ -10,12 +10,12 @@ from tensordict import TensorDict
 
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
+from siirl.embedded_assets import default_model_path
 from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.errors import ConfigError
 from siirl.execution.dag.multi_agent import WRONG_ANSWER, AgentSpec, multi_agent_pipeline
 from siirl.params.model import ModelConfig
 from siirl.params.root import SiirlConfig
-from siirl.tasks import default_model_path
 from siirl.tasks.three_sum import DATA_SOURCE
 from siirl.user_interface import agent_teams
 

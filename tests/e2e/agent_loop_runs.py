@@ -30,9 +30,9 @@ def train_two_steps(tmp_path: Path, entry: str, name: str) -> list[dict]:
 
 def inserted_context(tmp_path: Path) -> Iterator[str]:
     """Per dumped row, the decoded response tokens the loop inserted as context (``response_mask`` 0)."""
+    from siirl.embedded_assets import default_model_path
     from siirl.engine.workers.model_loading import load_tokenizer
     from siirl.params.model import ModelConfig
-    from siirl.tasks import default_model_path
 
     tokenizer = load_tokenizer(ModelConfig(path=default_model_path()))
     dumped = sorted((tmp_path / "dumps").glob("step_*/rank_*.safetensors"))

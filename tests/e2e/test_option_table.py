@@ -30,7 +30,7 @@ def option_rows(path: str = "docs/options.md") -> list[str]:
 
 
 def _embedded(kind: str) -> str:
-    from siirl.tasks import default_data_files, default_model_path
+    from siirl.embedded_assets import default_data_files, default_model_path
 
     return default_model_path() if kind == "model" else default_data_files()[0 if kind == "train" else 1]
 

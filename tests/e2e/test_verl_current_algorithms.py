@@ -37,7 +37,7 @@ def _other_teacher(folder) -> str:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from siirl.tasks import default_model_path
+    from siirl.embedded_assets import default_model_path
 
     model = AutoModelForCausalLM.from_pretrained(default_model_path(), dtype=torch.float32)
     generator = torch.Generator().manual_seed(0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from siirl.tasks import default_model_path
+from siirl.embedded_assets import default_model_path
 from tests.fakes_loader import fake_module
 
 TOOL_CHAT_TEMPLATE = fake_module("faulty_tools").TOOL_CHAT_TEMPLATE

@@ -16,6 +16,7 @@ from siirl.agent_loop import AGENT_LOOPS, AgentLoopBase, AgentLoopOutput, regist
 from siirl.agent_loops import LoopSpec
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
+from siirl.embedded_assets import default_model_path
 from siirl.engine.reward.env_rewards import AgentLoopRewards
 from siirl.engine.rollout.agent_loop_rollout import AgentLoopRollout, loop_config
 from siirl.engine.rollout.base import RolloutEngine
@@ -25,7 +26,6 @@ from siirl.errors import ConfigError, UserCallbackError
 from siirl.params.environment import EnvConfig
 from siirl.params.model import ModelConfig, RolloutConfig, ValSamplingConfig
 from siirl.params.root import SiirlConfig
-from siirl.tasks import default_model_path
 
 P, R = 32, 64
 OBSERVATION = " 7 more:"

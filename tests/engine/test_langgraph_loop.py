@@ -47,9 +47,9 @@ def test_the_react_graph_runs_a_tool_turn_as_context():
     from langchain_core.tools import tool
 
     from siirl.agent_loop.langgraph import ReactAgentLoop
+    from siirl.embedded_assets import default_model_path
     from siirl.engine.workers.model_loading import load_tokenizer
     from siirl.params.model import ModelConfig
-    from siirl.tasks import default_model_path
     from tests.fakes_loader import fake_module
 
     @tool

@@ -138,7 +138,7 @@ def test_bad_targets_fail_in_one_line_before_loading(tiny_model_dir, overrides, 
 
 def test_targets_of_a_vision_model_are_checked_on_its_image_text_class():
     """A VL config.json builds through the image-text Auto class (the causal-LM one refuses it)."""
-    from siirl.tasks import default_vlm_model_path
+    from siirl.embedded_assets import default_vlm_model_path
 
     check_lora_targets(lora_model(default_vlm_model_path(), target_modules="all-linear"))
     with pytest.raises(ModelLoadError, match="nope_proj match no module of Qwen2VLForConditionalGeneration"):

@@ -7,14 +7,15 @@ import torch
 from engine_testutils import single_sample_hf_engine
 from tensordict import TensorDict
 
+from siirl.agent_loop.observation import ObservationRenderer
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list
+from siirl.embedded_assets import default_model_path
 from siirl.engine.reward.env_rewards import TurnRewards
 from siirl.engine.rollout.env_session import EnvSession
 from siirl.engine.rollout.env_steps import EnvStepRollout
-from siirl.engine.rollout.multi_turn import MultiTurnRollout, ObservationRenderer
+from siirl.engine.rollout.multi_turn import MultiTurnRollout
 from siirl.params.environment import EnvConfig
-from siirl.tasks import default_model_path
 
 R = 6
 

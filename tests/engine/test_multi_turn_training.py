@@ -6,6 +6,7 @@ import torch
 from engine_testutils import actor_config, model_config
 from test_multi_turn_rollout import prompts
 
+from siirl.embedded_assets import default_model_path
 from siirl.engine.rollout import make_rollout_engine
 from siirl.engine.rollout.env_session import EnvSession, single_sample_config
 from siirl.engine.rollout.multi_turn import MultiTurnRollout
@@ -13,7 +14,6 @@ from siirl.engine.workers import ActorWorker
 from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.params.environment import EnvConfig
 from siirl.params.model import RolloutConfig
-from siirl.tasks import default_model_path
 
 
 def multi_turn_batch():

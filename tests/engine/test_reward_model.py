@@ -13,10 +13,10 @@ from tensordict import TensorDict
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, Qwen2ForSequenceClassification
 
 from siirl.data_coordinator.tensordict_ops import set_non_tensor_list
+from siirl.embedded_assets import default_reward_model_path
 from siirl.engine.workers import ModelLoadError, RewardModelWorker
 from siirl.errors import ConfigError
 from siirl.params.algorithm import RewardModelConfig, RewardModelModelConfig
-from siirl.tasks import default_reward_model_path
 from siirl.tasks.arithmetic import format_prompt
 from siirl.tasks.build_tiny_model import WarmupConfig, build_model
 from siirl.tasks.evaluation import encode_prompt, left_pad

@@ -13,6 +13,7 @@ from tensordict import TensorDict
 
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
+from siirl.embedded_assets import default_model_path
 from siirl.engine.reward import make_reward_manager
 from siirl.engine.reward.env_rewards import ToolCallRewards
 from siirl.engine.rollout.base import RolloutEngine
@@ -21,7 +22,6 @@ from siirl.engine.rollout.multi_turn import MultiTurnRollout
 from siirl.engine.workers.model_loading import load_tokenizer
 from siirl.params.environment import EnvConfig
 from siirl.params.model import ModelConfig, RolloutConfig, ValSamplingConfig
-from siirl.tasks import default_model_path
 
 FAKES = Path(__file__).resolve().parent.parent / "fakes"
 R, P, OBS = 192, 48, 320

@@ -9,11 +9,11 @@ from vlm_testutils import build_image_processor, png_bytes, save_tiny_vlm
 
 from siirl.device import get_backend
 from siirl.device.kernels.hf_models import set_text_attn_implementation
+from siirl.embedded_assets import default_model_path
 from siirl.engine.workers.model_loading import load_causal_lm
 from siirl.engine.workers.varlen_attention import VARLEN_SDPA
 from siirl.engine.workers.vision import load_image_processor, policy_loader, vision_tower
 from siirl.params.model import ModelConfig
-from siirl.tasks import default_model_path
 
 
 @pytest.fixture(scope="module")

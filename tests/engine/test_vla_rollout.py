@@ -11,6 +11,7 @@ from tensordict import TensorDict
 
 from siirl.data_coordinator.prompt_encoding import PromptEncoder
 from siirl.data_coordinator.tensordict_ops import non_tensor_list, set_non_tensor_list
+from siirl.embedded_assets import default_vlm_model_path
 from siirl.engine.rollout.action_tokens import ActionTokenizer
 from siirl.engine.rollout.env_session import EnvSession
 from siirl.engine.rollout.env_steps import EnvStepRollout
@@ -20,7 +21,6 @@ from siirl.engine.workers.vision_inputs import MULTIMODAL_INPUTS
 from siirl.environment.libero import NOOP_ACTION
 from siirl.params.environment import EnvConfig
 from siirl.params.model import ModelConfig
-from siirl.tasks import default_vlm_model_path
 from tests.fakes.libero_install import forget_fake_libero, install_fake_libero
 
 CHUNK = 2

@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from siirl.tasks import default_vlm_data_files, digit_images
+from siirl.embedded_assets import default_vlm_data_files
+from siirl.tasks import digit_images
 from siirl.tasks.digit_images import FONT, PALETTE, SCALE, DigitExample, generate, split_examples
 
 

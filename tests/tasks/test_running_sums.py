@@ -5,8 +5,8 @@ import re
 import pyarrow.parquet as pq
 import pytest
 
+from siirl.embedded_assets import asset_path
 from siirl.reward_score import default_compute_score
-from siirl.tasks import asset_path
 from siirl.tasks.running_sums import DATA_SOURCE, generate, trace
 
 

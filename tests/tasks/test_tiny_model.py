@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from siirl.tasks import ASSETS_DIR, default_data_files, default_model_path
+from siirl.embedded_assets import ASSETS_DIR, default_data_files, default_model_path
 from siirl.tasks.build_tiny_model import WarmupConfig, make_examples, warm_up
 from siirl.tasks.evaluation import encode_prompt, greedy_accuracy, greedy_generate
 

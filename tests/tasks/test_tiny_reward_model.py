@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from transformers import Qwen2ForSequenceClassification
 
-from siirl.tasks import default_model_path
+from siirl.embedded_assets import default_model_path
 from siirl.tasks.arithmetic import NUM_PAIRS
 from siirl.tasks.build_tiny_reward_model import (
     MISTAKE_FAMILIES,

@@ -9,9 +9,9 @@ import torch
 from PIL import Image
 from transformers import AutoImageProcessor, AutoModelForImageTextToText, AutoTokenizer
 
-import siirl.tasks
+import siirl.embedded_assets
+from siirl.embedded_assets import default_vlm_data_files, default_vlm_model_path
 from siirl.errors import SiirlUserError
-from siirl.tasks import default_vlm_data_files, default_vlm_model_path
 from siirl.tasks.build_tiny_vlm import VlmWarmupConfig, warm_up
 from siirl.tasks.evaluation import greedy_generate
 from siirl.tasks.tiny_tokenizer import build_tokenizer
@@ -115,7 +115,7 @@ def test_warm_up_reports_missing_target():
 
 @pytest.mark.parametrize("helper", [default_vlm_model_path, default_vlm_data_files])
 def test_missing_assets_name_the_rebuild_command(helper, monkeypatch, tmp_path):
-    monkeypatch.setattr(siirl.tasks, "ASSETS_DIR", tmp_path)
+    monkeypatch.setattr(siirl.embedded_assets, "ASSETS_DIR", tmp_path)
     with pytest.raises(
         SiirlUserError, match=r"embedded asset missing: .*python -m siirl.tasks.build_tiny_vlm"
     ):

@@ -3,7 +3,7 @@
 import pytest
 from transformers import AutoTokenizer
 
-from siirl.tasks import default_model_path
+from siirl.embedded_assets import default_model_path
 from siirl.tasks.evaluation import encode_prompt
 from siirl.tasks.tiny_tokenizer import build_tokenizer
 

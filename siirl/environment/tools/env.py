@@ -26,6 +26,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from siirl.agent_loop.tool_parser import TOOL_PARSERS, ToolCall
 from siirl.environment.base import StepResult
 from siirl.environment.bounded import StepCalls, ToolTimeout
 from siirl.environment.callback_failures import merge_callbacks, note_call
@@ -33,7 +34,6 @@ from siirl.environment.interactions import InteractionTurns, build_interactions,
 from siirl.environment.registry import register_env
 from siirl.environment.tools.base import response_text
 from siirl.environment.tools.config import build_tools, load_tool_config
-from siirl.environment.tools.parser import TOOL_PARSERS, ToolCall
 
 logger = logging.getLogger(__name__)
 
