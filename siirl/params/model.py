@@ -361,7 +361,7 @@ class RolloutConfig(LogProbBatchingConfig):
     micro_batch_size: int = checked(256, POSITIVE)
     #: Bucket size (MB) for streaming weights from the trainer into the engine (verl's
     #: ``checkpoint_engine.update_weights_bucket_megabytes``).
-    weight_sync_bucket_mb: int = 512
+    weight_sync_bucket_mb: int = checked(512, POSITIVE)
     #: How the trainer's weights reach the engine (verl's ``checkpoint_engine.backend``): auto (the layout's
     #: own), in_place (naive), object_store (ray), broadcast (nccl, hccl, gloo) or engine_broadcast; the
     #: resolve step (siirl.weight_transport.resolve_weight_sync) fixes it per trainer mode.

@@ -54,6 +54,10 @@ def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
             "bad config: actor_rollout_ref.rollout.micro_batch_size=0 is invalid; expected > 0",
         ),
         (
+            "actor_rollout_ref.rollout.weight_sync_bucket_mb=0",
+            "bad config: actor_rollout_ref.rollout.weight_sync_bucket_mb=0 is invalid; expected > 0",
+        ),
+        (
             "algorithm.workflow_type=ASYNC",
             "bad config: algorithm.workflow_type='ASYNC' is invalid; expected one of DEFAULT, DAPO, EMBODIED",
         ),

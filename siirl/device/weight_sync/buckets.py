@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 import torch
 
-from siirl.errors import ConfigError
-
 NamedTensors = list[tuple[str, torch.Tensor]]
 #: Where a receiver hands each bucket: a rollout engine's weight-update call.
 Loader = Callable[[NamedTensors], object]
@@ -24,8 +22,7 @@ ALIGN = 16
 
 
 def bucket_bytes(bucket_mb: float) -> int:
-    if not bucket_mb or bucket_mb <= 0:
-        raise ConfigError(f"rollout.weight_sync_bucket_mb must be > 0, got {bucket_mb}")
+    """``rollout.weight_sync_bucket_mb`` in bytes (its field rule keeps it > 0)."""
     return int(bucket_mb * 1024 * 1024)
 
 
