@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from siirl.dag_worker.context import WorkerContext
 from siirl.execution.dag import NodeType, TaskGraph
 from siirl.execution.dag.contract import AGENT_KEY, model_agent
 from siirl.execution.roles import NODE_ROLE_SPECS, ROLES, RoleSpec, model_key
@@ -55,7 +56,7 @@ def requested_models(graph: TaskGraph, cfg: Any) -> dict[str, tuple[RoleSpec, st
     return wanted
 
 
-def build_models(ctx: Any, graph: TaskGraph) -> dict[str, Any]:
+def build_models(ctx: WorkerContext, graph: TaskGraph) -> dict[str, Any]:
     """Every model this worker's graph uses, built in execution order (the same order on every rank) into
     ``ctx.models``, so a role served by another's model finds it there."""
     models = ctx.models
@@ -65,7 +66,7 @@ def build_models(ctx: Any, graph: TaskGraph) -> dict[str, Any]:
     return models
 
 
-def _slot(ctx: Any, spec: RoleSpec, agent: str) -> str:
+def _slot(ctx: WorkerContext, spec: RoleSpec, agent: str) -> str:
     """The plan's role key of a slot: agents' slots are ``<agent>/<role>``, a role in a named placement group
     (``trainer.v1.trainer_mode=separate_async``) is ``<group>/<role>``."""
     name = spec.group.value
@@ -75,12 +76,12 @@ def _slot(ctx: Any, spec: RoleSpec, agent: str) -> str:
     return placed if placed in ctx.plan.groups else name
 
 
-def _group(ctx: Any, spec: RoleSpec, agent: str) -> Any:
+def _group(ctx: WorkerContext, spec: RoleSpec, agent: str) -> Any:
     """The data-parallel process group the planner made for this slot."""
     return ctx.groups.get(_slot(ctx, spec, agent))
 
 
-def _sp_group(ctx: Any, spec: RoleSpec, agent: str) -> Any:
+def _sp_group(ctx: WorkerContext, spec: RoleSpec, agent: str) -> Any:
     """The slot's Ulysses sequence-parallel group, or None where the plan does not split its sequences."""
     return ctx.sp_groups.get(_slot(ctx, spec, agent))
 
@@ -103,7 +104,7 @@ def scheduled_over_run(section: Any, run_steps: int) -> Any:
 
 
 @MODEL_BUILDERS.register("policy")
-def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+def build_policy(ctx: WorkerContext, key: str, agent: str, roles: set[str]) -> Any:
     """The actor and, when a node samples with it, its rollout engine (an agent's samples one per row). A
     rollout placed apart from every node that uses the actor (``separate_async``) holds the engine alone; its
     weights come from the trainers."""
@@ -149,7 +150,7 @@ def build_policy(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
 
 
 @MODEL_BUILDERS.register("reference")
-def build_reference(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+def build_reference(ctx: WorkerContext, key: str, agent: str, roles: set[str]) -> Any:
     """The frozen reference policy: the policy's own base model, without optimiser. Under LoRA it is the
     actor's model with its adapters off (the base weights never train), so no second copy is loaded."""
     from siirl.engine.workers import ReferenceWorker
@@ -169,7 +170,7 @@ def build_reference(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
 
 
 @MODEL_BUILDERS.register("teacher")
-def build_teacher(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+def build_teacher(ctx: WorkerContext, key: str, agent: str, roles: set[str]) -> Any:
     """On-policy distillation's frozen teacher: a forward-only model like the reference (sharded as the actor,
     ``actor_rollout_ref.ref``'s micro-batching) over the teacher's weights. It scores at temperature 1, as
     verl's teacher engine returns its log-probs, whatever the rollout samples with."""
@@ -186,7 +187,7 @@ def build_teacher(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
 
 
 @MODEL_BUILDERS.register("critic")
-def build_critic(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+def build_critic(ctx: WorkerContext, key: str, agent: str, roles: set[str]) -> Any:
     from siirl.engine.workers import CriticWorker
 
     cfg = ctx.cfg
@@ -198,7 +199,7 @@ def build_critic(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
 
 
 @MODEL_BUILDERS.register("reward_model")
-def build_reward_model(ctx: Any, key: str, agent: str, roles: set[str]) -> Any:
+def build_reward_model(ctx: WorkerContext, key: str, agent: str, roles: set[str]) -> Any:
     from siirl.engine.workers.reward_model import RewardModelWorker
 
     return RewardModelWorker(

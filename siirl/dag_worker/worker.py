@@ -189,8 +189,8 @@ class DAGWorker(BuiltinNodeMethods):
 
         ``startup_marks``: the launcher's and driver's start-up marks (``siirl.startup_timing``), which this
         rank extends up to its first step."""
-        from siirl.dag_worker.context import build_context
         from siirl.dag_worker.loop import TrainingLoop
+        from siirl.dag_worker.worker_setup import build_context
 
         self._write_pid_file()
         loop = None
