@@ -36,7 +36,6 @@ from torch import nn
 from siirl.engine.workers.varlen_attention import VARLEN_ATTENTION, VARLEN_SDPA
 from siirl.engine.workers.vision_inputs import VisionRows
 from siirl.errors import ConfigError
-from siirl.params.model import REMOVE_PADDING_LAYOUTS
 from siirl.registry import Registry
 
 if TYPE_CHECKING:
@@ -83,10 +82,6 @@ def choose_layout(
     """
     if not use_remove_padding:
         return "padded", attn_implementation
-    if requested not in REMOVE_PADDING_LAYOUTS:
-        raise ConfigError(
-            f"model.remove_padding_layout={requested!r} is not one of {', '.join(REMOVE_PADDING_LAYOUTS)}"
-        )
     if requested == "trimmed":
         return "trimmed", attn_implementation
     if requested == "shared":
