@@ -30,6 +30,12 @@ class KLControlConfig:
     horizon: int = 10000
     target_kl: float = 0.1
 
+    def validate(self, cfg: Any, key: str) -> None:
+        """The adaptive controller steers towards ``target_kl`` over ``horizon`` steps (it divides by both)."""
+        if str(self.type).lower() == "adaptive" and (self.target_kl <= 0 or self.horizon <= 0):
+            raise ConfigError(f"bad config: {key}.type=adaptive needs target_kl > 0 and horizon > 0, got "
+                              f"{self.target_kl} and {self.horizon}")
+
 
 @dataclass
 class FilterGroupsConfig:
