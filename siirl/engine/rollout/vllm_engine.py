@@ -101,11 +101,9 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def max_lora_rank(rank: int) -> int:
-    """The smallest ``max_lora_rank`` vLLM accepts that holds ``rank``."""
-    for allowed in VLLM_LORA_RANKS:
-        if rank <= allowed:
-            return allowed
-    raise ConfigError(f"actor_rollout_ref.model.lora_rank={rank} exceeds vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}")
+    """The smallest ``max_lora_rank`` vLLM accepts that holds ``rank`` (a larger rank is refused before Ray:
+    ``largest_lora_rank``)."""
+    return next(allowed for allowed in VLLM_LORA_RANKS if rank <= allowed)
 
 
 def _accepts(fn: Callable, name: str) -> bool:
@@ -129,6 +127,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
     device index this process sees (0 once pinned)."""
 
     takes_lora_adapters = True
+    largest_lora_rank = VLLM_LORA_RANKS[-1]
     takes_images = True
     spans_dag_world = True
 
