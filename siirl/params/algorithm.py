@@ -174,7 +174,7 @@ class AlgorithmConfig:
         """GDPO normalises the reward components ``gdpo_reward_keys`` names, its weights (if given) pair with
         them; policy-filtered PPO resamples after GAE."""
         keys, weights = self.gdpo_reward_keys, self.gdpo_reward_weights
-        if str(self.adv_estimator) == "gdpo" and not keys:
+        if str(self.adv_estimator).lower() == "gdpo" and not keys:  # the registry matches names in any case
             raise ConfigError(
                 "bad config: algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, the keys of the score "
                 "function's returned dict to normalise one by one (e.g. '[\"accuracy_reward\",\"format_reward\"]')"
