@@ -228,12 +228,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             args.update(enable_lora=True, max_lora_rank=max_lora_rank(self.lora_rank), max_loras=1)
         if self.apart:  # tensor parallelism here is refused before Ray (rollout.choice.choose_rollout_engine)
             args["seed"] = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-        elif dist.is_available() and dist.is_initialized():
-            world = dist.get_world_size()
-            if world % self.tp_size:
-                raise ConfigError(
-                    f"rollout.tensor_model_parallel_size={self.tp_size} does not divide the world size {world}"
-                )
+        elif dist.is_available() and dist.is_initialized():  # the planner split every rollout group into tp groups
             args["distributed_executor_backend"] = "external_launcher"
             # Ranks of one TP group must draw identical samples; different groups different ones.
             args["seed"] = dist.get_rank() // self.tp_size
