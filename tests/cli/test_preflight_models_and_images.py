@@ -62,6 +62,16 @@ def test_a_damaged_lora_adapter_is_one_line(capsys, tmp_path, config_text, needl
     assert needle in err, err
 
 
+def test_a_saved_dora_adapter_is_one_line(capsys, tmp_path):
+    folder = adapter_dir(tmp_path)
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
+    err = one_line_refusal(capsys, "--print-config", "device=cpu", f"actor_rollout_ref.model.lora_adapter_path={folder}",
+                           f"trainer.output_dir={tmp_path / 'out'}")
+    assert err.endswith(f"lora_adapter_path={folder} is a DoRA adapter, which is not supported (merged weight sync "
+                        "needs plain LoRA)"), err
+
+
 @pytest.mark.parametrize(("path", "needle"), [
     ("/nonexistent/rm", "model path '/nonexistent/rm' does not exist"),
     (default_model_path(), "holds a causal LM (Qwen2ForCausalLM), not a sequence classifier"),
