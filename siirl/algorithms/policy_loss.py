@@ -107,7 +107,8 @@ def first_set(*values: float | None) -> float:
 
 def clip_range(cfg: ActorConfig) -> tuple[float, float]:
     """``clip_ratio_low/high``, else ``clip_ratio``."""
-    return float(first_set(cfg.clip_ratio_low, cfg.clip_ratio)), float(first_set(cfg.clip_ratio_high, cfg.clip_ratio))
+    low, high = first_set(cfg.clip_ratio_low, cfg.clip_ratio), first_set(cfg.clip_ratio_high, cfg.clip_ratio)
+    return float(low), float(high)
 
 
 #: GSPO's default range on the sequence-level ratio (the paper's 3e-4 / 4e-4).
@@ -123,7 +124,9 @@ def _ratio_range(low_key: str, high_key: str, read: Callable[[ActorConfig], tupl
     """The refusal of a range around a ratio of 1 (``low`` in [0, 1), ``high`` >= 0) that a loss reads."""
     def refusal(cfg: ActorConfig) -> str | None:
         low, high = read(cfg)
-        return None if 0 <= low < 1 and high >= 0 else f"{low_key} must be in [0, 1) and {high_key} >= 0, got {low} and {high}"
+        if 0 <= low < 1 and high >= 0:
+            return None
+        return f"{low_key} must be in [0, 1) and {high_key} >= 0, got {low} and {high}"
     return refusal
 
 
@@ -131,20 +134,21 @@ def open_range(cfg: ActorConfig) -> str | None:
     """The refusal of a range that clips a weight or a log-ratio rather than PPO's ratio, where a lower bound
     of 1 or more is meaningful (CISPO's ``clip_ratio_low=10``: no bound)."""
     low, high = clip_range(cfg)
-    return None if low >= 0 and high >= 0 else f"clip_ratio_low and clip_ratio_high must be >= 0, got {low} and {high}"
+    return None if min(low, high) >= 0 else f"clip_ratio_low and clip_ratio_high must be >= 0, got {low} and {high}"
 
 
 _ppo_range = _ratio_range("clip_ratio_low", "clip_ratio_high", clip_range)
 
 
 def _dual_clip(cfg: ActorConfig) -> str | None:
-    clip_c = cfg.clip_ratio_c
-    return _ppo_range(cfg) or (None if clip_c > 1 else f"clip_ratio_c must be > 1 (dual-clip bound on the ratio), got {clip_c}")
+    """vanilla's options: PPO's range, then the dual-clip bound on the ratio."""
+    dual = None if cfg.clip_ratio_c > 1 else f"clip_ratio_c must be > 1 (dual-clip bound on the ratio), got {cfg.clip_ratio_c}"
+    return _ppo_range(cfg) or dual
 
 
 def check_loss_options(cfg: Any) -> None:
     """The clip range (and dual-clip bound) the run's loss reads, refused before Ray rather than at the first
-    update; under bypass mode (the loss mode is vanilla) ``rollout_correction.loss_type=reinforce`` clips nothing."""
+    update; under bypass mode (loss mode vanilla) ``rollout_correction.loss_type=reinforce`` clips nothing."""
     correction, actor = cfg.algorithm.rollout_correction, cfg.actor_rollout_ref.actor
     if correction.bypass_mode and correction.loss_type != "ppo_clip":
         return

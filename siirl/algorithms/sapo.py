@@ -20,7 +20,8 @@ def sapo_temperatures(inputs: PolicyLossInputs) -> tuple[float, float]:
     """``policy_loss.tau_pos`` / ``tau_neg`` where set (verl's current scripts), else the actor's keys (each
     > 0 by its field's rule, before Ray: the gate divides by them)."""
     cfg = inputs.config
-    return float(first_set(cfg.policy_loss.tau_pos, cfg.tau_pos)), float(first_set(cfg.policy_loss.tau_neg, cfg.tau_neg))
+    tau_pos, tau_neg = first_set(cfg.policy_loss.tau_pos, cfg.tau_pos), first_set(cfg.policy_loss.tau_neg, cfg.tau_neg)
+    return float(tau_pos), float(tau_neg)
 
 
 @register_policy_loss("sapo")

@@ -79,7 +79,9 @@ def check_lora_rollout(cfg: SiirlConfig) -> None:
         )
     rank = configured_rank(model)
     if engine.largest_lora_rank is not None and rank > engine.largest_lora_rank:
-        source = f"lora_adapter_path={model.lora_adapter_path} has rank {rank}" if model.lora_adapter_path else f"lora_rank={rank}"
+        source = f"lora_rank={rank}"
+        if model.lora_adapter_path:
+            source = f"lora_adapter_path={model.lora_adapter_path} has rank {rank}"
         raise ConfigError(f"bad config: actor_rollout_ref.model.{source}, beyond the largest max_lora_rank "
                           f"{engine.largest_lora_rank} the '{rollout.name}' rollout engine serves")
 

@@ -68,7 +68,8 @@ class SearchTool(BaseTool):
             raise ConfigError(f"config.retrieval_service_url must be the retriever's http(s) URL, got {url!r}")
         for key, (default, kind) in POSITIVE_KEYS.items():
             value = config.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or kind is int and value != int(value) or value <= 0:
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number or kind is int and value != int(value) or value <= 0:
                 raise ConfigError(f"config.{key} must be a positive {kind.__name__}, got {value!r}")
         retries = config.get("max_retries", DEFAULT_RETRIES)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
