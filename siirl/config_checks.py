@@ -15,6 +15,7 @@ from operator import attrgetter
 from siirl.agent_loops import check_agent_loops
 from siirl.algorithms.advantage import check_estimator_inputs, resolve_loss_mode
 from siirl.algorithms.group_filter_metrics import check_group_filter_metric
+from siirl.algorithms.policy_loss import check_loss_options
 from siirl.cluster import check_ray_init_keys
 from siirl.dag_worker.metrics import check_loggers
 from siirl.engine.reward.registry import load_builtins as load_reward_managers
@@ -79,6 +80,7 @@ def check_config(cfg: SiirlConfig) -> None:
     check_async(cfg, env)
     cfg.actor_rollout_ref.rollout.weight_sync = resolve_weight_sync(cfg)
     cfg.actor_rollout_ref.actor.policy_loss.loss_mode = resolve_loss_mode(cfg)
+    check_loss_options(cfg)
     cfg.actor_rollout_ref.actor.old_log_prob_source = resolve_old_log_prob_source(cfg, env)
 
 

@@ -26,6 +26,7 @@ from siirl.engine.workers.model_loading import (
     load_tokenizer,
     model_dir,
 )
+from siirl.engine.workers.padding_free import check_shared_layout
 from siirl.engine.workers.ulysses import check_attention_heads
 from siirl.engine.workers.varlen_attention import check_attention_names
 from siirl.engine.workers.vision import load_image_processor
@@ -56,6 +57,7 @@ def check_inputs(cfg: SiirlConfig) -> None:
         check_sequence_classifier(cfg.reward_model.model)
         check_model_weights(model_dir(cfg.reward_model.model))
     check_attention_heads(cfg, uses_critic(cfg))
+    check_shared_layout(cfg, uses_critic(cfg))
     if cfg.critic.enable:
         check_model_weights(model_dir(cfg.critic.model))
     if cfg.distillation.enabled:

@@ -23,7 +23,6 @@ import torch
 
 from siirl.algorithms.aggregation import agg_loss
 from siirl.algorithms.masked import masked_mean
-from siirl.errors import ConfigError
 from siirl.params.algorithm import KLControlConfig
 from siirl.registry import Registry
 
@@ -101,10 +100,7 @@ class AdaptiveKLController:
     """
 
     def __init__(self, init_kl_coef: float, target_kl: float, horizon: float) -> None:
-        if target_kl <= 0 or horizon <= 0:
-            raise ConfigError(
-                f"adaptive KL needs target_kl > 0 and horizon > 0, got {target_kl} and {horizon}"
-            )
+        """``target_kl`` and ``horizon`` are > 0 (``algorithm.kl_ctrl``'s rule, before Ray)."""
         self.value = float(init_kl_coef)
         self.target = float(target_kl)
         self.horizon = float(horizon)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from enum import Enum
 from functools import partial
 
@@ -52,9 +53,12 @@ POLICY_LOSSES: Registry[PolicyLossFn] = Registry(
 )
 
 
-def register_policy_loss(*names: str | Enum) -> Callable[[PolicyLossFn], PolicyLossFn]:
-    """Decorator: make ``fn`` available as ``policy_loss.loss_mode=<name>``."""
-    return POLICY_LOSSES.register(*names)
+def register_policy_loss(
+    *names: str | Enum, options: Callable[[ActorConfig], str | None] | None = None
+) -> Callable[[PolicyLossFn], PolicyLossFn]:
+    """Decorator: make ``fn`` available as ``policy_loss.loss_mode=<name>``; ``options``: the refusal of the
+    actor options it reads (None when they are fine), checked before Ray (``check_loss_options``)."""
+    return POLICY_LOSSES.register(*names, options=options)
 
 
 def get_policy_loss(name: str | Enum) -> PolicyLossFn:
@@ -97,52 +101,69 @@ class PolicyLossInputs:
         return masked_mean(-log_ratio, self.response_mask).detach()
 
 
-def _clip_range(low: float, high: float, low_key: str, high_key: str) -> tuple[float, float]:
-    """``(low, high)`` checked; the keys name the options in the error."""
-    if not 0 <= low < 1 or high < 0:
-        raise ConfigError(f"{low_key} must be in [0, 1) and {high_key} >= 0, got {low} and {high}")
-    return float(low), float(high)
-
-
 def first_set(*values: float | None) -> float:
     return next(value for value in values if value is not None)
 
 
-def open_clip_range(inputs: PolicyLossInputs, loss_name: str) -> tuple[float, float]:
-    """``clip_ratio_low/high`` (else ``clip_ratio``) for losses that clip a weight or a log-ratio rather than
-    PPO's ratio, where a lower bound of 1 or more is meaningful (CISPO's ``clip_ratio_low=10``: no bound)."""
-    cfg = inputs.config
-    low = float(first_set(cfg.clip_ratio_low, cfg.clip_ratio))
-    high = float(first_set(cfg.clip_ratio_high, cfg.clip_ratio))
-    if low < 0 or high < 0:
-        raise ConfigError(f"{loss_name} needs clip_ratio_low >= 0 and clip_ratio_high >= 0, got {low} and {high}")
-    return low, high
-
-
-def _ppo_clip_range(inputs: PolicyLossInputs) -> tuple[float, float]:
-    cfg = inputs.config
+def clip_range(cfg: ActorConfig) -> tuple[float, float]:
+    """``clip_ratio_low/high``, else ``clip_ratio``."""
     low, high = first_set(cfg.clip_ratio_low, cfg.clip_ratio), first_set(cfg.clip_ratio_high, cfg.clip_ratio)
-    return _clip_range(low, high, "clip_ratio_low", "clip_ratio_high")
+    return float(low), float(high)
 
 
 #: GSPO's default range on the sequence-level ratio (the paper's 3e-4 / 4e-4).
 GSPO_CLIP_RANGE = (3e-4, 4e-4)
 
 
-def _gspo_clip_range(inputs: PolicyLossInputs) -> tuple[float, float]:
-    cfg = inputs.config
+def gspo_clip_range(cfg: ActorConfig) -> tuple[float, float]:
     low = first_set(cfg.gspo_clip_ratio_low, cfg.clip_ratio_low, GSPO_CLIP_RANGE[0])
-    high = first_set(cfg.gspo_clip_ratio_high, cfg.clip_ratio_high, GSPO_CLIP_RANGE[1])
-    return _clip_range(low, high, "gspo_clip_ratio_low", "gspo_clip_ratio_high")
+    return float(low), float(first_set(cfg.gspo_clip_ratio_high, cfg.clip_ratio_high, GSPO_CLIP_RANGE[1]))
 
 
-@register_policy_loss("vanilla")
+def _ratio_range(low_key: str, high_key: str, read: Callable[[ActorConfig], tuple[float, float]]) -> Callable:
+    """The refusal of a range around a ratio of 1 (``low`` in [0, 1), ``high`` >= 0) that a loss reads."""
+    def refusal(cfg: ActorConfig) -> str | None:
+        low, high = read(cfg)
+        if 0 <= low < 1 and high >= 0:
+            return None
+        return f"{low_key} must be in [0, 1) and {high_key} >= 0, got {low} and {high}"
+    return refusal
+
+
+def open_range(cfg: ActorConfig) -> str | None:
+    """The refusal of a range that clips a weight or a log-ratio rather than PPO's ratio, where a lower bound
+    of 1 or more is meaningful (CISPO's ``clip_ratio_low=10``: no bound)."""
+    low, high = clip_range(cfg)
+    return None if min(low, high) >= 0 else f"clip_ratio_low and clip_ratio_high must be >= 0, got {low} and {high}"
+
+
+_ppo_range = _ratio_range("clip_ratio_low", "clip_ratio_high", clip_range)
+
+
+def _dual_clip(cfg: ActorConfig) -> str | None:
+    """vanilla's options: PPO's range, then the dual-clip bound on the ratio."""
+    dual = None if cfg.clip_ratio_c > 1 else f"clip_ratio_c must be > 1 (dual-clip bound on the ratio), got {cfg.clip_ratio_c}"
+    return _ppo_range(cfg) or dual
+
+
+def check_loss_options(cfg: Any) -> None:
+    """The clip range (and dual-clip bound) the run's loss reads, refused before Ray rather than at the first
+    update; under bypass mode (loss mode vanilla) ``rollout_correction.loss_type=reinforce`` clips nothing."""
+    correction, actor = cfg.algorithm.rollout_correction, cfg.actor_rollout_ref.actor
+    if correction.bypass_mode and correction.loss_type != "ppo_clip":
+        return
+    mode = str(actor.policy_loss.loss_mode)
+    options = POLICY_LOSSES.metadata(mode).get("options")
+    problem = options(actor) if options else None
+    if problem:
+        raise ConfigError(f"bad config: actor_rollout_ref.actor.{problem} (loss_mode={mode})")
+
+
+@register_policy_loss("vanilla", options=_dual_clip)
 def vanilla_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     """PPO clipped surrogate (arXiv 1707.06347) with asymmetric range and dual clip (arXiv 1912.09729)."""
-    low, high = _ppo_clip_range(inputs)
+    low, high = clip_range(inputs.config)
     clip_c = float(inputs.config.clip_ratio_c)
-    if clip_c <= 1.0:
-        raise ConfigError(f"clip_ratio_c must be > 1 (dual-clip bound on the ratio), got {clip_c}")
     adv = inputs.advantages
     log_ratio = (inputs.log_prob - inputs.old_log_prob).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
@@ -157,7 +178,7 @@ def vanilla_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics
     return inputs.aggregate(loss_mat), metrics
 
 
-@register_policy_loss("gspo")
+@register_policy_loss("gspo", options=_ratio_range("gspo_clip_ratio_low", "gspo_clip_ratio_high", gspo_clip_range))
 def gspo_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     """GSPO (arXiv 2507.18071): clip the sequence ratio ``exp(mean_t log r_t)`` instead of token ratios.
 
@@ -165,7 +186,7 @@ def gspo_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     while each token's gradient flows through its own log-prob (the paper's GSPO-token form); with
     ``seq-mean-token-mean`` aggregation this is exactly the sequence-level GSPO gradient.
     """
-    low, high = _gspo_clip_range(inputs)
+    low, high = gspo_clip_range(inputs.config)
     adv, log_prob = inputs.advantages, inputs.log_prob
     log_ratio = log_prob - inputs.old_log_prob
     seq_log_ratio = masked_mean(log_ratio, inputs.response_mask, dim=-1).detach().unsqueeze(-1)
@@ -180,7 +201,7 @@ def gspo_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     return inputs.aggregate(loss_mat), metrics
 
 
-@register_policy_loss("cpgd")
+@register_policy_loss("cpgd", options=_ppo_range)
 def cpgd_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     """CPGD (arXiv 2505.12504): policy gradient on the clipped *log* ratio plus a policy-drift penalty.
 
@@ -189,7 +210,7 @@ def cpgd_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     estimate and its gradient ``min(r - 1, policy_drift_clip)`` times ``grad log pi``, the cap keeping a
     token with an exploding ratio from dominating the update.
     """
-    low, high = _ppo_clip_range(inputs)
+    low, high = clip_range(inputs.config)
     adv, log_prob = inputs.advantages, inputs.log_prob
     log_ratio = log_prob - inputs.old_log_prob
     upper, lower = math.log1p(high), math.log1p(-low)

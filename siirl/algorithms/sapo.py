@@ -14,17 +14,14 @@ from __future__ import annotations
 import torch
 
 from siirl.algorithms.policy_loss import Metrics, PolicyLossInputs, first_set, register_policy_loss
-from siirl.errors import ConfigError
 
 
 def sapo_temperatures(inputs: PolicyLossInputs) -> tuple[float, float]:
-    """``policy_loss.tau_pos`` / ``tau_neg`` where set (verl's current scripts), else the actor's keys."""
+    """``policy_loss.tau_pos`` / ``tau_neg`` where set (verl's current scripts), else the actor's keys (each
+    > 0 by its field's rule, before Ray: the gate divides by them)."""
     cfg = inputs.config
-    tau_pos = float(first_set(cfg.policy_loss.tau_pos, cfg.tau_pos))
-    tau_neg = float(first_set(cfg.policy_loss.tau_neg, cfg.tau_neg))
-    if tau_pos <= 0 or tau_neg <= 0:
-        raise ConfigError(f"sapo needs tau_pos > 0 and tau_neg > 0 (the gate divides by them), got {tau_pos} and {tau_neg}")
-    return tau_pos, tau_neg
+    tau_pos, tau_neg = first_set(cfg.policy_loss.tau_pos, cfg.tau_pos), first_set(cfg.policy_loss.tau_neg, cfg.tau_neg)
+    return float(tau_pos), float(tau_neg)
 
 
 @register_policy_loss("sapo")

@@ -17,6 +17,7 @@ from typing import Any
 
 from siirl.environment.base import StepResult
 from siirl.environment.registry import register_env
+from siirl.errors import ConfigError
 
 _PROBLEM = re.compile(r"(\d+)\s*\+\s*(\d+)\s*=")
 _ANSWER = re.compile(r"-?\d+")
@@ -33,11 +34,14 @@ class ArithmeticChainEnv:
     """``steps`` additions in a row; the first is the task prompt's ``a+b=`` when its sum is in range,
     else drawn from the seed (operands up to ``max_operand // 2``)."""
 
+    @staticmethod
+    def preflight(steps: int = 2, max_operand: int = 99, **_kwargs: Any) -> None:
+        """Before Ray starts (``env.kwargs``): at least one step, operands from 1 up."""
+        for key, value in (("steps", steps), ("max_operand", max_operand)):
+            if value < 1:
+                raise ConfigError(f"bad config: env.kwargs.{key}={value} must be >= 1 (env.name=arith_chain)")
+
     def __init__(self, steps: int = 2, max_operand: int = 99, fail_fast: bool = False) -> None:
-        if steps < 1:
-            raise ValueError(f"arith_chain steps must be >= 1, got {steps}")
-        if max_operand < 1:
-            raise ValueError(f"arith_chain max_operand must be >= 1, got {max_operand}")
         self.steps, self.max_operand, self.fail_fast = steps, max_operand, fail_fast
         self._rng = random.Random(0)
         self._total = 0

@@ -27,19 +27,24 @@ from typing import Any
 from siirl.environment.base import StepResult
 from siirl.environment.libero_setup import INSTALL, check_installed, prepare_libero
 from siirl.environment.registry import register_env
-from siirl.errors import SiirlUserError
+from siirl.errors import ConfigError, SiirlUserError
 
 #: Episode budgets per suite used by the standard LIBERO evaluation.
 MAX_STEPS = {"libero_spatial": 220, "libero_object": 280, "libero_goal": 300, "libero_10": 520, "libero_90": 400}
 NOOP_ACTION = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
 
 
+def _benchmark() -> Any:
+    """LIBERO's suites (``get_benchmark_dict``), which import without the simulator."""
+    prepare_libero()
+    return importlib.import_module("libero.libero.benchmark")
+
+
 def _import_libero() -> tuple[Any, Any, Any]:
     os.environ.setdefault("MUJOCO_GL", "egl")
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
-    prepare_libero()
+    benchmark = _benchmark()
     libero = importlib.import_module("libero.libero")
-    benchmark = importlib.import_module("libero.libero.benchmark")
     envs = importlib.import_module("libero.libero.envs")
     return libero.get_libero_path, benchmark, envs.OffScreenRenderEnv
 
@@ -91,10 +96,7 @@ class LiberoEnv:
         cameras: bool = True,
     ) -> None:
         get_libero_path, benchmark, self._env_cls = _import_libero()
-        suites = benchmark.get_benchmark_dict()
-        if suite not in suites:
-            raise SiirlUserError(f"unknown LIBERO suite {suite!r}; available: {', '.join(sorted(suites))}")
-        self.suite = suites[suite]()
+        self.suite = benchmark.get_benchmark_dict()[suite]()  # a suite LIBERO has (``preflight``)
         self.bddl_root = get_libero_path("bddl_files")
         self.camera_size, self.num_steps_wait, self.cameras = camera_size, num_steps_wait, cameras
         self.max_steps = max_steps or MAX_STEPS.get(suite, 300)
@@ -174,9 +176,13 @@ class LiberoEnv:
         return StepResult(self._observation(obs), reward=reward, done=finished, info=out_info)
 
     @staticmethod
-    def preflight(**_kwargs: Any) -> None:
-        """Before Ray starts: one line naming the missing piece and the install command."""
+    def preflight(suite: str = "libero_spatial", **_kwargs: Any) -> None:
+        """Before Ray starts: one line naming the missing piece and the install command, or the unknown suite."""
         check_installed()
+        suites = _benchmark().get_benchmark_dict()
+        if suite not in suites:
+            raise ConfigError(f"bad config: env.kwargs.suite={suite!r} is not a LIBERO suite; available: "
+                              f"{', '.join(sorted(suites))}")
 
     def close(self) -> None:
         if self._env is not None:

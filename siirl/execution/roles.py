@@ -157,7 +157,8 @@ def check_reference_sequence_parallel(cfg: SiirlConfig) -> None:
 
 def check_vision_policy(cfg: SiirlConfig) -> None:
     """A vision-language policy needs a rollout engine that passes it the images; a critic of one would
-    score token ids without them, and sequence parallelism would split image tokens from their images."""
+    score token ids without them, sequence parallelism would split image tokens from their images, and the
+    rollout dump (``rollout.skip``) cannot hold them."""
     from siirl.engine.rollout.choice import configured_engine
     from siirl.engine.workers.vision import policy_sees_images
 
@@ -178,4 +179,9 @@ def check_vision_policy(cfg: SiirlConfig) -> None:
         raise ConfigError(
             "bad config: Ulysses sequence parallelism (ulysses_sequence_parallel_size > 1) of a vision-language "
             "policy is not implemented (its image tokens would be split from their images); set it to 1"
+        )
+    if cfg.actor_rollout_ref.rollout.skip.enable:
+        raise ConfigError(
+            "bad config: actor_rollout_ref.rollout.skip.enable=true with a vision-language policy: the rollout dump "
+            "does not hold its image inputs (nested fields); turn the skip off for this run"
         )

@@ -30,6 +30,12 @@ class KLControlConfig:
     horizon: int = 10000
     target_kl: float = 0.1
 
+    def validate(self, cfg: Any, key: str) -> None:
+        """The adaptive controller steers towards ``target_kl`` over ``horizon`` steps (it divides by both)."""
+        if str(self.type).lower() == "adaptive" and (self.target_kl <= 0 or self.horizon <= 0):
+            raise ConfigError(f"bad config: {key}.type=adaptive needs target_kl > 0 and horizon > 0, got "
+                              f"{self.target_kl} and {self.horizon}")
+
 
 @dataclass
 class FilterGroupsConfig:
@@ -168,7 +174,7 @@ class AlgorithmConfig:
         """GDPO normalises the reward components ``gdpo_reward_keys`` names, its weights (if given) pair with
         them; policy-filtered PPO resamples after GAE."""
         keys, weights = self.gdpo_reward_keys, self.gdpo_reward_weights
-        if str(self.adv_estimator) == "gdpo" and not keys:
+        if str(self.adv_estimator).lower() == "gdpo" and not keys:  # the registry matches names in any case
             raise ConfigError(
                 "bad config: algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys, the keys of the score "
                 "function's returned dict to normalise one by one (e.g. '[\"accuracy_reward\",\"format_reward\"]')"

@@ -123,6 +123,9 @@ class DistillationConfig:
                 f"bad config: distillation.distillation_loss.policy_loss_mode={loss.policy_loss_mode!r}: only vanilla "
                 "is supported with use_policy_gradient (as in verl)"
             )
+        if loss.use_policy_gradient and not (0 <= loss.clip_ratio_low < 1 and loss.clip_ratio_high >= 0):
+            raise ConfigError(f"bad config: {key}.distillation_loss.clip_ratio_low must be in [0, 1) and clip_ratio_high "
+                              f">= 0 (the vanilla loss's range), got {loss.clip_ratio_low} and {loss.clip_ratio_high}")
         needed = cfg.data.max_prompt_length + cfg.data.max_response_length + 1
         limit = teacher_of(self).inference.max_model_len
         if limit is not None and needed > limit:

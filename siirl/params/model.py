@@ -414,4 +414,4 @@ class CriticConfig(UpdateConfig):
     strategy: str = strategy_field("the critic trains")
     model: FSDPModelConfig = field(default_factory=FSDPModelConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-4))
-    cliprange_value: float = 0.5
+    cliprange_value: float = checked(0.5, NON_NEGATIVE)

@@ -95,3 +95,10 @@ def test_vllm_rolls_out_on_ranks_of_its_own_one_device_each():
         prepare([*apart, "actor_rollout_ref.rollout.tensor_model_parallel_size=2"])
     cfg, *_ = prepare(apart)
     assert cfg.actor_rollout_ref.rollout.name == "vllm"
+
+
+def test_a_rollout_tp_that_does_not_split_its_ranks_is_refused_before_ray():
+    """The planner splits every rollout group into tp groups: an engine over the DAG world never meets a world
+    size its tensor parallelism does not divide."""
+    with pytest.raises(ConfigError, match=r"^rollout: its 3 ranks are not divisible by tp=2$"):
+        prepare(["device=cpu", "actor_rollout_ref.rollout.tensor_model_parallel_size=2", "trainer.n_devices_per_node=3"])

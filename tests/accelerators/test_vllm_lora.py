@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from siirl.config_checks import load_config
 from siirl.dag_worker.policy import Policy
 from siirl.device import get_backend
 from siirl.engine.rollout.hf import HFRolloutEngine
@@ -117,6 +118,9 @@ def test_policy_sends_the_adapter_to_vllm_and_merged_weights_to_hf(fake_cuda, fa
         assert torch.equal(hf.params[name], tensor), name
 
 
-def test_a_rank_beyond_vllm_is_refused(fake_cuda, fake_vllm, tiny_model_dir):
-    with pytest.raises(ConfigError, match="exceeds vLLM's largest max_lora_rank"):
-        make_engine(tiny_model_dir, lora_rank=1024)
+def test_a_rank_beyond_vllm_is_refused_before_ray():
+    with pytest.raises(ConfigError, match=r"^bad config: actor_rollout_ref.model.lora_rank=1024, beyond the largest "
+                       r"max_lora_rank 512 the 'vllm' rollout engine serves$"):
+        load_config(["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.lora_rank=1024"])
+    load_config(["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.lora_rank=512"])
+    load_config(["actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.model.lora_rank=1024"])  # no such bound

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from siirl.algorithms import compute_advantage, compute_policy_loss
+from siirl.config_checks import load_config
 from siirl.errors import ConfigError
 from siirl.params.model import ActorConfig
 
@@ -43,9 +44,11 @@ def test_cispo_large_low_bound_leaves_weight_unbounded_below() -> None:
     assert metrics["clipfrac_low"] == 0.0
 
 
-def test_cispo_negative_range_is_refused() -> None:
-    with pytest.raises(ConfigError, match="cispo needs clip_ratio_low >= 0"):
-        _loss("cispo", OLD, OLD, ADV, MASK, ActorConfig(clip_ratio_low=-0.1))
+def test_cispo_negative_range_is_refused_before_ray() -> None:
+    with pytest.raises(ConfigError, match=r"^bad config: actor_rollout_ref.actor.clip_ratio_low and clip_ratio_high must "
+                       r"be >= 0, got -0.1 and 0.2 \(loss_mode=cispo\)$"):
+        load_config(["actor_rollout_ref.actor.policy_loss.loss_mode=cispo", "actor_rollout_ref.actor.clip_ratio_low=-0.1"])
+    load_config(["actor_rollout_ref.actor.policy_loss.loss_mode=cispo", "actor_rollout_ref.actor.clip_ratio_low=10"])
 
 
 def test_gpg_loss_is_plain_policy_gradient() -> None:

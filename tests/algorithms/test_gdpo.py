@@ -101,6 +101,7 @@ def test_a_reward_model_run_has_no_components_and_is_refused_at_plan_time():
 
 @pytest.mark.parametrize(("overrides", "named"), [
     (["algorithm.adv_estimator=gdpo"], "algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys"),
+    (["algorithm.adv_estimator=GDPO"], "algorithm.adv_estimator=gdpo needs algorithm.gdpo_reward_keys"),
     (["algorithm.adv_estimator=gdpo", "+algorithm.gdpo_reward_keys=[a,b]", "+algorithm.gdpo_reward_weights=[1.0]"],
      "has 1 weights for 2 gdpo_reward_keys"),
 ])

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from siirl.algorithms import compute_policy_loss
+from siirl.config_checks import load_config
 from siirl.errors import ConfigError
 from siirl.params.model import ActorConfig
 
@@ -62,6 +63,7 @@ def test_geo_mean_rollout_weights_enter_as_sequence_geometric_means() -> None:
     assert loss.item() == pytest.approx((-ratio_0 * weight_0 + 2.0 * ratio_1 * weight_1) / 2)
 
 
-def test_geo_mean_negative_range_is_refused() -> None:
-    with pytest.raises(ConfigError, match="geo_mean needs clip_ratio_low >= 0"):
-        _loss(config=ActorConfig(clip_ratio_low=-0.1))
+def test_geo_mean_negative_range_is_refused_before_ray() -> None:
+    with pytest.raises(ConfigError, match=r"clip_ratio_low and clip_ratio_high must be >= 0, got 0.2 and -1.0 "
+                       r"\(loss_mode=geo_mean\)$"):
+        load_config(["actor_rollout_ref.actor.policy_loss.loss_mode=geo_mean", "actor_rollout_ref.actor.clip_ratio_high=-1"])

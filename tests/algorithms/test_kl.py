@@ -13,6 +13,8 @@ from siirl.algorithms import (
     kl_penalty,
     make_kl_controller,
 )
+from siirl.config_checks import load_config
+from siirl.errors import ConfigError
 from siirl.params.algorithm import KLControlConfig
 
 LOGP = torch.tensor([[-1.0, -2.0]], dtype=torch.float64)
@@ -94,8 +96,11 @@ def test_make_kl_controller() -> None:
     assert (adaptive.value, adaptive.target, adaptive.horizon) == (0.3, 6.0, 1000.0)
     with pytest.raises(ValueError, match="adaptive, fixed"):
         make_kl_controller(KLControlConfig(type="pid"))
-    with pytest.raises(ValueError, match="horizon > 0"):
-        make_kl_controller(KLControlConfig(type="adaptive", horizon=0, target_kl=1.0))
+    for bad in ("horizon=0", "target_kl=0"):  # the section's rule, before Ray
+        with pytest.raises(ConfigError, match=r"^bad config: algorithm.kl_ctrl.type=adaptive needs target_kl > 0 and "
+                           r"horizon > 0, got (0.1 and 0|0.0 and 10000)$"):
+            load_config(["algorithm.kl_ctrl.type=adaptive", f"algorithm.kl_ctrl.{bad}"])
+    load_config(["algorithm.kl_ctrl.type=fixed", "algorithm.kl_ctrl.target_kl=0"])  # read by adaptive only
 
 
 def test_bad_kl_inputs() -> None:

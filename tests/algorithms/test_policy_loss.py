@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from siirl.algorithms import compute_policy_loss
+from siirl.config_checks import load_config
+from siirl.errors import ConfigError
 from siirl.params.model import ActorConfig
 
 CONFIG = ActorConfig(clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0)
@@ -157,14 +159,29 @@ def test_global_counts_are_passed_to_aggregation() -> None:
     assert scaled.item() == pytest.approx(local.item() * 2 / 8 * 2)
 
 
+@pytest.mark.parametrize(("overrides", "refusal"), [
+    (["actor_rollout_ref.actor.clip_ratio_c=1.0"],
+     "clip_ratio_c must be > 1 (dual-clip bound on the ratio), got 1.0 (loss_mode=vanilla)"),
+    (["algorithm.adv_estimator=cpgd", "actor_rollout_ref.actor.clip_ratio_low=1.0"],
+     "clip_ratio_low must be in [0, 1) and clip_ratio_high >= 0, got 1.0 and 0.2 (loss_mode=cpgd)"),
+    (["algorithm.adv_estimator=gspo", "actor_rollout_ref.actor.gspo_clip_ratio_high=-1"],
+     "gspo_clip_ratio_low must be in [0, 1) and gspo_clip_ratio_high >= 0, got 0.0003 and -1.0 (loss_mode=gspo)"),
+])
+def test_a_range_the_loss_reads_is_refused_before_ray(overrides, refusal) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(overrides)
+    assert str(info.value) == f"bad config: actor_rollout_ref.actor.{refusal}"
+
+
+def test_a_range_no_loss_reads_is_not_refused() -> None:
+    load_config(["algorithm.adv_estimator=cpgd", "actor_rollout_ref.actor.clip_ratio_c=1.0"])  # dual clip: vanilla's
+    load_config(["actor_rollout_ref.actor.policy_loss.loss_mode=gpg", "actor_rollout_ref.actor.clip_ratio_low=1.0"])
+
+
 def test_bad_inputs() -> None:
     one = torch.zeros(1, 2)
     with pytest.raises(ValueError, match="vanilla"):
         _loss("ppo", one, one, one)
-    with pytest.raises(ValueError, match="clip_ratio_c"):
-        _loss("vanilla", one, one, one, config=ActorConfig(clip_ratio_c=1.0))
-    with pytest.raises(ValueError, match="clip_ratio_low"):
-        _loss("cpgd", one, one, one, config=ActorConfig(clip_ratio_low=1.0))
     with pytest.raises(ValueError, match="one shape"):
         _loss("vanilla", one, torch.zeros(1, 3), one)
     with pytest.raises(ValueError, match="token-mean"):

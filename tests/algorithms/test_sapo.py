@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from siirl.algorithms import compute_policy_loss
+from siirl.config_checks import load_config
 from siirl.errors import ConfigError
 from siirl.params.model import ActorConfig, PolicyLossConfig
 
@@ -60,5 +61,7 @@ def test_verl_defaults_and_a_bad_temperature():
     sig = 1 / (1 + math.exp(1.05 * LN3 / 2))
     row1 = (sig * 4 / 1.05 + 2 / 1.05) / 3
     assert loss.item() == pytest.approx((-4 + row1) / 2)
-    with pytest.raises(ConfigError, match="tau_pos > 0 and tau_neg > 0"):
-        _loss(ActorConfig(tau_neg=0.0))
+    with pytest.raises(ConfigError, match=r"^bad config: actor_rollout_ref.actor.tau_neg=0.0 is invalid; expected > 0$"):
+        load_config(["actor_rollout_ref.actor.tau_neg=0"])  # its field's rule, before Ray
+    with pytest.raises(ConfigError, match=r"policy_loss.tau_pos=-1.0 is invalid; expected null or > 0$"):
+        load_config(["actor_rollout_ref.actor.policy_loss.tau_pos=-1"])

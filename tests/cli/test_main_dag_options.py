@@ -16,6 +16,8 @@ def run(capsys, *args):
     ("overrides", "needles"),
     [
         (["algorithm.workflow_type=EMBODIED", "env.name=nope"], ["unknown environment 'nope'"]),
+        (["algorithm.workflow_type=EMBODIED", "+env.kwargs.steps=0"],
+         ["bad config: env.kwargs.steps=0 must be >= 1 (env.name=arith_chain)"]),
         (["actor_rollout_ref.actor.strategy=megatron"], ["strategy='megatron'", "not implemented"]),
         (["critic.strategy=megatron"], ["critic.strategy"]),
         (["reward_model.enable=true", "actor_rollout_ref.model.path=/models/policy"],

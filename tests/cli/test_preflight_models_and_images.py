@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import io
+import json
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -60,6 +62,16 @@ def test_a_damaged_lora_adapter_is_one_line(capsys, tmp_path, config_text, needl
     assert needle in err, err
 
 
+def test_a_saved_dora_adapter_is_one_line(capsys, tmp_path):
+    folder = adapter_dir(tmp_path)
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
+    err = one_line_refusal(capsys, "--print-config", "device=cpu", f"actor_rollout_ref.model.lora_adapter_path={folder}",
+                           f"trainer.output_dir={tmp_path / 'out'}")
+    assert err.endswith(f"lora_adapter_path={folder} is a DoRA adapter, which is not supported (merged weight sync "
+                        "needs plain LoRA)"), err
+
+
 @pytest.mark.parametrize(("path", "needle"), [
     ("/nonexistent/rm", "model path '/nonexistent/rm' does not exist"),
     (default_model_path(), "holds a causal LM (Qwen2ForCausalLM), not a sequence classifier"),
@@ -68,3 +80,31 @@ def test_a_reward_model_that_cannot_score_is_one_line(capsys, tmp_path, path, ne
     err = one_line_refusal(capsys, "--print-config", "device=cpu", "reward_model.enable=true",
                            f"reward_model.model.path={path}", f"trainer.output_dir={tmp_path / 'out'}")
     assert needle in err, err
+
+
+def sliding_window_model(tmp_path):
+    """The tiny policy with a sliding-window middle layer (its weights and tokenizer linked, its config edited)."""
+    folder = tmp_path / "sliding"
+    folder.mkdir()
+    for item in Path(default_model_path()).iterdir():
+        if item.name != "config.json":
+            (folder / item.name).symlink_to(item)
+    config = json.loads((Path(default_model_path()) / "config.json").read_text())
+    config.update(use_sliding_window=True, sliding_window=16,
+                  layer_types=["full_attention", "sliding_attention", "full_attention"])
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("asks_shared", [
+    "actor_rollout_ref.model.remove_padding_layout=shared", "actor_rollout_ref.actor.use_prefix_grouper=true",
+])
+def test_the_shared_layout_of_a_sliding_window_model_is_one_line(capsys, tmp_path, asks_shared):
+    model = sliding_window_model(tmp_path)
+    err = one_line_refusal(capsys, "--print-config", "device=cpu", f"actor_rollout_ref.model.path={model}", asks_shared,
+                           f"trainer.output_dir={tmp_path / 'out'}")
+    assert err == (
+        "siirl: error: bad config: actor_rollout_ref.model: the shared layout (remove_padding_layout=shared, or "
+        "actor.use_prefix_grouper) attends to a prompt once per micro-batch, which needs full causal attention; "
+        f"{model} has sliding_attention layers (use remove_padding_layout=auto)"
+    )

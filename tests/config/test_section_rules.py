@@ -57,6 +57,7 @@ def test_every_rule_sits_on_a_schema_key_and_most_sections_own_rules():
             "actor_rollout_ref.rollout.weight_sync_bucket_mb=0",
             "bad config: actor_rollout_ref.rollout.weight_sync_bucket_mb=0 is invalid; expected > 0",
         ),
+        ("critic.cliprange_value=-0.5", "bad config: critic.cliprange_value=-0.5 is invalid; expected >= 0"),
         (
             "algorithm.workflow_type=ASYNC",
             "bad config: algorithm.workflow_type='ASYNC' is invalid; expected one of DEFAULT, DAPO, EMBODIED",

@@ -42,6 +42,8 @@ def test_a_text_policy_has_no_images_to_read():
     [
         ({"actor_rollout_ref": {"rollout": {"name": "sglang"}}}, "the 'sglang' rollout engine does not pass images"),
         ({"algorithm": {"adv_estimator": "gae"}}, "a critic .* of a vision-language policy is not implemented"),
+        ({"actor_rollout_ref": {"rollout": {"skip": {"enable": True}}}},
+         "rollout.skip.enable=true with a vision-language policy: the rollout dump does not hold its image inputs"),
     ],
 )
 def test_what_cannot_take_images_is_refused_in_one_line(vlm_cfg, overrides, message, monkeypatch):

@@ -9,6 +9,7 @@ from tensordict import TensorDict
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification
 
 from siirl.algorithms import entropy_from_logits, logprobs_from_logits
+from siirl.config_checks import load_config
 from siirl.engine.workers import ActorWorker
 from siirl.engine.workers.actor import log_prob_reduce
 from siirl.engine.workers.micro_batch import Batching, plan_micro_batches
@@ -198,8 +199,9 @@ def test_choose_layout():
     assert choose_layout(True, "trimmed", "sdpa") == ("trimmed", "sdpa")
     assert choose_layout(True, "auto", "sdpa", full_causal=False) == ("trimmed", "sdpa")
     assert choose_layout(True, "packed", "flex_attention") == ("packed", "flex_attention")
-    with pytest.raises(ConfigError, match="remove_padding_layout"):
-        choose_layout(True, "zigzag", "sdpa")
+    with pytest.raises(ConfigError, match=r"^bad config: actor_rollout_ref.model.remove_padding_layout='zigzag' is "
+                       r"invalid; expected one of auto, packed, shared, trimmed$"):  # its field's rule, before Ray
+        load_config(["actor_rollout_ref.model.remove_padding_layout=zigzag"])
 
 
 class FakeGroup:

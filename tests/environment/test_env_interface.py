@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from siirl.environment import ENVS, StepResult, VectorEnv, make_env
-from siirl.environment.arithmetic import parse_answer
+from siirl.environment.arithmetic import ArithmeticChainEnv, parse_answer
 from siirl.errors import ConfigError
 
 
@@ -44,8 +44,9 @@ def test_unknown_env_and_module_class():
         make_env("nope")
     env = make_env("siirl.environment.arithmetic:ArithmeticChainEnv", steps=1)
     assert env.reset({}, seed=0).observation.endswith("=")
-    with pytest.raises(ValueError, match="steps must be >= 1"):
-        make_env("arith_chain", steps=0)
+    # steps=0 is refused before Ray (tests/cli/test_main_dag_options.py), by the environment's preflight:
+    with pytest.raises(ConfigError, match=r"^bad config: env.kwargs.max_operand=0 must be >= 1 \(env.name=arith_chain\)$"):
+        ArithmeticChainEnv.preflight(steps=1, max_operand=0)
 
 
 def _solve(observation: str) -> str:

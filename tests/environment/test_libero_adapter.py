@@ -9,7 +9,7 @@ import yaml
 
 from siirl.environment import libero_setup, make_env
 from siirl.environment.libero import LiberoEnv
-from siirl.errors import SiirlUserError
+from siirl.errors import ConfigError, SiirlUserError
 from tests.fakes.libero_install import forget_fake_libero, install_fake_libero
 
 
@@ -48,8 +48,10 @@ def test_libero_budget_bad_action_and_suite(fake_libero):
     assert last.done and not last.success
     with pytest.raises(ValueError, match="7-D"):
         env.step([0.0] * 3)
-    with pytest.raises(SiirlUserError, match="unknown LIBERO suite"):
-        make_env("libero", suite="libero_nope")
+    with pytest.raises(ConfigError, match=r"^bad config: env.kwargs.suite='libero_nope' is not a LIBERO suite; "
+                       r"available: libero_object, libero_spatial$"):  # the fake's two
+        LiberoEnv.preflight(suite="libero_nope")  # before Ray (check_inputs), with env.kwargs
+    LiberoEnv.preflight(suite="libero_object")
 
 
 def test_libero_missing_is_one_clear_error(monkeypatch):

@@ -4,6 +4,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from siirl.config_checks import load_config
 from siirl.engine.reward import make_reward_manager
 from siirl.engine.reward.batch_fields import get_ground_truths, get_list, get_str_list, set_list
 from siirl.engine.reward.dapo import overlong_penalty
@@ -98,16 +99,17 @@ def test_dapo_manager_applies_penalty_by_response_length():
 
 
 @pytest.mark.parametrize(
-    ("opts", "match"),
+    ("overrides", "match"),
     [
-        ({"overlong_buffer_len": 4}, "max_response_length > overlong_buffer_len"),
-        ({"overlong_buffer_len": -1}, "overlong_buffer_len must be >= 0"),
-        ({"max_response_length": 8, "overlong_buffer_len": 2, "penalty_factor": -1}, "penalty_factor"),
+        (["reward_model.overlong_buffer.len=4"], r"overlong_buffer.len=4 must be in \(0, data.max_response_length=4\)"),
+        (["reward_model.overlong_buffer.len=-1"], r"overlong_buffer.len=-1 must be in \(0, "),
+        (["reward_model.overlong_buffer.penalty_factor=-1"], "penalty_factor=-1.0 is invalid; expected >= 0"),
     ],
 )
-def test_dapo_bad_options(opts, match):
-    with pytest.raises(ValueError, match=match):
-        make_reward_manager("dapo", TOKENIZER, **opts)
+def test_dapo_bad_options_are_refused_before_ray(overrides, match):
+    dapo = ["reward_model.reward_manager=dapo", "reward_model.overlong_buffer.enable=true", "data.max_response_length=4"]
+    with pytest.raises(ConfigError, match=match):
+        load_config([*dapo, *overrides])
 
 
 def test_factory_errors():

@@ -22,7 +22,9 @@ def overlong_penalty(length: int, max_response_length: int, overlong_buffer_len:
 
 @REWARD_MANAGERS.register("dapo")
 class DapoRewardManager(NaiveRewardManager):
-    """Options: ``max_response_length`` (required), ``overlong_buffer_len`` (0 disables), ``penalty_factor``."""
+    """Options: ``max_response_length`` (required), ``overlong_buffer_len`` (0 disables), ``penalty_factor``;
+    ``reward_model.overlong_buffer``'s rules refuse a length outside (0, max_response_length) and a negative
+    factor before Ray."""
 
     def __init__(
         self,
@@ -34,17 +36,6 @@ class DapoRewardManager(NaiveRewardManager):
         **opts: Any,
     ):
         super().__init__(tokenizer, compute_score, **opts)
-        if overlong_buffer_len < 0:
-            raise ValueError(f"overlong_buffer_len must be >= 0, got {overlong_buffer_len}")
-        if overlong_buffer_len and (
-            max_response_length is None or max_response_length <= overlong_buffer_len
-        ):
-            raise ValueError(
-                f"dapo needs max_response_length > overlong_buffer_len, got {max_response_length} "
-                f"and {overlong_buffer_len}"
-            )
-        if penalty_factor < 0:
-            raise ValueError(f"penalty_factor must be >= 0, got {penalty_factor}")
         self.max_response_length = max_response_length
         self.overlong_buffer_len = overlong_buffer_len
         self.penalty_factor = penalty_factor

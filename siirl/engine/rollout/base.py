@@ -36,6 +36,8 @@ class RolloutEngine(ABC):
     #: The engine serves the policy's LoRA adapter over its own copy of the base weights
     #: (``sync_lora_adapter``) rather than taking merged full weights (``sync_weights``).
     takes_lora_adapters: bool = False
+    #: The largest adapter rank the engine serves (None: no bound), checked before Ray.
+    largest_lora_rank: int | None = None
     #: The engine passes a vision-language policy its rows' images (``multi_modal_inputs``).
     takes_images: bool = False
     #: The engine runs in the DAG worker's process and makes process groups over the whole DAG world (vLLM's

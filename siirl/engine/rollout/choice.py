@@ -11,6 +11,7 @@ import logging
 
 from siirl.device import backend_class, get_backend
 from siirl.engine.rollout.base import ROLLOUT_ENGINES, RolloutEngine
+from siirl.engine.workers.lora import configured_rank
 from siirl.engine.workers.model_loading import resolve_dtype
 from siirl.errors import ConfigError
 from siirl.params.async_training import trainer_mode
@@ -66,14 +67,23 @@ def sampled_log_prob_quality(cfg: SiirlConfig) -> str:
 
 
 def check_lora_rollout(cfg: SiirlConfig) -> None:
-    """An engine that serves LoRA adapters keeps the base weights it loaded, so they must be real ones."""
-    rollout = cfg.actor_rollout_ref.rollout
-    served = serves_adapters(cfg.actor_rollout_ref.model)  # lora.merge: the engine gets every weight instead
-    if served and configured_engine(cfg).takes_lora_adapters and rollout.load_format == "dummy":
+    """An engine that serves LoRA adapters keeps the base weights it loaded, so they must be real ones, and
+    serves adapters up to its largest rank."""
+    rollout, model, engine = cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.model, configured_engine(cfg)
+    if not (serves_adapters(model) and engine.takes_lora_adapters):  # lora.merge: the engine gets every weight
+        return
+    if rollout.load_format == "dummy":
         raise ConfigError(
             f"bad config: actor_rollout_ref.rollout.load_format=dummy with LoRA on the '{rollout.name}' engine "
             "would leave its base weights random (only the adapter is synced); use safetensors or auto"
         )
+    rank = configured_rank(model)
+    if engine.largest_lora_rank is not None and rank > engine.largest_lora_rank:
+        source = f"lora_rank={rank}"
+        if model.lora_adapter_path:
+            source = f"lora_adapter_path={model.lora_adapter_path} has rank {rank}"
+        raise ConfigError(f"bad config: actor_rollout_ref.model.{source}, beyond the largest max_lora_rank "
+                          f"{engine.largest_lora_rank} the '{rollout.name}' rollout engine serves")
 
 
 def resolve_old_log_prob_source(cfg: SiirlConfig, env: str | None) -> str:

@@ -30,12 +30,7 @@ PROMPT_KEYS = ("input_ids", "attention_mask")
 
 
 def import_engine_package(engine: str, package: str, backend: DeviceBackend) -> ModuleType:
-    """The engine's Python package, after checking the device family runs this engine at all."""
-    if not backend.supports_rollout(engine):
-        raise ConfigError(
-            f"rollout engine '{engine}' is not supported on device={backend.name}; "
-            f"supported: {', '.join(backend.rollout_engines)}"
-        )
+    """The engine's Python package (the launcher refused an engine the device family does not run)."""
     try:
         return importlib.import_module(package)
     except ImportError as exc:

@@ -101,11 +101,9 @@ VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def max_lora_rank(rank: int) -> int:
-    """The smallest ``max_lora_rank`` vLLM accepts that holds ``rank``."""
-    for allowed in VLLM_LORA_RANKS:
-        if rank <= allowed:
-            return allowed
-    raise ConfigError(f"actor_rollout_ref.model.lora_rank={rank} exceeds vLLM's largest max_lora_rank {VLLM_LORA_RANKS[-1]}")
+    """The smallest ``max_lora_rank`` vLLM accepts that holds ``rank`` (a larger rank is refused before Ray:
+    ``largest_lora_rank``)."""
+    return next(allowed for allowed in VLLM_LORA_RANKS if rank <= allowed)
 
 
 def _accepts(fn: Callable, name: str) -> bool:
@@ -129,6 +127,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
     device index this process sees (0 once pinned)."""
 
     takes_lora_adapters = True
+    largest_lora_rank = VLLM_LORA_RANKS[-1]
     takes_images = True
     spans_dag_world = True
 
@@ -229,12 +228,7 @@ class VLLMRolloutEngine(ColocatedRolloutEngine):
             args.update(enable_lora=True, max_lora_rank=max_lora_rank(self.lora_rank), max_loras=1)
         if self.apart:  # tensor parallelism here is refused before Ray (rollout.choice.choose_rollout_engine)
             args["seed"] = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-        elif dist.is_available() and dist.is_initialized():
-            world = dist.get_world_size()
-            if world % self.tp_size:
-                raise ConfigError(
-                    f"rollout.tensor_model_parallel_size={self.tp_size} does not divide the world size {world}"
-                )
+        elif dist.is_available() and dist.is_initialized():  # the planner split every rollout group into tp groups
             args["distributed_executor_backend"] = "external_launcher"
             # Ranks of one TP group must draw identical samples; different groups different ones.
             args["seed"] = dist.get_rank() // self.tp_size

@@ -122,7 +122,6 @@ class ActorWorker(CheckpointMixin, FSDPWorker):
         self.model_cfg = model_cfg
         self.rollout_n = rollout_n
         self.temperature = float(temperature)
-        log_prob_reduce(self.temperature, with_entropy=False)  # rejects a temperature <= 0 now, not mid-run
         self.train_batching = train_batching(actor_cfg)
         self.log_prob_batching = (
             log_prob_batching(log_prob_cfg) if log_prob_cfg is not None else self.train_batching

@@ -65,9 +65,6 @@ def _check_adapted(model: PeftModel) -> None:
     from peft.tuners.lora import Linear as LoraLinear
     from peft.tuners.lora import LoraLayer
 
-    config = model.peft_config[ADAPTER]
-    if getattr(config, "use_dora", False):
-        raise ModelLoadError(f"{LORA_KEYS}: DoRA adapters are not supported (merged weight sync needs plain LoRA)")
     for name, module in model.named_modules():
         if isinstance(module, LoraLayer) and not isinstance(module, LoraLinear):
             hf_name = name.removeprefix(PEFT_PREFIX)
@@ -144,8 +141,8 @@ def configured_rank(model_cfg: Any) -> int:
 def check_lora_targets(model_cfg: Any) -> None:
     """Resolve the target modules against the model's architecture before any weight is read: the model is
     built on the meta device from its config.json, so an unknown module name fails in one line up front. A
-    saved adapter (``lora_adapter_path``) must load in the workers instead: its config parses and its weights
-    pass the header check the model weights get."""
+    saved adapter (``lora_adapter_path``) must load in the workers instead: its config parses (plain LoRA, not
+    DoRA) and its weights pass the header check the model weights get."""
     if not lora_enabled(model_cfg):
         return
     if model_cfg.lora_adapter_path:
@@ -154,10 +151,13 @@ def check_lora_targets(model_cfg: Any) -> None:
         path = str(model_cfg.lora_adapter_path)
         check_adapter_dir(path)
         try:
-            LoraConfig.from_pretrained(str(Path(path).expanduser()))
+            saved = LoraConfig.from_pretrained(str(Path(path).expanduser()))
         except Exception as exc:  # noqa: BLE001 - json and peft raise their own types
             reason = f"{ADAPTER_CONFIG} does not load ({first_line(exc)})"
             raise ModelLoadError(f"{LORA_KEYS}.lora_adapter_path={path}: {reason}") from None
+        if getattr(saved, "use_dora", False):  # the LoRA keys never make one; only a saved adapter can be DoRA
+            raise ModelLoadError(f"{LORA_KEYS}.lora_adapter_path={path} is a DoRA adapter, which is not supported "
+                                 "(merged weight sync needs plain LoRA)")
         check_model_weights(Path(path).expanduser())
         return
     config, trust = hf_config(model_cfg), bool(model_cfg.trust_remote_code)

@@ -225,8 +225,8 @@ def check_sequence_classifier(model_cfg: Any) -> None:
 
 
 def load_sequence_classifier(model_cfg: Any, backend: DeviceBackend, dtype: torch.dtype) -> PreTrainedModel:
-    """A one-output sequence classifier (a reward model) with its trained ``score`` head."""
-    check_sequence_classifier(model_cfg)
+    """A one-output sequence classifier (a reward model) with its trained ``score`` head (a causal-LM dir is
+    refused before Ray: ``check_sequence_classifier``)."""
     model = _load(AutoModelForSequenceClassification, model_cfg, dtype, backend, num_labels=1)
     if not isinstance(getattr(model, "score", None), torch.nn.Module):
         raise ModelLoadError(f"{type(model).__name__} at '{model_cfg.path}' has no `score` head to read")

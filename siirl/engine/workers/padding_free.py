@@ -33,10 +33,12 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from siirl.engine.workers.model_loading import apply_config_overrides, hf_config
 from siirl.engine.workers.varlen_attention import VARLEN_ATTENTION, VARLEN_SDPA
 from siirl.engine.workers.vision_inputs import VisionRows
 from siirl.errors import ConfigError
-from siirl.params.model import REMOVE_PADDING_LAYOUTS
+from siirl.params.distillation import teacher_model_config
+from siirl.params.root import SiirlConfig
 from siirl.registry import Registry
 
 if TYPE_CHECKING:
@@ -83,21 +85,39 @@ def choose_layout(
     """
     if not use_remove_padding:
         return "padded", attn_implementation
-    if requested not in REMOVE_PADDING_LAYOUTS:
-        raise ConfigError(
-            f"model.remove_padding_layout={requested!r} is not one of {', '.join(REMOVE_PADDING_LAYOUTS)}"
-        )
     if requested == "trimmed":
         return "trimmed", attn_implementation
-    if requested == "shared":
-        if not full_causal:
-            raise ConfigError("the shared layout (a prompt once per micro-batch) needs full causal attention")
+    if requested == "shared":  # of a model with full causal attention only (``check_shared_layout``)
         return "shared", VARLEN_SDPA
     if attn_implementation == VARLEN_SDPA or (attn_implementation in SDPA_LIKE and full_causal):
         return ("packed" if requested == "packed" else "shared"), VARLEN_SDPA
     if attn_implementation in VARLEN_ATTENTION:
         return "packed", attn_implementation
     return ("packed" if requested == "packed" else "trimmed"), attn_implementation
+
+
+def check_shared_layout(cfg: SiirlConfig, critic_loaded: bool) -> None:
+    """The shared layout (``remove_padding_layout=shared``, or the actor's ``use_prefix_grouper``) attends to a
+    prompt once per micro-batch, which needs full causal attention in every layer: each model that asks for
+    it is read from its config.json (with ``override_config``) before Ray."""
+    policy = cfg.actor_rollout_ref.model
+    models = [("actor_rollout_ref.model", policy, cfg.actor_rollout_ref.actor.use_prefix_grouper)]
+    models += [("critic.model", cfg.critic.model, False)] if critic_loaded else []
+    models += [("reward_model.model", cfg.reward_model.model, False)] if cfg.reward_model.enable else []
+    if cfg.distillation.enabled:
+        models.append(("distillation.teacher_models", teacher_model_config(policy, cfg.distillation), False))
+    for key, model, grouped in models:
+        if not (grouped or (model.use_remove_padding and model.remove_padding_layout == "shared")):
+            continue
+        config = hf_config(model)
+        apply_config_overrides(config, dict(getattr(model, "override_config", None) or {}))
+        kinds = set(getattr(config.get_text_config(), "layer_types", None) or ["full_attention"]) - {"full_attention"}
+        if kinds:
+            raise ConfigError(
+                f"bad config: {key}: the shared layout (remove_padding_layout=shared, or actor.use_prefix_grouper) "
+                f"attends to a prompt once per micro-batch, which needs full causal attention; {model.path} has "
+                f"{', '.join(sorted(kinds))} layers (use remove_padding_layout=auto)"
+            )
 
 
 def _select_columns(

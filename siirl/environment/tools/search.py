@@ -45,11 +45,13 @@ def passages_text(passages: list[dict[str, Any]]) -> str:
     return "\n\n".join(docs).strip()
 
 
-def _positive(config: dict[str, Any], key: str, default: float, kind: type) -> float:
-    value = config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or kind is int and value != int(value) or value <= 0:
-        raise ConfigError(f"config.{key} must be a positive {kind.__name__}, got {value!r}")
-    return kind(value)
+#: The numeric ``config`` keys, each positive: key -> (default, type).
+POSITIVE_KEYS = {"topk": (3, int), "timeout": (30, float), "rate_limit": (120, int)}
+
+
+def _setting(config: dict[str, Any], key: str) -> Any:
+    default, kind = POSITIVE_KEYS[key]
+    return kind(config.get(key, default))
 
 
 @TOOLS.register(
@@ -64,22 +66,23 @@ class SearchTool(BaseTool):
         url = config.get("retrieval_service_url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigError(f"config.retrieval_service_url must be the retriever's http(s) URL, got {url!r}")
-        _positive(config, "topk", 3, int)
-        _positive(config, "timeout", 30, float)
-        _positive(config, "rate_limit", 120, int)
+        for key, (default, kind) in POSITIVE_KEYS.items():
+            value = config.get(key, default)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number or kind is int and value != int(value) or value <= 0:
+                raise ConfigError(f"config.{key} must be a positive {kind.__name__}, got {value!r}")
         retries = config.get("max_retries", DEFAULT_RETRIES)
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"config.max_retries must be an integer >= 0, got {retries!r}")
 
     def __init__(self, config: dict[str, Any], tool_schema: dict[str, Any]) -> None:
+        """``config`` passed :meth:`check_config` on the driver, before Ray (``tools.config.check_tools``)."""
         super().__init__(config, tool_schema)
-        self.check_config(self.config)
         self.url = self.config["retrieval_service_url"]
-        self.topk = _positive(self.config, "topk", 3, int)
-        self.timeout_s = _positive(self.config, "timeout", 30, float)
+        self.topk, self.timeout_s = _setting(self.config, "topk"), _setting(self.config, "timeout")
         self.max_retries = int(self.config.get("max_retries", DEFAULT_RETRIES))
         #: verl's ``rate_limit``: requests in flight at once (here per process, verl's is one Ray actor).
-        self._in_flight = threading.BoundedSemaphore(_positive(self.config, "rate_limit", 120, int))
+        self._in_flight = threading.BoundedSemaphore(_setting(self.config, "rate_limit"))
 
     def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any) -> tuple[str, float, dict]:
         queries = parameters.get("query_list")
