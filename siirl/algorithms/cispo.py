@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from siirl.algorithms.policy_loss import Metrics, PolicyLossInputs, clip_range, open_range, register_policy_loss
+from siirl.algorithms.policy_loss import (
+    Metrics,
+    PolicyLossInputs,
+    clip_range,
+    open_range,
+    register_policy_loss,
+)
 
 
 @register_policy_loss("cispo", options=open_range)

@@ -18,7 +18,13 @@ from __future__ import annotations
 import torch
 
 from siirl.algorithms.masked import masked_mean
-from siirl.algorithms.policy_loss import Metrics, PolicyLossInputs, clip_range, open_range, register_policy_loss
+from siirl.algorithms.policy_loss import (
+    Metrics,
+    PolicyLossInputs,
+    clip_range,
+    open_range,
+    register_policy_loss,
+)
 
 
 @register_policy_loss("geo_mean", options=open_range)

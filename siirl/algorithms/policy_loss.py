@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 from enum import Enum
 from functools import partial
+from typing import Any
 
 import torch
 
