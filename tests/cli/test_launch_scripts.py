@@ -37,7 +37,7 @@ def _outcome(replay, monkeypatch) -> str | None:
     """None when the replay plans (in the script's repository, as its user runs it), else the refusal."""
     monkeypatch.chdir(replay.cwd)
     if libero_setup.libero_package() is None:  # LIBERO's own preflight is tested in tests/environment
-        monkeypatch.setattr(libero, "check_installed", lambda: None)
+        monkeypatch.setattr(libero.LiberoEnv, "preflight", staticmethod(lambda **_kwargs: None))
     try:
         prepare(replay.overrides, replay.config_path, replay.config_name)
     except SiirlUserError as exc:

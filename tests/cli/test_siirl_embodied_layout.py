@@ -79,7 +79,7 @@ def test_the_layout_plans_as_the_embodied_workflow_on_libero(monkeypatch):
     if libero_setup.libero_package() is None:  # this venv: refused before Ray, in one line
         with pytest.raises(SiirlUserError, match=r"^env.name=libero needs libero, .*run: pip install -c ci/"):
             prepare(["device=cpu", *LAYOUT])
-        monkeypatch.setattr(libero, "check_installed", lambda: None)
+        monkeypatch.setattr(libero.LiberoEnv, "preflight", staticmethod(lambda **_kwargs: None))
     cfg, _, graph, _ = prepare(["device=cpu", *LAYOUT, "data.max_prompt_length=256"])
     assert graph.graph_id == "embodied" and cfg.env.name == "libero"
     assert cfg.env.kwargs == {"suite": "libero_spatial", "max_steps": 512, "num_steps_wait": 10}
