@@ -16,7 +16,7 @@ from siirl.dag_worker.policy import Policy
 from siirl.device import get_backend
 from siirl.engine.rollout.hf import HFRolloutEngine
 from siirl.engine.workers.lora import adapter_config, adapter_tensors, apply_lora, merged_named_parameters
-from siirl.errors import ConfigError
+from siirl.errors import ConfigError, SiirlUserError
 from siirl.params.model import PolicyModelConfig
 
 from .accel_testutils import prompt_batch, rollout_cfg
@@ -124,3 +124,12 @@ def test_a_rank_beyond_vllm_is_refused_before_ray():
         load_config(["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.lora_rank=1024"])
     load_config(["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.model.lora_rank=512"])
     load_config(["actor_rollout_ref.rollout.name=hf", "actor_rollout_ref.model.lora_rank=1024"])  # no such bound
+
+
+def test_a_saved_adapter_whose_config_does_not_parse_is_one_line_before_ray(tmp_path):
+    """The rank check reads the saved adapter's config first: a broken one is the same line the preflight gives."""
+    (tmp_path / "adapter_config.json").write_text("{not json")
+    (tmp_path / "adapter_model.safetensors").write_bytes(b"\xff" * 64)
+    with pytest.raises(SiirlUserError, match=r"^actor_rollout_ref.model.lora_adapter_path=.*: adapter_config.json does "
+                       r"not load \(.*\)$"):
+        load_config(["actor_rollout_ref.rollout.name=vllm", f"actor_rollout_ref.model.lora_adapter_path={tmp_path}"])

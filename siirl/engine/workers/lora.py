@@ -128,13 +128,22 @@ def check_adapter_dir(path: str) -> None:
         raise ModelLoadError(f"{LORA_KEYS}.lora_adapter_path={path} holds no {ADAPTER_CONFIG} (a saved peft adapter)")
 
 
+def saved_adapter_config(path: str) -> Any:
+    """The saved adapter's peft ``LoraConfig``; a missing folder or a config that does not parse is one line."""
+    from peft import LoraConfig
+
+    check_adapter_dir(path)
+    try:
+        return LoraConfig.from_pretrained(str(Path(path).expanduser()))
+    except Exception as exc:  # noqa: BLE001 - json and peft raise their own types
+        reason = f"{ADAPTER_CONFIG} does not load ({first_line(exc)})"
+        raise ModelLoadError(f"{LORA_KEYS}.lora_adapter_path={path}: {reason}") from None
+
+
 def configured_rank(model_cfg: Any) -> int:
     """The adapters' rank: the saved adapter's when ``lora_adapter_path`` is set, else ``lora_rank``."""
     if model_cfg.lora_adapter_path:
-        from peft import LoraConfig
-
-        check_adapter_dir(str(model_cfg.lora_adapter_path))
-        return int(LoraConfig.from_pretrained(str(model_cfg.lora_adapter_path)).r)
+        return int(saved_adapter_config(str(model_cfg.lora_adapter_path)).r)
     return int(model_cfg.lora_rank)
 
 
@@ -146,16 +155,8 @@ def check_lora_targets(model_cfg: Any) -> None:
     if not lora_enabled(model_cfg):
         return
     if model_cfg.lora_adapter_path:
-        from peft import LoraConfig
-
         path = str(model_cfg.lora_adapter_path)
-        check_adapter_dir(path)
-        try:
-            saved = LoraConfig.from_pretrained(str(Path(path).expanduser()))
-        except Exception as exc:  # noqa: BLE001 - json and peft raise their own types
-            reason = f"{ADAPTER_CONFIG} does not load ({first_line(exc)})"
-            raise ModelLoadError(f"{LORA_KEYS}.lora_adapter_path={path}: {reason}") from None
-        if getattr(saved, "use_dora", False):  # the LoRA keys never make one; only a saved adapter can be DoRA
+        if getattr(saved_adapter_config(path), "use_dora", False):  # the LoRA keys never make one; only a saved adapter can be DoRA
             raise ModelLoadError(f"{LORA_KEYS}.lora_adapter_path={path} is a DoRA adapter, which is not supported "
                                  "(merged weight sync needs plain LoRA)")
         check_model_weights(Path(path).expanduser())
