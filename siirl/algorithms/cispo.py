@@ -11,18 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from siirl.algorithms.policy_loss import (
-    Metrics,
-    PolicyLossInputs,
-    clip_range,
-    open_range,
-    register_policy_loss,
-)
+from siirl.algorithms.policy_loss import Metrics, PolicyLossInputs, open_range, register_policy_loss
 
 
 @register_policy_loss("cispo", options=open_range)
 def cispo_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
-    low, high = clip_range(inputs.config)
+    low, high = inputs.clip_range
     log_ratio = (inputs.log_prob - inputs.old_log_prob).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
     weight = ratio.clamp(1 - low, 1 + high).detach()

@@ -18,18 +18,12 @@ from __future__ import annotations
 import torch
 
 from siirl.algorithms.masked import masked_mean
-from siirl.algorithms.policy_loss import (
-    Metrics,
-    PolicyLossInputs,
-    clip_range,
-    open_range,
-    register_policy_loss,
-)
+from siirl.algorithms.policy_loss import Metrics, PolicyLossInputs, open_range, register_policy_loss
 
 
 @register_policy_loss("geo_mean", options=open_range)
 def geo_mean_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
-    low, high = clip_range(inputs.config)
+    low, high = inputs.clip_range
     adv, mask = inputs.advantages, inputs.response_mask
     log_ratio = inputs.log_prob - inputs.old_log_prob
     pessimistic = torch.where(adv > 0, log_ratio.clamp(max=high), log_ratio.clamp(min=-low))

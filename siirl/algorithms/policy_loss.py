@@ -97,6 +97,11 @@ class PolicyLossInputs:
         """Fraction of valid tokens where ``flags`` holds."""
         return masked_mean(flags.to(self.log_prob.dtype), self.response_mask).detach()
 
+    @property
+    def clip_range(self) -> tuple[float, float]:
+        """The actor's ``clip_ratio_low/high``, else ``clip_ratio``."""
+        return _clip_range(self.config)
+
     def ppo_kl(self, log_ratio: torch.Tensor) -> torch.Tensor:
         return masked_mean(-log_ratio, self.response_mask).detach()
 
@@ -105,7 +110,7 @@ def first_set(*values: float | None) -> float:
     return next(value for value in values if value is not None)
 
 
-def clip_range(cfg: ActorConfig) -> tuple[float, float]:
+def _clip_range(cfg: ActorConfig) -> tuple[float, float]:
     """``clip_ratio_low/high``, else ``clip_ratio``."""
     low, high = first_set(cfg.clip_ratio_low, cfg.clip_ratio), first_set(cfg.clip_ratio_high, cfg.clip_ratio)
     return float(low), float(high)
@@ -115,7 +120,7 @@ def clip_range(cfg: ActorConfig) -> tuple[float, float]:
 GSPO_CLIP_RANGE = (3e-4, 4e-4)
 
 
-def gspo_clip_range(cfg: ActorConfig) -> tuple[float, float]:
+def _gspo_clip_range(cfg: ActorConfig) -> tuple[float, float]:
     low = first_set(cfg.gspo_clip_ratio_low, cfg.clip_ratio_low, GSPO_CLIP_RANGE[0])
     return float(low), float(first_set(cfg.gspo_clip_ratio_high, cfg.clip_ratio_high, GSPO_CLIP_RANGE[1]))
 
@@ -133,11 +138,11 @@ def _ratio_range(low_key: str, high_key: str, read: Callable[[ActorConfig], tupl
 def open_range(cfg: ActorConfig) -> str | None:
     """The refusal of a range that clips a weight or a log-ratio rather than PPO's ratio, where a lower bound
     of 1 or more is meaningful (CISPO's ``clip_ratio_low=10``: no bound)."""
-    low, high = clip_range(cfg)
+    low, high = _clip_range(cfg)
     return None if min(low, high) >= 0 else f"clip_ratio_low and clip_ratio_high must be >= 0, got {low} and {high}"
 
 
-_ppo_range = _ratio_range("clip_ratio_low", "clip_ratio_high", clip_range)
+_ppo_range = _ratio_range("clip_ratio_low", "clip_ratio_high", _clip_range)
 
 
 def _dual_clip(cfg: ActorConfig) -> str | None:
@@ -162,7 +167,7 @@ def check_loss_options(cfg: Any) -> None:
 @register_policy_loss("vanilla", options=_dual_clip)
 def vanilla_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     """PPO clipped surrogate (arXiv 1707.06347) with asymmetric range and dual clip (arXiv 1912.09729)."""
-    low, high = clip_range(inputs.config)
+    low, high = inputs.clip_range
     clip_c = float(inputs.config.clip_ratio_c)
     adv = inputs.advantages
     log_ratio = (inputs.log_prob - inputs.old_log_prob).clamp(-20.0, 20.0)
@@ -178,7 +183,7 @@ def vanilla_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics
     return inputs.aggregate(loss_mat), metrics
 
 
-@register_policy_loss("gspo", options=_ratio_range("gspo_clip_ratio_low", "gspo_clip_ratio_high", gspo_clip_range))
+@register_policy_loss("gspo", options=_ratio_range("gspo_clip_ratio_low", "gspo_clip_ratio_high", _gspo_clip_range))
 def gspo_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     """GSPO (arXiv 2507.18071): clip the sequence ratio ``exp(mean_t log r_t)`` instead of token ratios.
 
@@ -186,7 +191,7 @@ def gspo_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     while each token's gradient flows through its own log-prob (the paper's GSPO-token form); with
     ``seq-mean-token-mean`` aggregation this is exactly the sequence-level GSPO gradient.
     """
-    low, high = gspo_clip_range(inputs.config)
+    low, high = _gspo_clip_range(inputs.config)
     adv, log_prob = inputs.advantages, inputs.log_prob
     log_ratio = log_prob - inputs.old_log_prob
     seq_log_ratio = masked_mean(log_ratio, inputs.response_mask, dim=-1).detach().unsqueeze(-1)
@@ -210,7 +215,7 @@ def cpgd_policy_loss(inputs: PolicyLossInputs) -> tuple[torch.Tensor, Metrics]:
     estimate and its gradient ``min(r - 1, policy_drift_clip)`` times ``grad log pi``, the cap keeping a
     token with an exploding ratio from dominating the update.
     """
-    low, high = clip_range(inputs.config)
+    low, high = inputs.clip_range
     adv, log_prob = inputs.advantages, inputs.log_prob
     log_ratio = log_prob - inputs.old_log_prob
     upper, lower = math.log1p(high), math.log1p(-low)
