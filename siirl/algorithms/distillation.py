@@ -25,7 +25,6 @@ from siirl.algorithms.kl import kl_penalty
 from siirl.algorithms.masked import masked_mean
 from siirl.algorithms.policy_loss import compute_policy_loss
 from siirl.params.distillation import DistillationLossConfig
-from siirl.params.model import ActorConfig
 
 #: The batch key the teacher node writes: the teacher's log-prob of each sampled response token.
 TEACHER_LOG_PROB = "teacher_log_prob"
@@ -52,8 +51,7 @@ def distillation_loss(
         per_token = per_token.clamp(-float(cfg.loss_max_clamp), float(cfg.loss_max_clamp))
     if not cfg.use_policy_gradient:
         return agg_loss(per_token, mask, loss_agg_mode, horizon=horizon, **counts), metrics
-    clip = ActorConfig(clip_ratio=cfg.clip_ratio, clip_ratio_low=cfg.clip_ratio_low,
-                       clip_ratio_high=cfg.clip_ratio_high, loss_agg_horizon=horizon or 0)
+    clip = cfg.policy_gradient_config(horizon or 0)
     loss, pg_metrics = compute_policy_loss(
         cfg.policy_loss_mode, old_log_prob=old_log_prob, log_prob=log_prob, advantages=-per_token.detach(),
         response_mask=mask, loss_agg_mode=loss_agg_mode, config=clip, rollout_is_weights=rollout_is_weights,

@@ -152,16 +152,22 @@ def _dual_clip(cfg: ActorConfig) -> str | None:
 
 
 def check_loss_options(cfg: Any) -> None:
-    """The clip range (and dual-clip bound) the run's loss reads, refused before Ray rather than at the first
-    update; under bypass mode (loss mode vanilla) ``rollout_correction.loss_type=reinforce`` clips nothing."""
+    """The clip range (and dual-clip bound) each policy loss of the run reads, refused before Ray rather than at
+    the first update: the actor's (under bypass mode, ``rollout_correction.loss_type=reinforce`` clips nothing)
+    and the distillation term's policy-gradient form."""
     correction, actor = cfg.algorithm.rollout_correction, cfg.actor_rollout_ref.actor
-    if correction.bypass_mode and correction.loss_type != "ppo_clip":
-        return
-    mode = str(actor.policy_loss.loss_mode)
-    options = POLICY_LOSSES.metadata(mode).get("options")
-    problem = options(actor) if options else None
-    if problem:
-        raise ConfigError(f"bad config: actor_rollout_ref.actor.{problem} (loss_mode={mode})")
+    losses = []  # (section key, the key naming its loss, the loss, the options it reads)
+    if not (correction.bypass_mode and correction.loss_type != "ppo_clip"):
+        losses.append(("actor_rollout_ref.actor", "loss_mode", str(actor.policy_loss.loss_mode), actor))
+    distill = cfg.distillation.distillation_loss
+    if cfg.distillation.enabled and distill.use_policy_gradient:
+        losses.append(("distillation.distillation_loss", "policy_loss_mode", str(distill.policy_loss_mode),
+                       distill.policy_gradient_config()))
+    for key, mode_key, mode, options in losses:
+        check = POLICY_LOSSES.metadata(mode).get("options")
+        problem = check(options) if check else None
+        if problem:
+            raise ConfigError(f"bad config: {key}.{problem} ({mode_key}={mode})")
 
 
 @register_policy_loss("vanilla", options=_dual_clip)

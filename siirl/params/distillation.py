@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from siirl.errors import ConfigError
-from siirl.params.model import ModelConfig
+from siirl.params.model import ActorConfig, ModelConfig
 from siirl.params.override_screen import override_key
 
 SINGLE_TEACHER = "teacher_model"
@@ -47,6 +47,12 @@ class DistillationLossConfig:
     use_chunked_topk: bool = False
     chunked_topk_chunk_size: int = 4096
 
+
+    def policy_gradient_config(self, horizon: int = 0) -> ActorConfig:
+        """The actor options ``policy_loss_mode`` reads in the policy-gradient form: this section's clip range
+        (checked with that loss's own option check, ``siirl.algorithms.policy_loss.check_loss_options``)."""
+        return ActorConfig(clip_ratio=self.clip_ratio, clip_ratio_low=self.clip_ratio_low,
+                           clip_ratio_high=self.clip_ratio_high, loss_agg_horizon=horizon)
 
 @dataclass
 class TeacherInferenceConfig:
@@ -123,9 +129,6 @@ class DistillationConfig:
                 f"bad config: distillation.distillation_loss.policy_loss_mode={loss.policy_loss_mode!r}: only vanilla "
                 "is supported with use_policy_gradient (as in verl)"
             )
-        if loss.use_policy_gradient and not (0 <= loss.clip_ratio_low < 1 and loss.clip_ratio_high >= 0):
-            raise ConfigError(f"bad config: {key}.distillation_loss.clip_ratio_low must be in [0, 1) and clip_ratio_high "
-                              f">= 0 (the vanilla loss's range), got {loss.clip_ratio_low} and {loss.clip_ratio_high}")
         needed = cfg.data.max_prompt_length + cfg.data.max_response_length + 1
         limit = teacher_of(self).inference.max_model_len
         if limit is not None and needed > limit:

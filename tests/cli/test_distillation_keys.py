@@ -48,7 +48,8 @@ def test_the_teacher_is_a_planned_role_scoring_before_the_update(tmp_path):
     (["distillation.distillation_loss.policy_loss_mode=gspo", "distillation.distillation_loss.use_policy_gradient=True"],
      "only vanilla"),
     (["distillation.distillation_loss.clip_ratio_low=1.0", "distillation.distillation_loss.use_policy_gradient=True"],
-     "clip_ratio_low must be in [0, 1) and clip_ratio_high >= 0 (the vanilla loss's range), got 1.0 and 0.2"),
+     ("bad config: distillation.distillation_loss.clip_ratio_low must be in [0, 1) and clip_ratio_high >= 0, got "
+      "1.0 and 0.2 (policy_loss_mode=vanilla)")),
     (["+distillation.teacher_models.teacher_model2.model_path=/m"], "multi-teacher distillation is not implemented"),
     (["distillation.teacher_models.teacher_model.inference.max_model_len=10"], "is below prompt + response + 1"),
     (["distillation.distillation_loss.loss_mode=k9"], "k9"),
